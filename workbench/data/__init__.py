@@ -1,0 +1,1 @@
+"""Importers, exporters and input validation."""

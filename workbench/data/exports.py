@@ -1,0 +1,105 @@
+"""Exports of events and ledgers as CSV or JSONL, written only to the path the user named."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench.store.db import Store
+from workbench.store.queries import Run
+
+EVENT_FIELDS = ("sample_id", "cell_id", "kind", "k", "budget", "format", "shuffle", "h_set", "h_vis", "k_eff",
+                "evidence_tokens", "truncated", "prediction", "score")
+
+
+def event_records(store: Store, run: Run) -> Iterable[dict[str, Any]]:
+    """One dict per (sample, cell) of the run, in cell then sample order."""
+    for row in store.conn.execute(
+            "SELECT s.id, e.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle, e.h_set, e.h_vis, e.k_eff,"
+            " e.evidence_tokens, e.truncated, e.prediction, e.score"
+            " FROM events e JOIN cells c ON c.run_id = e.run_id AND c.cell_id = e.cell_id"
+            " JOIN samples s ON s.dataset_id = ? AND s.sid = e.sid"
+            " WHERE e.run_id = ? ORDER BY e.cell_id, e.sid", (run.dataset_id, run.id)):
+        yield dict(zip(EVENT_FIELDS, row))
+
+
+def ledger_records(report) -> list[dict[str, Any]]:
+    """The ledger as one JSON-ready object per cell; every term is ``{value, lo, hi}``."""
+    out = []
+    for row in report.rows:
+        out.append({"kind": "retrieval", **{k: _plain(v) for k, v in row.items()}})
+    for row in report.oracle:
+        out.append({"kind": "oracle", "cell_id": f"oracle-b{row['budget']}",
+                    **{k: _plain(v) for k, v in row.items()}})
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def flatten(record: dict[str, Any]) -> dict[str, Any]:
+    """``{"S_vis": {"value", "lo", "hi"}}`` → ``S_vis``, ``S_vis_lo``, ``S_vis_hi`` columns for CSV."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict) and set(value) == {"value", "lo", "hi"}:
+            flat[key], flat[f"{key}_lo"], flat[f"{key}_hi"] = value["value"], value["lo"], value["hi"]
+        elif isinstance(value, dict):
+            for sub, subval in flatten(value).items():
+                flat[f"{key}.{sub}"] = subval
+        else:
+            flat[key] = value
+    return flat
+
+
+def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
+    """Records as JSONL lines or CSV text chunks (header from the first record)."""
+    if fmt == "jsonl":
+        for rec in records:
+            yield json.dumps(rec, ensure_ascii=False) + "\n"
+        return
+    if fmt != "csv":
+        raise ValueError(f"--format: {fmt!r} is not csv or jsonl")
+    writer = None
+    buf = io.StringIO()
+    for rec in records:
+        flat = flatten(rec)
+        if writer is None:
+            writer = csv.DictWriter(buf, fieldnames=list(flat), extrasaction="ignore", lineterminator="\n")
+            writer.writeheader()
+        writer.writerow({k: "" if v is None else v for k, v in flat.items()})
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+
+
+def write_atomic(path: str | Path, chunks: Iterable[str]) -> int:
+    """Write ``chunks`` to exactly ``path`` (via a temp file in the same directory); return bytes."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; name the file to write")
+    if not path.parent.exists():
+        raise ValueError(f"{path.parent}: directory does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    size = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+                size += len(chunk.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return size

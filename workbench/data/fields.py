@@ -1,0 +1,78 @@
+"""Field checks shared by the importers.
+
+Each returns ``None`` when the value is good, else ``(suffix, reason)`` where ``suffix``
+extends the field path (``"[2]"``, or ``""`` for the field itself).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Finding = tuple[str, str] | None
+
+_JSON_TYPE = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+              bool: "boolean", type(None): "null"}
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a Python value's type, for messages."""
+    return _JSON_TYPE.get(type(value), type(value).__name__)
+
+
+def check_str(value: Any) -> Finding:
+    """A non-blank string."""
+    if not isinstance(value, str):
+        return "", f"expected a string, got {json_type(value)}"
+    if not value.strip():
+        return "", "must not be empty"
+    return None
+
+
+def check_triple(value: Any) -> Finding:
+    """``[head, relation, tail]``: three non-blank strings."""
+    if not isinstance(value, list):
+        return "", f"expected [head, relation, tail], got {json_type(value)}"
+    if len(value) != 3:
+        return "", f"expected 3 elements [head, relation, tail], got {len(value)}"
+    for i, part in enumerate(value):
+        found = check_str(part)
+        if found:
+            return f"[{i}]", found[1]
+    return None
+
+
+def check_score(value: Any) -> Finding:
+    """A finite JSON number (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "", f"expected a number, got {json_type(value)}"
+    if not math.isfinite(value):
+        return "", "must be finite"
+    return None
+
+
+def check_str_list(value: Any, *, allow_empty: bool = False) -> Finding:
+    """A list of non-blank strings (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, list):
+        return "", f"expected an array of strings, got {json_type(value)}"
+    if not value and not allow_empty:
+        return "", "must not be empty"
+    for i, item in enumerate(value):
+        found = check_str(item)
+        if found:
+            return f"[{i}]", found[1]
+    return None
+
+
+def check_object(value: Any) -> Finding:
+    """A JSON object."""
+    if not isinstance(value, dict):
+        return "", f"expected an object, got {json_type(value)}"
+    return None
+
+
+def check_list(value: Any) -> Finding:
+    """A JSON array (its items are checked by the caller)."""
+    if not isinstance(value, list):
+        return "", f"expected an array, got {json_type(value)}"
+    return None

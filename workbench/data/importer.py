@@ -1,0 +1,367 @@
+"""Importing a dataset directory (``kb.jsonl``, ``samples.jsonl``, ``retrieval.jsonl``).
+
+The import is one transaction: every line is validated while rows are streamed into the
+open transaction, and any problem rolls the whole import back. Problems are reported as
+``file:line: field: reason``. Re-importing identical files is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.data.errors import InputRejected, ProblemLog
+from workbench.data.fields import check_list, check_object, check_score, check_str, check_str_list, check_triple
+from workbench.data.jsonl import read_jsonl
+from workbench.evidence.units import normalize_text, triple_key
+from workbench.store.db import Store, utcnow
+
+FILES = ("kb.jsonl", "samples.jsonl", "retrieval.jsonl")
+_BATCH = 20_000
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    dataset: str
+    dataset_id: int
+    unit_kind: str
+    units: int = 0
+    samples: int = 0
+    retrievals: int = 0
+    retrievers: list[str] = field(default_factory=list)
+    unknown_units: int = 0
+    warnings: list[str] = field(default_factory=list)
+    unchanged: bool = False
+
+
+class DatasetExists(ValueError):
+    """A dataset of that name holds different content and ``replace`` was not asked for."""
+
+
+def content_sha256(paths: list[Path]) -> str:
+    """sha256 over the files' names and bytes, read in slices."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bool = False,
+                   replace: bool = False) -> ImportReport:
+    """Import ``directory`` as dataset ``name`` in one transaction.
+
+    ``strict`` turns gold/retrieved triples missing from the KB into errors (otherwise
+    they are added as units with ``in_kb=0`` and counted in a warning). ``replace``
+    swaps out an existing dataset of that name (and its runs) in the same transaction.
+    Raises :class:`InputRejected` on bad input, with nothing written.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: not a directory (expected kb.jsonl, samples.jsonl, retrieval.jsonl)")
+    for required in FILES[:2]:
+        if not (directory / required).is_file():
+            raise ValueError(f"{directory / required}: not found (a dataset directory holds {', '.join(FILES)})")
+    paths = [directory / f for f in FILES if (directory / f).is_file()]
+    sha = content_sha256(paths)
+
+    existing = store.conn.execute("SELECT id, content_sha256, unit_kind FROM datasets WHERE name = ?", (name,)).fetchone()
+    if existing and existing[1] == sha:
+        return _unchanged_report(store, name, existing[0], existing[2])
+    if existing and not replace:
+        raise DatasetExists(f"dataset {name!r} already exists with different content; "
+                            "pass --replace to replace it (its runs are deleted with it)")
+
+    with store.transaction() as conn:
+        if existing:
+            conn.execute("DELETE FROM datasets WHERE id = ?", (existing[0],))
+        return _Importer(conn, directory, name, sha, strict).run()
+
+
+def _unchanged_report(store: Store, name: str, dataset_id: int, kind: str) -> ImportReport:
+    q = store.conn.execute
+    retrievers = [r[0] for r in q("SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ? ORDER BY 1", (dataset_id,))]
+    return ImportReport(
+        dataset=name, dataset_id=dataset_id, unit_kind=kind,
+        units=q("SELECT count(*) FROM units WHERE dataset_id = ?", (dataset_id,)).fetchone()[0],
+        samples=q("SELECT count(*) FROM samples WHERE dataset_id = ?", (dataset_id,)).fetchone()[0],
+        retrievals=q("SELECT count(*) FROM retrievals WHERE dataset_id = ?", (dataset_id,)).fetchone()[0],
+        retrievers=retrievers, unchanged=True,
+    )
+
+
+class _Importer:
+    """Streams the three files into an open transaction; raises on any problem."""
+
+    def __init__(self, conn, directory: Path, name: str, sha: str, strict: bool):
+        self.conn, self.dir, self.name, self.strict = conn, directory, name, strict
+        self.log = ProblemLog()
+        self.keys: dict[str, int] = {}           # normalized unit key -> uid
+        self.key_lines: dict[str, int] = {}      # kb line of each key, for duplicate messages
+        self.unknown: dict[str, int] = {}        # key -> uid for units added with in_kb=0
+        self.unit_rows: list[tuple] = []
+        self.kind: str | None = None
+        cur = conn.execute(
+            "INSERT INTO datasets (name, unit_kind, source, content_sha256, created_at) VALUES (?, 'triple', ?, ?, ?)",
+            (name, str(directory), sha, utcnow()))
+        self.dataset_id = cur.lastrowid
+
+    def display(self, filename: str) -> str:
+        return str(self.dir / filename)
+
+    def run(self) -> ImportReport:
+        self._import_kb()
+        self.log.raise_if_any()
+        self.conn.execute("UPDATE datasets SET unit_kind = ? WHERE id = ?", (self.kind, self.dataset_id))
+        sids = self._import_samples()
+        report = ImportReport(dataset=self.name, dataset_id=self.dataset_id, unit_kind=self.kind or "triple",
+                              samples=len(sids))
+        if (self.dir / "retrieval.jsonl").is_file():
+            report.retrievals, report.retrievers = self._import_retrieval(sids)
+        else:
+            report.warnings.append(f"{self.display('retrieval.jsonl')}: not present; the dataset has no retrieval runs yet")
+        self._flush_units(force=True)
+        self.log.raise_if_any()
+        report.units = len(self.keys)
+        report.unknown_units = len(self.unknown)
+        if self.unknown:
+            report.warnings.append(
+                f"{len(self.unknown)} gold or retrieved triples are not in {self.display('kb.jsonl')}; "
+                "they were added as units outside the KB (use --strict to reject them)")
+        return report
+
+    # -- kb.jsonl ---------------------------------------------------------------------
+    def _import_kb(self) -> None:
+        fname = self.display("kb.jsonl")
+        for lineno, rec in read_jsonl(self.dir / "kb.jsonl", self.log, display=fname):
+            kind = "triple" if "triple" in rec else "chunk" if ("chunk_id" in rec or "text" in rec) else None
+            if kind is None:
+                self.log.add(fname, lineno, "$", 'expected {"triple": [h, r, t]} or {"chunk_id", "doc_id", "text"}')
+                continue
+            if self.kind is None:
+                self.kind = kind
+            elif kind != self.kind:
+                self.log.add(fname, lineno, "$", f"a {kind} record in a KB of {self.kind}s (a dataset holds one kind)")
+                continue
+            if kind == "triple":
+                found = check_triple(rec["triple"])
+                if found:
+                    self.log.add(fname, lineno, "$.triple" + found[0], found[1])
+                    continue
+                h, r, t = rec["triple"]
+                key = triple_key(h, r, t)
+                row = (h, r, t, None, None, None)
+                dup_field = "$.triple"
+            else:
+                bad = False
+                for fld in ("chunk_id", "doc_id", "text"):
+                    if fld not in rec:
+                        self.log.add(fname, lineno, f"$.{fld}", "missing")
+                        bad = True
+                    elif found := check_str(rec[fld]):
+                        self.log.add(fname, lineno, f"$.{fld}", found[1])
+                        bad = True
+                if bad:
+                    continue
+                key = normalize_text(rec["chunk_id"])
+                row = (None, None, None, rec["chunk_id"], rec["doc_id"], rec["text"])
+                dup_field = "$.chunk_id"
+            if key in self.keys:
+                self.log.add(fname, lineno, dup_field, f"duplicate of line {self.key_lines[key]}")
+                continue
+            self._add_unit(key, row, in_kb=1)
+            self.key_lines[key] = lineno
+
+    def _add_unit(self, key: str, row: tuple, in_kb: int) -> int:
+        uid = len(self.keys) + 1
+        self.keys[key] = uid
+        if not self.log:
+            self.unit_rows.append((self.dataset_id, uid, key, *row, in_kb))
+            self._flush_units()
+        return uid
+
+    def _flush_units(self, force: bool = False) -> None:
+        if self.unit_rows and (force or len(self.unit_rows) >= _BATCH) and not self.log:
+            self.conn.executemany(
+                "INSERT INTO units (dataset_id, uid, key, head, relation, tail, chunk_id, doc_id, text, in_kb)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.unit_rows)
+            self.unit_rows = []
+
+    def _resolve(self, unit: Any, fname: str, lineno: int, fld: str) -> int | None:
+        """The uid of a gold/retrieved unit reference, adding unknown triples when allowed."""
+        if self.kind == "chunk":
+            if found := check_str(unit):
+                self.log.add(fname, lineno, fld + found[0], found[1].replace("a string", "a chunk id string"))
+                return None
+            uid = self.keys.get(normalize_text(unit))
+            if uid is None:
+                self.log.add(fname, lineno, fld, f"chunk id {unit!r} is not in kb.jsonl")
+            return uid
+        if found := check_triple(unit):
+            self.log.add(fname, lineno, fld + found[0], found[1])
+            return None
+        key = triple_key(*unit)
+        uid = self.keys.get(key)
+        if uid is not None:
+            return uid
+        if self.strict:
+            self.log.add(fname, lineno, fld, f"triple {unit!r} is not in kb.jsonl (--strict)")
+            return None
+        uid = self._add_unit(key, (unit[0], unit[1], unit[2], None, None, None), in_kb=0)
+        self.unknown[key] = uid
+        return uid
+
+    # -- samples.jsonl ----------------------------------------------------------------
+    def _import_samples(self) -> dict[str, int]:
+        fname = self.display("samples.jsonl")
+        sids: dict[str, int] = {}
+        id_lines: dict[str, int] = {}
+        rows: list[tuple] = []
+        for lineno, rec in read_jsonl(self.dir / "samples.jsonl", self.log, display=fname):
+            row = self._sample_row(rec, fname, lineno, sids, id_lines)
+            if row is None or self.log:
+                continue
+            rows.append(row)
+            if len(rows) >= _BATCH:
+                self._insert_samples(rows)
+        if not self.log:
+            self._insert_samples(rows)
+        return sids
+
+    def _sample_row(self, rec: dict, fname: str, lineno: int, sids: dict, id_lines: dict) -> tuple | None:
+        ok = True
+        for fld, check in (("id", check_str), ("question", check_str), ("answers", check_str_list),
+                           ("gold_paths", check_list)):
+            if fld not in rec:
+                self.log.add(fname, lineno, f"$.{fld}", "missing")
+                ok = False
+            elif found := check(rec[fld]):
+                self.log.add(fname, lineno, f"$.{fld}{found[0]}", found[1])
+                ok = False
+        for fld in ("aliases", "meta"):
+            if fld in rec and (found := check_object(rec[fld])):
+                self.log.add(fname, lineno, f"$.{fld}", found[1])
+                ok = False
+        aliases = rec.get("aliases") or {}
+        for answer, names in aliases.items() if isinstance(aliases, dict) else ():
+            if found := check_str_list(names):
+                self.log.add(fname, lineno, f"$.aliases[{json.dumps(answer, ensure_ascii=False)}]{found[0]}", found[1])
+                ok = False
+        if not ok:
+            return None
+        sample_id = rec["id"]
+        if sample_id in sids:
+            self.log.add(fname, lineno, "$.id", f"duplicate id {sample_id!r} (first on line {id_lines[sample_id]})")
+            return None
+        paths = []
+        for p, path in enumerate(rec["gold_paths"]):
+            if not isinstance(path, list) or not path:
+                self.log.add(fname, lineno, f"$.gold_paths[{p}]", "expected a non-empty array of units")
+                ok = False
+                continue
+            uids = [self._resolve(u, fname, lineno, f"$.gold_paths[{p}][{j}]") for j, u in enumerate(path)]
+            if None in uids:
+                ok = False
+            paths.append(uids)
+        if not ok:
+            return None
+        sid = len(sids) + 1
+        sids[sample_id] = sid
+        id_lines[sample_id] = lineno
+        dumps = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+        return (self.dataset_id, sid, sample_id, rec["question"], dumps(rec["answers"]), dumps(aliases),
+                dumps(paths), dumps(rec.get("meta") or {}))
+
+    def _insert_samples(self, rows: list[tuple]) -> None:
+        self._flush_units(force=True)  # units added by gold paths must exist first
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO samples (dataset_id, sid, id, question, answers, aliases, gold_paths, meta)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            rows.clear()
+
+    # -- retrieval.jsonl --------------------------------------------------------------
+    def _import_retrieval(self, sids: dict[str, int]) -> tuple[int, list[str]]:
+        fname = self.display("retrieval.jsonl")
+        seen: dict[tuple[str, str], int] = {}
+        rows: list[tuple] = []
+        count = 0
+        for lineno, rec in read_jsonl(self.dir / "retrieval.jsonl", self.log, display=fname):
+            row = self._retrieval_row(rec, fname, lineno, sids, seen)
+            if row is None or self.log:
+                continue
+            rows.append(row)
+            count += 1
+            if len(rows) >= _BATCH:
+                self._insert_retrievals(rows)
+        if not self.log:
+            self._insert_retrievals(rows)
+        return count, sorted({r for r, _ in seen})
+
+    def _retrieval_row(self, rec: dict, fname: str, lineno: int, sids: dict, seen: dict) -> tuple | None:
+        ok = True
+        for fld, check in (("sample_id", check_str), ("retriever", check_str), ("results", check_list)):
+            if fld not in rec:
+                self.log.add(fname, lineno, f"$.{fld}", "missing")
+                ok = False
+            elif found := check(rec[fld]):
+                self.log.add(fname, lineno, f"$.{fld}{found[0]}", found[1])
+                ok = False
+        if not ok:
+            return None
+        sample_id, retriever = rec["sample_id"], rec["retriever"]
+        if sample_id not in sids:
+            self.log.add(fname, lineno, "$.sample_id", f"unknown sample id {sample_id!r} (not in samples.jsonl)")
+            return None
+        if (retriever, sample_id) in seen:
+            self.log.add(fname, lineno, "$.sample_id",
+                         f"duplicate results for ({sample_id!r}, {retriever!r}) (first on line {seen[(retriever, sample_id)]})")
+            return None
+        seen[(retriever, sample_id)] = lineno
+        uids, scores, ranks = [], [], {}
+        unit_field = "chunk_id" if self.kind == "chunk" else "triple"
+        for j, res in enumerate(rec["results"]):
+            base = f"$.results[{j}]"
+            if found := check_object(res):
+                self.log.add(fname, lineno, base, found[1])
+                ok = False
+                continue
+            if unit_field not in res:
+                self.log.add(fname, lineno, f"{base}.{unit_field}", "missing")
+                ok = False
+                continue
+            if "score" not in res:
+                self.log.add(fname, lineno, f"{base}.score", "missing")
+                ok = False
+            elif found := check_score(res["score"]):
+                self.log.add(fname, lineno, f"{base}.score", found[1])
+                ok = False
+            uid = self._resolve(res[unit_field], fname, lineno, f"{base}.{unit_field}")
+            if uid is None:
+                ok = False
+                continue
+            if uid in ranks:
+                self.log.add(fname, lineno, f"{base}.{unit_field}", f"duplicate of results[{ranks[uid]}]")
+                ok = False
+                continue
+            ranks[uid] = j
+            uids.append(uid)
+            scores.append(res.get("score"))
+        if not ok:
+            return None
+        return (self.dataset_id, retriever, sids[sample_id], json.dumps(uids), json.dumps(scores))
+
+    def _insert_retrievals(self, rows: list[tuple]) -> None:
+        self._flush_units(force=True)
+        if rows:
+            self.conn.executemany(
+                "INSERT INTO retrievals (dataset_id, retriever, sid, uids, scores) VALUES (?, ?, ?, ?, ?)", rows)
+            rows.clear()

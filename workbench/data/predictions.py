@@ -1,0 +1,112 @@
+"""Bring-your-own generator: export the exact prompts, import predictions back.
+
+``prompts export`` writes one JSON object per (sample, cell) with the chat messages and
+their flattened text; ``predictions import`` reads ``{"sample_id", "cell_id",
+"prediction"}`` lines, scores them with the run's scorer and fills the events, in one
+transaction, with the importers' ``file:line: field: reason`` errors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from workbench.data.errors import ProblemLog
+from workbench.data.fields import check_str, json_type
+from workbench.data.jsonl import read_jsonl
+from workbench.metrics.scoring import get_scorer
+from workbench.runs.prompt import PromptTemplate
+from workbench.store.db import Store
+from workbench.store.queries import Run, load_samples
+
+
+def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate | None = None) -> int:
+    """Write the prompt of every (sample, cell) of ``run`` as JSONL; return the count."""
+    template = template or PromptTemplate()
+    samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
+    count = 0
+    for cell_id, sid, evidence in store.conn.execute(
+            "SELECT e.cell_id, e.sid, v.text FROM events e JOIN evidence v ON v.sha256 = e.evidence_sha256"
+            " WHERE e.run_id = ? ORDER BY e.cell_id, e.sid", (run.id,)):
+        sample = samples[sid]
+        messages = template.messages(evidence, sample.question)
+        out.write(json.dumps({"sample_id": sample.id, "cell_id": cell_id, "messages": messages,
+                              "prompt": template.text(evidence, sample.question)}, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+@dataclass
+class PredictionsReport:
+    read: int
+    scored: int
+    unchanged: int
+    score: str
+
+
+def import_predictions(store: Store, run: Run, path: str | Path, *, replace: bool = False) -> PredictionsReport:
+    """Score and store predictions for ``run``; all or nothing.
+
+    A job that already holds a different prediction is an error unless ``replace``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: not found")
+    display = str(path)
+    scorer_name = run.config.get("score", "acc")
+    scorer = get_scorer(scorer_name)
+    samples = {s.id: s for s in load_samples(store, run.dataset_id)}
+    jobs = {(cid, sid): pred for cid, sid, pred in store.conn.execute(
+        "SELECT cell_id, sid, prediction FROM events WHERE run_id = ?", (run.id,))}
+    cells = {cid for cid, _ in jobs}
+    log = ProblemLog()
+    seen: dict[tuple[str, int], int] = {}
+    updates: list[tuple] = []
+    unchanged = read = 0
+    for lineno, rec in read_jsonl(path, log, display=display):
+        read += 1
+        ok = True
+        for fld in ("sample_id", "cell_id", "prediction"):
+            if fld not in rec:
+                log.add(display, lineno, f"$.{fld}", "missing")
+                ok = False
+        if not ok:
+            continue
+        if found := check_str(rec["sample_id"]) or check_str(rec["cell_id"]):
+            fld = "$.sample_id" if check_str(rec["sample_id"]) else "$.cell_id"
+            log.add(display, lineno, fld, found[1])
+            continue
+        if not isinstance(rec["prediction"], str):
+            log.add(display, lineno, "$.prediction", f"expected a string, got {json_type(rec['prediction'])}")
+            continue
+        sample = samples.get(rec["sample_id"])
+        if sample is None:
+            log.add(display, lineno, "$.sample_id", f"unknown sample id {rec['sample_id']!r} in dataset {run.dataset!r}")
+            continue
+        if rec["cell_id"] not in cells:
+            log.add(display, lineno, "$.cell_id", f"unknown cell {rec['cell_id']!r} in run {run.name!r}")
+            continue
+        key = (rec["cell_id"], sample.sid)
+        if key in seen:
+            log.add(display, lineno, "$", f"duplicate prediction for ({sample.id!r}, {key[0]!r}) (first on line {seen[key]})")
+            continue
+        seen[key] = lineno
+        old = jobs[key]
+        if old == rec["prediction"]:
+            unchanged += 1
+            continue
+        if old is not None and not replace:
+            log.add(display, lineno, "$.prediction",
+                    f"({sample.id!r}, {key[0]!r}) already has a different prediction; pass --replace to overwrite")
+            continue
+        score = scorer(rec["prediction"], sample.answers, sample.aliases)
+        updates.append((rec["prediction"], score, run.id, key[0], key[1]))
+    log.raise_if_any()
+    with store.transaction() as conn:
+        conn.executemany("UPDATE events SET prediction = ?, score = ? WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                         updates)
+        if updates:
+            conn.execute("UPDATE runs SET model = coalesce(model, 'external') WHERE id = ?", (run.id,))
+    return PredictionsReport(read=read, scored=len(updates), unchanged=unchanged, score=scorer_name)

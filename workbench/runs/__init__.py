@@ -1,0 +1,1 @@
+"""Run plans, sweep grids and (later) the resumable executor."""

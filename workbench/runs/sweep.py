@@ -1,0 +1,175 @@
+"""Planning a K×B×format sweep: the retrieval/interface half of every (sample, cell) event.
+
+For each sample and K the retrieved top-K is linearized once per format and tokenized
+once; every budget B is then a prefix cut of the same token list (``truncate_many``).
+The whole plan is written in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+from workbench.evidence import DEFAULT_TOKENIZER, FORMATS, get_tokenizer, linearize, select_oracle_path, truncate_many
+from workbench.runs.cells import Cell, grid
+from workbench.store.db import Store, utcnow
+from workbench.store.queries import get_dataset, load_retrieval, load_samples, load_units, retrievers
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything that determines a sweep's events. Stored as the run's config."""
+
+    ks: tuple[int, ...]
+    budgets: tuple[int, ...]
+    formats: tuple[str, ...]
+    retriever: str | None = None
+    tokenizer: str = DEFAULT_TOKENIZER
+    oracle: bool = False
+    shuffles: int = 5
+    seed: int = 0
+    score: str = "acc"
+
+    def validate(self) -> None:
+        """Reject an empty or nonsensical grid with a message naming the option."""
+        if not self.ks or any(k < 1 for k in self.ks):
+            raise ValueError("--k: give one or more positive integers, e.g. --k 1,2,5,10")
+        if not self.budgets or any(b < 1 for b in self.budgets):
+            raise ValueError("--budget: give one or more positive token budgets, e.g. --budget 64,128")
+        bad = [f for f in self.formats if f not in FORMATS]
+        if not self.formats or bad:
+            raise ValueError(f"--format: unknown {bad or 'empty'}; choose from {', '.join(FORMATS)}")
+        if self.shuffles < 1:
+            raise ValueError("--shuffles: must be at least 1")
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class SweepResult:
+    run: str
+    dataset: str
+    retriever: str
+    cells: int
+    events: int
+    created: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def _sorted_unique(values: Sequence[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(values)))
+
+
+def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
+               progress: Callable[[int, int], None] | None = None) -> SweepResult:
+    """Plan (or find, if identical) a sweep run and write its retrieval/interface events."""
+    config = SweepConfig(**{**asdict(config), "ks": _sorted_unique(config.ks),
+                            "budgets": _sorted_unique(config.budgets),
+                            "formats": tuple(dict.fromkeys(config.formats))})
+    config.validate()
+    ds = get_dataset(store, dataset)
+    notes = []
+    if dataset is None:
+        notes.append(f"dataset: {ds.name} (the most recent import; pass DATASET to choose)")
+    names = retrievers(store, ds.id)
+    if not names:
+        raise ValueError(f"dataset {ds.name!r} has no retrieval results to sweep (import a retrieval.jsonl)")
+    retriever = config.retriever or names[0]
+    if retriever not in names:
+        raise ValueError(f"--retriever: {retriever!r} is not in dataset {ds.name!r} (has: {', '.join(names)})")
+    if config.retriever is None and len(names) > 1:
+        notes.append(f"retriever: {retriever} (of {', '.join(names)}; pass --retriever to choose)")
+    config = SweepConfig(**{**asdict(config), "retriever": retriever})
+    tokenizer = get_tokenizer(config.tokenizer)
+    name = name or f"{ds.name}-{hashlib.sha256(config.as_json().encode()).hexdigest()[:8]}"
+
+    existing = store.conn.execute("SELECT id, config, dataset_id FROM runs WHERE name = ?", (name,)).fetchone()
+    if existing:
+        if existing[1] != config.as_json() or existing[2] != ds.id:
+            raise ValueError(f"run {name!r} exists with a different config; choose another --name "
+                             f"(existing: {existing[1]})")
+        n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (existing[0],)).fetchone()[0]
+        n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (existing[0],)).fetchone()[0]
+        return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes)
+
+    units = load_units(store, ds.id)
+    samples = load_samples(store, ds.id)
+    ranked = load_retrieval(store, ds.id, retriever)
+    cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
+    with store.transaction() as conn:
+        run_id = conn.execute(
+            "INSERT INTO runs (name, dataset_id, retriever, config, created_at) VALUES (?, ?, ?, ?, ?)",
+            (name, ds.id, retriever, config.as_json(), utcnow())).lastrowid
+        conn.executemany(
+            "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
+        writer = _EventWriter(conn, run_id)
+        for i, sample in enumerate(samples):
+            gold = [frozenset(p) for p in sample.gold_paths]
+            top = ranked.get(sample.sid, [])
+            for k in config.ks:
+                top_k = top[:k]
+                h_set = _hit(gold, set(top_k))
+                for fmt in config.formats:
+                    text = linearize([units[u] for u in top_k], fmt, seed=f"{config.seed}:{sample.id}")
+                    for budget, window in zip(config.budgets, truncate_many(text, config.budgets, tokenizer)):
+                        writer.add(Cell("retrieval", budget, fmt, k=k), sample.sid, h_set, gold, window)
+            if config.oracle:
+                _oracle_events(writer, config, sample, gold, units, tokenizer)
+            if progress:
+                progress(i + 1, len(samples))
+        writer.flush()
+    return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes)
+
+
+def _hit(gold: list[frozenset[int]], units: set[int]) -> int:
+    return int(any(p <= units for p in gold))
+
+
+def _oracle_events(writer, config: SweepConfig, sample, gold, units, tokenizer) -> None:
+    """Events of the oracle cells: only p*, in struct order and in M seeded shuffles."""
+    if not gold:
+        best: list[int] = []
+    else:
+        paths = [[units[u] for u in p] for p in sample.gold_paths]
+        best = sample.gold_paths[select_oracle_path(paths, tokenizer)]
+    path_units = [units[u] for u in best]
+    # H_set is 1 by construction when a gold path exists: the oracle content is p* itself.
+    h_set = int(bool(gold))
+    target = [frozenset(best)] if best else []
+    variants = [("struct", None, linearize(path_units, "struct"))]
+    variants += [("linear", m, linearize(path_units, "linear", seed=f"{config.seed}:{sample.id}:oracle:{m}"))
+                 for m in range(config.shuffles)]
+    for fmt, m, text in variants:
+        for budget, window in zip(config.budgets, truncate_many(text, config.budgets, tokenizer)):
+            writer.add(Cell("oracle", budget, fmt, shuffle=m), sample.sid, h_set, target, window)
+
+
+class _EventWriter:
+    """Buffers event rows and content-addressed evidence texts for executemany."""
+
+    def __init__(self, conn, run_id: int):
+        self.conn, self.run_id = conn, run_id
+        self.rows: list[tuple] = []
+        self.texts: dict[str, str] = {}
+        self.count = 0
+
+    def add(self, cell: Cell, sid: int, h_set: int, gold, window) -> None:
+        visible = [int(label[1:]) for label in window.visible]
+        sha = hashlib.sha256(window.text.encode("utf-8")).hexdigest()
+        self.texts[sha] = window.text
+        self.rows.append((self.run_id, cell.cell_id, sid, h_set, _hit(gold, set(visible)), window.k_eff,
+                          window.tokens, int(window.truncated), sha, json.dumps(visible)))
+        self.count += 1
+        if len(self.rows) >= 20_000:
+            self.flush()
+
+    def flush(self) -> None:
+        self.conn.executemany("INSERT OR IGNORE INTO evidence (sha256, text) VALUES (?, ?)", self.texts.items())
+        self.conn.executemany(
+            "INSERT INTO events (run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated,"
+            " evidence_sha256, visible) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.rows)
+        self.rows, self.texts = [], {}

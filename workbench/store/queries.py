@@ -1,0 +1,136 @@
+"""Typed reads of datasets, units, samples, retrieval results and runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.evidence.units import Unit
+from workbench.store.db import Store
+
+
+class NotFound(LookupError):
+    """A named dataset or run does not exist (the message says what does)."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    id: int
+    name: str
+    unit_kind: str
+    source: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    sid: int
+    id: str
+    question: str
+    answers: list[str]
+    aliases: dict[str, list[str]]
+    gold_paths: list[list[int]]
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    name: str
+    dataset_id: int
+    dataset: str
+    retriever: str | None
+    config: dict[str, Any]
+    model: str | None
+    created_at: str
+
+
+def get_dataset(store: Store, name: str | None = None) -> Dataset:
+    """The named dataset, or the most recently imported one when ``name`` is None."""
+    sql = "SELECT id, name, unit_kind, source, created_at FROM datasets"
+    row = (store.conn.execute(sql + " WHERE name = ?", (name,)).fetchone() if name is not None
+           else store.conn.execute(sql + " ORDER BY id DESC LIMIT 1").fetchone())
+    if row is None:
+        known = [r[0] for r in store.conn.execute("SELECT name FROM datasets ORDER BY id")]
+        if name is None:
+            raise NotFound("no dataset imported yet: run `workbench import DIR --name NAME` first")
+        raise NotFound(f"no dataset named {name!r} (known: {', '.join(known) or 'none'})")
+    return Dataset(*row)
+
+
+def list_datasets(store: Store) -> list[dict[str, Any]]:
+    """Every dataset with its unit, sample and retriever counts."""
+    out = []
+    for ds_id, name, kind, created in store.conn.execute(
+            "SELECT id, name, unit_kind, created_at FROM datasets ORDER BY id"):
+        q = lambda sql: store.conn.execute(sql, (ds_id,)).fetchone()[0]  # noqa: E731
+        out.append({
+            "name": name, "unit_kind": kind, "created_at": created,
+            "units": q("SELECT count(*) FROM units WHERE dataset_id = ?"),
+            "units_outside_kb": q("SELECT count(*) FROM units WHERE dataset_id = ? AND in_kb = 0"),
+            "samples": q("SELECT count(*) FROM samples WHERE dataset_id = ?"),
+            "retrievers": [r[0] for r in store.conn.execute(
+                "SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ? ORDER BY 1", (ds_id,))],
+        })
+    return out
+
+
+def load_units(store: Store, dataset_id: int) -> dict[int, Unit]:
+    """All units of a dataset keyed by uid."""
+    units = {}
+    for uid, head, rel, tail, doc_id, text in store.conn.execute(
+            "SELECT uid, head, relation, tail, doc_id, text FROM units WHERE dataset_id = ?", (dataset_id,)):
+        if head is not None:
+            units[uid] = Unit(uid=uid, kind="triple", head=head, relation=rel, tail=tail)
+        else:
+            units[uid] = Unit(uid=uid, kind="chunk", doc_id=doc_id, text=text)
+    return units
+
+
+def load_samples(store: Store, dataset_id: int) -> list[Sample]:
+    """All samples of a dataset in sid order (sids are 1..N)."""
+    return [
+        Sample(sid, sample_id, question, json.loads(answers), json.loads(aliases), json.loads(gold), json.loads(meta))
+        for sid, sample_id, question, answers, aliases, gold, meta in store.conn.execute(
+            "SELECT sid, id, question, answers, aliases, gold_paths, meta FROM samples"
+            " WHERE dataset_id = ? ORDER BY sid", (dataset_id,))
+    ]
+
+
+def retrievers(store: Store, dataset_id: int) -> list[str]:
+    """Retriever names present for a dataset."""
+    return [r[0] for r in store.conn.execute(
+        "SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ? ORDER BY 1", (dataset_id,))]
+
+
+def load_retrieval(store: Store, dataset_id: int, retriever: str) -> dict[int, list[int]]:
+    """sid -> retrieved uids in rank order, for one retriever."""
+    return {sid: json.loads(uids) for sid, uids in store.conn.execute(
+        "SELECT sid, uids FROM retrievals WHERE dataset_id = ? AND retriever = ?", (dataset_id, retriever))}
+
+
+def get_run(store: Store, name: str | None = None) -> Run:
+    """The named run, or the most recent one when ``name`` is None."""
+    sql = ("SELECT r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at"
+           " FROM runs r JOIN datasets d ON d.id = r.dataset_id")
+    row = (store.conn.execute(sql + " WHERE r.name = ?", (name,)).fetchone() if name is not None
+           else store.conn.execute(sql + " ORDER BY r.id DESC LIMIT 1").fetchone())
+    if row is None:
+        if name is None:
+            raise NotFound("no run yet: plan one with `workbench sweep`")
+        known = [r[0] for r in store.conn.execute("SELECT name FROM runs ORDER BY id")]
+        raise NotFound(f"no run named {name!r} (known: {', '.join(known) or 'none'})")
+    return Run(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7])
+
+
+def list_runs(store: Store) -> list[dict[str, Any]]:
+    """Every run with its dataset, cell count and scoring progress."""
+    rows = store.conn.execute(
+        "SELECT r.name, d.name, r.retriever, r.model, r.created_at,"
+        " (SELECT count(*) FROM cells c WHERE c.run_id = r.id),"
+        " (SELECT count(*) FROM events e WHERE e.run_id = r.id),"
+        " (SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.score IS NOT NULL)"
+        " FROM runs r JOIN datasets d ON d.id = r.dataset_id ORDER BY r.id").fetchall()
+    return [{"name": n, "dataset": d, "retriever": ret, "model": m, "created_at": c, "cells": cells,
+             "jobs": jobs, "scored": scored} for n, d, ret, m, c, cells, jobs, scored in rows]

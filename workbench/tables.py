@@ -1,0 +1,66 @@
+"""Plain-text tables of a ledger report, with 95% intervals; undefined is shown as —."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+DASH = "—"
+
+
+def fmt_estimate(est: Any, digits: int = 3) -> str:
+    """``0.523 [0.471,0.580]``, or ``—`` when undefined."""
+    value = getattr(est, "value", est)
+    if value is None:
+        return DASH
+    lo, hi = getattr(est, "lo", None), getattr(est, "hi", None)
+    if lo is None or hi is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{lo:.{digits}f},{hi:.{digits}f}]"
+
+
+def fmt_number(est: Any, digits: int = 1) -> str:
+    """A mean such as K_eff or tokens, without interval (the interval is in --json)."""
+    value = getattr(est, "value", est)
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned first columns, right-aligned numbers, one space-padded grid."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    def line(cells):
+        return "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def ledger_tables(report) -> str:
+    """The interface table, the reasoning table (when anything is scored) and the oracle table."""
+    parts = [f"run {report.run} · dataset {report.dataset} · score {report.score} · "
+             f"95% bootstrap CI, {report.resamples} resamples, seed {report.seed}"]
+    head = ["K", "B", "format", "n"]
+    parts.append("Retrieval and interface\n" + table(
+        head + ["S_set", "S_vis", "L_iface", "K_eff", "tokens", "trunc"],
+        [[str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0), fmt_estimate(r["S_set"]),
+          fmt_estimate(r["S_vis"]), fmt_estimate(r["L_iface"]), fmt_number(r["K_eff"]),
+          fmt_number(r["evidence_tokens"]), fmt_number(r["truncated"], 2)] for r in report.rows]))
+    if any(getattr(r["S_llm"], "value", None) is not None for r in report.rows):
+        parts.append("Reasoning, dissipation and leakage\n" + table(
+            head + ["S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak"],
+            [[str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0)]
+             + [fmt_estimate(r[t]) for t in ("S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak")]
+             for r in report.rows]))
+    else:
+        parts.append("Reasoning terms (S_llm, Acc_hit, Acc_miss, D_rate, D_mass, L_leak): — until predictions "
+                     "exist (`workbench prompts export` → your generator → `workbench predictions import`).")
+    if report.oracle:
+        rows = []
+        for o in report.oracle:
+            noise = o.get("L_noise") or {}
+            rows.append([str(o["budget"]), "", "", f"{o['oracle_h_vis']:.3f}", fmt_estimate(o.get("Acc_struct")),
+                         fmt_estimate(o.get("Acc_linear")), fmt_estimate(o.get("L_struct")),
+                         "; ".join(f"{cid}: {fmt_estimate(v)}" for cid, v in noise.items()) or DASH])
+        parts.append("Oracle controls (only p*)\n" + table(
+            ["B", "", "", "p*_vis", "Acc_struct", "Acc_linear", "L_struct", "L_noise paired (real linear cell)"],
+            rows))
+    return "\n\n".join(parts)
