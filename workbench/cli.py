@@ -155,14 +155,14 @@ def cmd_plot(args) -> int:
     report = _report(args, store)
     colors = args.out is None and sys.stdout.isatty()
     if args.oracle:
-        figure = plots.oracle_plot(report.oracle, colors=colors or _is_html(args.out), width=args.width,
+        figure = plots.oracle_plot(report.oracle, colors=colors, width=args.width,
                                    height=args.height)
     else:
         budgets = sorted({r["budget"] for r in report.rows})
         formats = list(dict.fromkeys(r["format"] for r in report.rows))
         budget = args.budget or budgets[-1]
         fmt = args.format or ("linear" if "linear" in formats else formats[0])
-        figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors or _is_html(args.out),
+        figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors,
                                  width=args.width, height=args.height)
     if args.out:
         plots.save(figure, args.out)
@@ -170,10 +170,6 @@ def cmd_plot(args) -> int:
     else:
         print(figure)
     return 0
-
-
-def _is_html(path) -> bool:
-    return bool(path) and str(path).lower().endswith((".html", ".htm"))
 
 
 def cmd_export(args) -> int:

@@ -7,6 +7,7 @@ are left out of a line rather than drawn as 0.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -80,11 +81,12 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
     return _finish(colors)
 
 
-def save(text_figure: str, path: str | Path) -> None:
-    """Write a figure built by this module to ``path``: ``.html`` keeps colours, anything else is text."""
+def save(figure: str, path: str | Path, title: str = "Dissipation Workbench") -> None:
+    """Write a figure to exactly ``path``: ``.html``/``.htm`` as a standalone page, else plain text."""
     path = Path(path)
+    text = plt.uncolorize(figure)
     if path.suffix.lower() in (".html", ".htm"):
-        # plotext renders HTML from its current figure; the caller just built it.
-        plt.save_fig(str(path), keep_colors=True)
-    else:
-        path.write_text(plt.uncolorize(text_figure), encoding="utf-8")
+        text = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title)
+                + "</title></head>\n<body><pre style=\"font-family: monospace; line-height: 1.1\">\n"
+                + html.escape(text) + "\n</pre></body></html>\n")
+    path.write_text(text, encoding="utf-8")

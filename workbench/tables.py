@@ -54,13 +54,15 @@ def ledger_tables(report) -> str:
         parts.append("Reasoning terms (S_llm, Acc_hit, Acc_miss, D_rate, D_mass, L_leak): — until predictions "
                      "exist (`workbench prompts export` → your generator → `workbench predictions import`).")
     if report.oracle:
-        rows = []
-        for o in report.oracle:
-            noise = o.get("L_noise") or {}
-            rows.append([str(o["budget"]), "", "", f"{o['oracle_h_vis']:.3f}", fmt_estimate(o.get("Acc_struct")),
-                         fmt_estimate(o.get("Acc_linear")), fmt_estimate(o.get("L_struct")),
-                         "; ".join(f"{cid}: {fmt_estimate(v)}" for cid, v in noise.items()) or DASH])
-        parts.append("Oracle controls (only p*)\n" + table(
-            ["B", "", "", "p*_vis", "Acc_struct", "Acc_linear", "L_struct", "L_noise paired (real linear cell)"],
-            rows))
+        parts.append("Oracle controls (only p*; p*_vis = share of samples whose p* fits in B)\n" + table(
+            ["B", "", "", "n", "p*_vis", "Acc_struct", "Acc_linear", "L_struct"],
+            [[str(o["budget"]), "", "", fmt_number(o["n"], 0), f"{o['p_star_visible']:.3f}",
+              fmt_estimate(o["Acc_struct"]), fmt_estimate(o["Acc_linear"]), fmt_estimate(o["L_struct"])]
+             for o in report.oracle]))
+        noise = [(o["budget"], r) for o in report.oracle for r in o["L_noise"]]
+        if noise and any(getattr(r["L_noise"], "value", None) is not None for _, r in noise):
+            parts.append("Noise loss L_noise = Acc_linear(B) − Acc_hit(K,B,linear)\n" + table(
+                ["K", "B", "", "n paired", "L_noise (paired)", "L_noise (unpaired)"],
+                [[str(r["k"]), str(b), "", fmt_number(r["n"], 0), fmt_estimate(r["L_noise"]), fmt_estimate(r["L_noise_unpaired"])]
+                 for b, r in noise]))
     return "\n\n".join(parts)

@@ -60,6 +60,10 @@ def normalize_answer(s: str) -> str:
     """
     s = unicodedata.normalize("NFKC", s).lower()
     s = "".join(ch for ch in s if not _is_punct(ch))
+    # Deleting punctuation can bring a letter and a combining mark together ("e.\u0301"),
+    # and lower-casing can leave a non-NFKC string: normalize again so that the result is
+    # a fixed point (normalize_answer(normalize_answer(x)) == normalize_answer(x)).
+    s = unicodedata.normalize("NFKC", s).lower()
     return " ".join(w for w in s.split() if w not in _ARTICLES)
 
 

@@ -83,7 +83,12 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
         real = {cid: ra.arrays[cid] for cid, c in retrieval.items() if c.budget == budget and c.format == "linear"}
         terms = oracle_terms(ra.arrays[struct].score, np.vstack([ra.arrays[cid].score for _, cid in linear]),
                              real or None, resamples=resamples, seed=seed)
-        report.oracle.append({"budget": budget, "oracle_h_vis": float(np.mean(ra.arrays[struct].h_vis)), **terms})
+        noise = [{"cell_id": cid, "k": retrieval[cid].k, "n": terms["n_noise"][cid], "L_noise": terms["L_noise"][cid],
+                  "L_noise_unpaired": terms["L_noise_unpaired"][cid]}
+                 for cid in sorted(real, key=lambda c: retrieval[c].k)]
+        report.oracle.append({"budget": budget, "p_star_visible": float(np.mean(ra.arrays[struct].h_vis)),
+                              **{t: terms[t] for t in ("n", "Acc_struct", "Acc_linear", "L_struct")},
+                              "L_noise": noise})
     return report
 
 

@@ -1,0 +1,84 @@
+"""Shared fixtures: real SQLite stores and small real datasets written as JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.data.importer import import_dataset
+from workbench.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    """Write rows (dicts, or raw strings for deliberately bad lines) as JSON Lines."""
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n"
+                            for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty, migrated workbench database in a temp dir."""
+    s = open_store(tmp_path / "wb.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tiny_dir(tmp_path) -> Path:
+    """Three questions over a five-triple movie KB, with hand-checkable retrieval.
+
+    q1 (1-hop): gold = [Kismet directed_by Dieterle]; retrieved at rank 2.
+    q2 (2-hop): gold = [Kismet starred_actors Dietrich] + [Kismet directed_by Dieterle];
+                retrieved at ranks 1 and 3.
+    q3 (1-hop): gold = [Rosetta in_language French]; never retrieved.
+    """
+    d = tmp_path / "tiny"
+    d.mkdir()
+    kb = [["Kismet", "directed_by", "William Dieterle"], ["Kismet", "starred_actors", "Marlene Dietrich"],
+          ["Kismet", "release_year", "1944"], ["Rosetta", "in_language", "French"],
+          ["Rosetta", "directed_by", "Jean-Pierre Dardenne"]]
+    write_jsonl(d / "kb.jsonl", [{"triple": t} for t in kb])
+    write_jsonl(d / "samples.jsonl", [
+        {"id": "q1", "question": "who directed Kismet", "answers": ["William Dieterle"],
+         "gold_paths": [[kb[0]]], "meta": {"hops": 1}},
+        {"id": "q2", "question": "who directed the films starring Marlene Dietrich",
+         "answers": ["William Dieterle"], "gold_paths": [[kb[1], kb[0]]], "meta": {"hops": 2}},
+        {"id": "q3", "question": "what language is Rosetta in", "answers": ["French"],
+         "aliases": {"French": ["Français"]}, "gold_paths": [[kb[3]]]},
+    ])
+    write_jsonl(d / "retrieval.jsonl", [
+        {"sample_id": "q1", "retriever": "bm25", "results": [{"triple": kb[2], "score": 3.0},
+                                                              {"triple": kb[0], "score": 2.0}]},
+        {"sample_id": "q2", "retriever": "bm25", "results": [{"triple": kb[1], "score": 3.0},
+                                                              {"triple": kb[2], "score": 2.0},
+                                                              {"triple": kb[0], "score": 1.0}]},
+        {"sample_id": "q3", "retriever": "bm25", "results": [{"triple": kb[4], "score": 1.0}]},
+    ])
+    return d
+
+
+@pytest.fixture
+def tiny_store(store, tiny_dir):
+    """The tiny dataset imported as ``tiny``."""
+    import_dataset(store, tiny_dir, "tiny")
+    return store
+
+
+@pytest.fixture(scope="session")
+def metaqa_db(tmp_path_factory) -> Path:
+    """sample_data/metaqa imported once per session and swept over K×B×format with oracle cells."""
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+
+    path = tmp_path_factory.mktemp("metaqa") / "wb.db"
+    s = open_store(path)
+    import_dataset(s, SAMPLE_METAQA, "metaqa")
+    plan_sweep(s, SweepConfig(ks=(1, 2, 5, 10, 20), budgets=(64, 128, 256), formats=("score", "linear", "struct"),
+                              oracle=True, shuffles=3), name="sweep")
+    s.close()
+    return path

@@ -1,0 +1,102 @@
+"""The CLI verbs as a user meets them: help, ledger, plot and export."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.cli import build_parser, main
+
+VERBS = [["import"], ["datasets"], ["sweep"], ["runs"], ["ledger"], ["plot"], ["export"], ["prompts", "export"],
+         ["predictions", "import"]]
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=[" ".join(v) for v in VERBS])
+def test_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([*verb, "--help"])
+    assert exit_.value.code == 0
+    assert "usage: workbench" in capsys.readouterr().out
+
+
+def test_ledger_json_has_one_object_per_cell_with_intervals(metaqa_db, capsys):
+    assert main(["--db", str(metaqa_db), "ledger", "sweep", "--json", "--resamples", "200"]) == 0
+    cells = json.loads(capsys.readouterr().out)
+    retrieval = [c for c in cells if c["kind"] == "retrieval"]
+    assert len(retrieval) == 5 * 3 * 3
+    for cell in retrieval:
+        for term in ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak",
+                     "K_eff", "evidence_tokens", "truncated"):
+            assert set(cell[term]) == {"value", "lo", "hi"}, term
+        assert cell["S_llm"]["value"] is None  # no generations yet: undefined, never 0
+        assert cell["S_set"]["lo"] <= cell["S_set"]["value"] <= cell["S_set"]["hi"]
+    assert {c["budget"] for c in cells if c["kind"] == "oracle"} == {64, 128, 256}
+
+
+def test_ledger_table_shows_dashes_for_undefined_terms(metaqa_db, capsys):
+    assert main(["--db", str(metaqa_db), "ledger", "sweep", "--resamples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "S_set" in out and "L_iface" in out and "K_eff" in out
+    assert "—" in out
+
+
+def test_paired_difference_between_cells(metaqa_db, capsys):
+    assert main(["--db", str(metaqa_db), "ledger", "sweep", "--diff", "k20-b64-score", "k20-b256-score",
+                 "--term", "S_vis", "--json", "--resamples", "300"]) == 0
+    diff = json.loads(capsys.readouterr().out)["difference"]
+    # A tighter budget can only hide gold lines: the paired difference is ≤ 0 everywhere.
+    assert diff["value"] < 0 and diff["hi"] <= 0
+
+
+def test_plot_draws_the_main_and_oracle_figures(metaqa_db, tmp_path, capsys):
+    assert main(["--db", str(metaqa_db), "plot", "sweep", "--budget", "64", "--resamples", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "S_set" in out and "S_vis" in out and "K (top-K retrieved)" in out
+    assert main(["--db", str(metaqa_db), "plot", "sweep", "--oracle", "--out", str(tmp_path / "o.txt"),
+                 "--resamples", "50"]) == 0
+    assert "B (evidence token budget)" in (tmp_path / "o.txt").read_text(encoding="utf-8")
+    assert main(["--db", str(metaqa_db), "plot", "sweep", "--out", str(tmp_path / "m.html"),
+                 "--resamples", "50"]) == 0
+    assert "<html" in (tmp_path / "m.html").read_text(encoding="utf-8").lower()
+
+
+def test_export_events_has_the_documented_fields(metaqa_db, tmp_path):
+    out = tmp_path / "events.csv"
+    assert main(["--db", str(metaqa_db), "export", "events", "sweep", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    for field in ("sample_id", "cell_id", "k", "budget", "format", "h_set", "h_vis", "k_eff", "evidence_tokens",
+                  "truncated", "score"):
+        assert field in rows[0]
+    retrieval = [r for r in rows if not r["cell_id"].startswith("oracle")]
+    assert len(retrieval) == 300 * 45
+    assert all(r["score"] == "" for r in rows)  # null until generated
+
+
+def test_export_ledger_jsonl_and_csv(metaqa_db, tmp_path):
+    assert main(["--db", str(metaqa_db), "export", "ledger", "sweep", "--out", str(tmp_path / "l.jsonl"),
+                 "--resamples", "50"]) == 0
+    first = json.loads((tmp_path / "l.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert set(first["S_vis"]) == {"value", "lo", "hi"}
+    assert main(["--db", str(metaqa_db), "export", "ledger", "sweep", "--out", str(tmp_path / "l.csv"),
+                 "--resamples", "50"]) == 0
+    header = (tmp_path / "l.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert {"S_vis", "S_vis_lo", "S_vis_hi"} <= set(header)
+
+
+def test_export_refuses_a_directory_and_a_missing_parent(metaqa_db, tmp_path, capsys):
+    assert main(["--db", str(metaqa_db), "export", "events", "sweep", "--out", str(tmp_path)]) == 2
+    assert main(["--db", str(metaqa_db), "export", "events", "sweep", "--out",
+                 str(tmp_path / "no" / "such" / "e.csv")]) == 2
+    assert "directory does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_unknown_run_and_empty_database_give_clear_messages(tmp_path):
+    db = str(tmp_path / "empty.db")
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "ledger"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no run yet" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "sweep", "--k", "1", "--budget", "8"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no dataset imported yet" in r.stderr

@@ -1,0 +1,32 @@
+"""The core never imports Textual: only workbench.tui may (DESIGN §1)."""
+
+import subprocess
+import sys
+
+CORE_MODULES = [
+    "workbench", "workbench.cli", "workbench.store", "workbench.store.queries", "workbench.data.importer",
+    "workbench.data.predictions", "workbench.data.exports", "workbench.evidence", "workbench.metrics.ledger",
+    "workbench.metrics.scoring", "workbench.runs.sweep", "workbench.runs.report", "workbench.plots",
+    "workbench.tables",
+]
+
+
+def test_core_modules_load_without_textual():
+    code = (
+        "import importlib, sys\n"
+        f"for m in {CORE_MODULES!r}: importlib.import_module(m)\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"core imported textual modules: {out.stdout.strip()}"
+
+
+def test_cli_run_end_to_end_does_not_load_textual(tmp_path):
+    code = (
+        "import sys\n"
+        "from workbench.cli import main\n"
+        f"main(['--db', {str(tmp_path / 'x.db')!r}, 'datasets'])\n"
+        "assert not any(m.startswith('textual') for m in sys.modules), 'textual loaded'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
