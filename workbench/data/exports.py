@@ -45,6 +45,8 @@ def _plain(value: Any) -> Any:
         return asdict(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -57,6 +59,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, dict):
             for sub, subval in flatten(value).items():
                 flat[f"{key}.{sub}"] = subval
+        elif isinstance(value, list):
+            flat[key] = json.dumps(value, ensure_ascii=False)
         else:
             flat[key] = value
     return flat
@@ -72,10 +76,14 @@ def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
         raise ValueError(f"--format: {fmt!r} is not csv or jsonl")
     writer = None
     buf = io.StringIO()
+    # A list (the ledger: retrieval and oracle rows differ) gets the union of its columns;
+    # a stream (events: uniform rows) takes its header from the first row.
+    fields = list(dict.fromkeys(k for rec in records for k in flatten(rec))) if isinstance(records, list) else None
     for rec in records:
         flat = flatten(rec)
         if writer is None:
-            writer = csv.DictWriter(buf, fieldnames=list(flat), extrasaction="ignore", lineterminator="\n")
+            writer = csv.DictWriter(buf, fieldnames=fields or list(flat), extrasaction="ignore",
+                                    lineterminator="\n")
             writer.writeheader()
         writer.writerow({k: "" if v is None else v for k, v in flat.items()})
         yield buf.getvalue()

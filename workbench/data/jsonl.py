@@ -1,7 +1,10 @@
 """Reading JSON Lines in bounded memory, with exact line numbers.
 
-A line longer than ``MAX_LINE_BYTES`` is rejected without being held in memory: we read
-it in slices and discard them. The limit is documented in the README.
+A line longer than ``MAX_LINE_BYTES`` is rejected without being held in memory: lines are
+read in slices of ``_SLICE`` bytes; a line longer than one slice is first measured by reading
+ahead (discarding the slices), then, if it is within the limit, re-read whole from its
+start. So an over-long line costs about one slice of memory, whatever its length. The
+limit is documented in the README.
 """
 
 from __future__ import annotations
@@ -27,15 +30,16 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
     with open(path, "rb") as fh:
         lineno = 0
         while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
+            raw = fh.readline(_SLICE)
             if not raw:
                 break
             lineno += 1
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                total = len(raw) + _skip_rest_of_line(fh)
-                seen_record = True
-                log.add(name, lineno, "$", f"line is {total:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit")
-                continue
+            if len(raw) == _SLICE and not raw.endswith(b"\n"):
+                raw, total = _read_long_line(fh, raw)
+                if raw is None:
+                    seen_record = True
+                    log.add(name, lineno, "$", f"line is {total:,} bytes, over the {MAX_LINE_BYTES:,}-byte limit")
+                    continue
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
@@ -60,10 +64,41 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
         log.add(name, 1, "$", "file is empty (no JSON records)")
 
 
-def _skip_rest_of_line(fh) -> int:
+def _read_long_line(fh, head: bytes) -> tuple[bytes | None, int]:
+    """Finish a line whose first ``_SLICE`` bytes are ``head``.
+
+    Returns ``(line, size)``, or ``(None, size)`` when its content (without the newline)
+    is over ``MAX_LINE_BYTES``; ``size`` counts the newline, and the file is left at the
+    start of the next line either way.
+    """
+    if not fh.seekable():  # a pipe: keep the slices, but never more than the limit
+        pieces, size = [head], len(head)
+        while True:
+            chunk = fh.readline(_SLICE)
+            newline = chunk.endswith(b"\n")
+            size += len(chunk)
+            if size - newline > MAX_LINE_BYTES:
+                return None, size + (0 if newline or not chunk else _skip_rest_of_line(fh)[0])
+            pieces.append(chunk)
+            if not chunk or newline:
+                return b"".join(pieces), size
+    start = fh.tell() - len(head)
+    rest, newline = _skip_rest_of_line(fh)
+    size = len(head) + rest
+    if size - newline > MAX_LINE_BYTES:
+        return None, size
+    end = fh.tell()
+    fh.seek(start)
+    line = fh.read(size)
+    fh.seek(end)
+    return line, size
+
+
+def _skip_rest_of_line(fh) -> tuple[int, bool]:
+    """Read past the end of the current line; return (bytes skipped, ended by a newline)."""
     skipped = 0
     while True:
         chunk = fh.readline(_SLICE)
         skipped += len(chunk)
         if not chunk or chunk.endswith(b"\n"):
-            return skipped
+            return skipped, bool(chunk)
