@@ -27,14 +27,15 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
     """
     name = display or path.name
     seen_record = False
+    first_slice = min(_SLICE, MAX_LINE_BYTES)
     with open(path, "rb") as fh:
         lineno = 0
         while True:
-            raw = fh.readline(_SLICE)
+            raw = fh.readline(first_slice)
             if not raw:
                 break
             lineno += 1
-            if len(raw) == _SLICE and not raw.endswith(b"\n"):
+            if len(raw) == first_slice and not raw.endswith(b"\n"):
                 raw, total = _read_long_line(fh, raw)
                 if raw is None:
                     seen_record = True
