@@ -14,6 +14,10 @@ from typing import Any, Sequence
 import plotext as plt
 
 MAIN_LEFT = ("S_set", "S_vis", "S_llm")
+# Without colour, braille lines look alike: give each series its own character instead.
+PLAIN_MARKERS = {"S_set": "o", "S_vis": "x", "S_llm": "+", "D_rate": ".", "Acc_struct": "o", "Acc_linear": "x",
+                 "L_struct": "+"}
+_colors = False
 
 
 def _value(est: Any) -> float | None:
@@ -23,15 +27,18 @@ def _value(est: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _line(xs: Sequence[int], ys: Sequence[float | None], **kwargs) -> bool:
+def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, **kwargs) -> bool:
     points = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if not points:
         return False
-    plt.plot([p[0] for p in points], [p[1] for p in points], marker="braille", **kwargs)
+    marker = "braille" if _colors else PLAIN_MARKERS.get(term, "*")
+    plt.plot([p[0] for p in points], [p[1] for p in points], marker=marker, **kwargs)
     return True
 
 
 def _begin(width: int, height: int, colors: bool) -> None:
+    global _colors
+    _colors = colors
     plt.clf()
     plt.plotsize(width, height)
     plt.theme("pro" if colors else "clear")
@@ -52,8 +59,9 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
     xs = list(range(1, len(ks) + 1))  # evenly spaced K positions: K grids are usually geometric
     _begin(width, height, colors)
     for term in MAIN_LEFT:
-        _line(xs, [_value(r[term]) for r in picked], label=term)
-    if not _line(xs, [_value(r["D_rate"]) for r in picked], label="D_rate (right)", yside="right"):
+        _line(xs, [_value(r[term]) for r in picked], term, label=term)
+    if not _line(xs, [_value(r["D_rate"]) for r in picked], "D_rate", label="D_rate (right)",
+                 yside="right"):
         plt.text("S_llm, D_rate: no scores yet", x=xs[0], y=0.05)
     plt.xticks(xs, [str(k) for k in ks])
     plt.ylim(0, 1)
@@ -71,7 +79,7 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
     budgets = [r["budget"] for r in picked]
     xs = list(range(1, len(budgets) + 1))
     _begin(width, height, colors)
-    drawn = [_line(xs, [_value(r.get(term)) for r in picked], label=term)
+    drawn = [_line(xs, [_value(r.get(term)) for r in picked], term, label=term)
              for term in ("Acc_struct", "Acc_linear", "L_struct")]
     if not any(drawn):
         plt.text("no oracle scores yet", x=xs[0], y=0.5)
