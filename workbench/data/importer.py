@@ -122,6 +122,9 @@ class _Importer:
         self.log.raise_if_any()
         self.conn.execute("UPDATE datasets SET unit_kind = ? WHERE id = ?", (self.kind, self.dataset_id))
         sids = self._import_samples()
+        # Stop here if samples.jsonl has problems: a rejected sample would show up again in
+        # retrieval.jsonl as a misleading "unknown sample id" (problems are reported file by file).
+        self.log.raise_if_any()
         report = ImportReport(dataset=self.name, dataset_id=self.dataset_id, unit_kind=self.kind or "triple",
                               samples=len(sids))
         if (self.dir / "retrieval.jsonl").is_file():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from workbench.data.errors import ProblemLog
+from workbench.data.fields import json_type
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 _SLICE = 1024 * 1024
@@ -55,10 +56,12 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                log.add(name, lineno, "$", f"malformed JSON: {exc.msg} (column {exc.colno})")
+                # exc.colno would count the line's own newline as a line break ("column 1")
+                column = min(exc.pos, len(text.rstrip("\r\n"))) + 1
+                log.add(name, lineno, "$", f"malformed JSON: {exc.msg} (column {column})")
                 continue
             if not isinstance(obj, dict):
-                log.add(name, lineno, "$", f"expected a JSON object, got {type(obj).__name__}")
+                log.add(name, lineno, "$", f"expected a JSON object, got {json_type(obj)}")
                 continue
             yield lineno, obj
     if not seen_record:
