@@ -116,13 +116,6 @@ def rejected(store, directory: Path, **kwargs) -> list[str]:
 
 
 # -- fixtures ----------------------------------------------------------------------------
-@pytest.fixture
-def store(tmp_path):
-    """An empty, migrated workbench database."""
-    s = open_store(tmp_path / "wb.db")
-    yield s
-    s.close()
-
 
 @pytest.fixture(params=["empty store", "store holding a dataset"])
 def any_store(request, tmp_path):

@@ -72,9 +72,10 @@ def cmd_datasets(args) -> int:
     rows = list_datasets(_store(args))
     if args.json:
         _emit_json(rows)
-    elif not rows:
+        return 0
+    if not rows:
         print("no datasets yet: `workbench import DIR --name NAME`")
-    for r in rows if not args.json else ():
+    for r in rows:
         print(f"{r['name']}: {r['units']:,} {r['unit_kind']}s ({r['units_outside_kb']:,} outside KB), "
               f"{r['samples']:,} samples, retrievers: {', '.join(r['retrievers']) or '—'}")
     return 0

@@ -76,3 +76,19 @@ def check_list(value: Any) -> Finding:
     if not isinstance(value, list):
         return "", f"expected an array, got {json_type(value)}"
     return None
+
+
+def check_required(log, file: str, line: int, rec: dict, specs) -> bool:
+    """Check each ``(field, check)`` of ``specs`` is present in ``rec`` and passes; log problems.
+
+    Returns True when every field is good. ``log`` is a :class:`~workbench.data.errors.ProblemLog`.
+    """
+    ok = True
+    for fld, check in specs:
+        if fld not in rec:
+            log.add(file, line, f"$.{fld}", "missing")
+            ok = False
+        elif found := check(rec[fld]):
+            log.add(file, line, f"$.{fld}{found[0]}", found[1])
+            ok = False
+    return ok

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.data.errors import InputRejected, ProblemLog
-from workbench.data.fields import check_list, check_object, check_score, check_str, check_str_list, check_triple
+from workbench.data.fields import check_list, check_object, check_required, check_score, check_str, check_str_list, check_triple
 from workbench.data.jsonl import read_jsonl
 from workbench.evidence.units import normalize_text, triple_key
 from workbench.store.db import Store, utcnow
@@ -164,15 +164,8 @@ class _Importer:
                 row = (h, r, t, None, None, None)
                 dup_field = "$.triple"
             else:
-                bad = False
-                for fld in ("chunk_id", "doc_id", "text"):
-                    if fld not in rec:
-                        self.log.add(fname, lineno, f"$.{fld}", "missing")
-                        bad = True
-                    elif found := check_str(rec[fld]):
-                        self.log.add(fname, lineno, f"$.{fld}", found[1])
-                        bad = True
-                if bad:
+                if not check_required(self.log, fname, lineno, rec,
+                                      [(f, check_str) for f in ("chunk_id", "doc_id", "text")]):
                     continue
                 key = normalize_text(rec["chunk_id"])
                 row = (None, None, None, rec["chunk_id"], rec["doc_id"], rec["text"])
@@ -240,15 +233,8 @@ class _Importer:
         return sids
 
     def _sample_row(self, rec: dict, fname: str, lineno: int, sids: dict, id_lines: dict) -> tuple | None:
-        ok = True
-        for fld, check in (("id", check_str), ("question", check_str), ("answers", check_str_list),
-                           ("gold_paths", check_list)):
-            if fld not in rec:
-                self.log.add(fname, lineno, f"$.{fld}", "missing")
-                ok = False
-            elif found := check(rec[fld]):
-                self.log.add(fname, lineno, f"$.{fld}{found[0]}", found[1])
-                ok = False
+        ok = check_required(self.log, fname, lineno, rec, (
+            ("id", check_str), ("question", check_str), ("answers", check_str_list), ("gold_paths", check_list)))
         for fld in ("aliases", "meta"):
             if fld in rec and (found := check_object(rec[fld])):
                 self.log.add(fname, lineno, f"$.{fld}", found[1])
@@ -310,14 +296,8 @@ class _Importer:
         return count, sorted({r for r, _ in seen})
 
     def _retrieval_row(self, rec: dict, fname: str, lineno: int, sids: dict, seen: dict) -> tuple | None:
-        ok = True
-        for fld, check in (("sample_id", check_str), ("retriever", check_str), ("results", check_list)):
-            if fld not in rec:
-                self.log.add(fname, lineno, f"$.{fld}", "missing")
-                ok = False
-            elif found := check(rec[fld]):
-                self.log.add(fname, lineno, f"$.{fld}{found[0]}", found[1])
-                ok = False
+        ok = check_required(self.log, fname, lineno, rec, (
+            ("sample_id", check_str), ("retriever", check_str), ("results", check_list)))
         if not ok:
             return None
         sample_id, retriever = rec["sample_id"], rec["retriever"]

@@ -14,12 +14,19 @@ from pathlib import Path
 from typing import TextIO
 
 from workbench.data.errors import ProblemLog
-from workbench.data.fields import check_str, json_type
+from workbench.data.fields import check_required, check_str, json_type
 from workbench.data.jsonl import read_jsonl
 from workbench.metrics.scoring import get_scorer
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store
 from workbench.store.queries import Run, load_samples
+
+
+def _check_text(value):
+    # An empty prediction is a legitimate (wrong) answer, unlike an empty id.
+    if not isinstance(value, str):
+        return "", f"expected a string, got {json_type(value)}"
+    return None
 
 
 def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate | None = None) -> int:
@@ -67,19 +74,8 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
     unchanged = read = 0
     for lineno, rec in read_jsonl(path, log, display=display):
         read += 1
-        ok = True
-        for fld in ("sample_id", "cell_id", "prediction"):
-            if fld not in rec:
-                log.add(display, lineno, f"$.{fld}", "missing")
-                ok = False
-        if not ok:
-            continue
-        if found := check_str(rec["sample_id"]) or check_str(rec["cell_id"]):
-            fld = "$.sample_id" if check_str(rec["sample_id"]) else "$.cell_id"
-            log.add(display, lineno, fld, found[1])
-            continue
-        if not isinstance(rec["prediction"], str):
-            log.add(display, lineno, "$.prediction", f"expected a string, got {json_type(rec['prediction'])}")
+        if not check_required(log, display, lineno, rec,
+                              (("sample_id", check_str), ("cell_id", check_str), ("prediction", _check_text))):
             continue
         sample = samples.get(rec["sample_id"])
         if sample is None:
