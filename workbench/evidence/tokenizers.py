@@ -35,7 +35,7 @@ class Tokenizer(Protocol):
         ...
 
 
-def _complete_utf8_prefix(data: bytes) -> bytes:
+def complete_utf8_prefix(data: bytes) -> bytes:
     """Drop a trailing UTF-8 sequence that a byte-level BPE cut in half."""
     end = len(data)
     # A sequence is at most 4 bytes, so its lead byte is within the last 4.
@@ -69,7 +69,7 @@ class TiktokenTokenizer:
         data = self._enc.decode_bytes(tokens[:n])
         # Tokens from encode() are valid UTF-8 except possibly at the cut;
         # "replace" only matters for token lists that did not come from encode().
-        return _complete_utf8_prefix(data).decode("utf-8", errors="replace")
+        return complete_utf8_prefix(data).decode("utf-8", errors="replace")
 
     def __repr__(self) -> str:
         return f"TiktokenTokenizer({self.name!r})"
@@ -95,7 +95,14 @@ def _tiktoken_factory(encoding_name: str) -> Tokenizer:
     return TiktokenTokenizer(encoding_name)
 
 
-_factories: dict[str, Callable[[str], Tokenizer]] = {"tiktoken": _tiktoken_factory}
+def _llama_factory(spec: str) -> Tokenizer:
+    # Imported on demand so the evidence layer does not load llama.cpp unless asked.
+    from workbench.models.llamacpp import LlamaTokenizer
+
+    return LlamaTokenizer(spec)
+
+
+_factories: dict[str, Callable[[str], Tokenizer]] = {"tiktoken": _tiktoken_factory, "llama": _llama_factory}
 _cache: dict[str, Tokenizer] = {}
 _lock = threading.RLock()  # reentrant: a factory may itself call get_tokenizer
 

@@ -16,7 +16,7 @@ from workbench.store.queries import Run, load_samples
 
 @dataclass
 class RunArrays:
-    """Every cell of a run as arrays aligned on the dataset's samples (index = sid - 1)."""
+    """Every cell of a run as arrays aligned on the run's samples (in sid order)."""
 
     run: Run
     cells: dict[str, Cell]
@@ -40,7 +40,10 @@ class LedgerReport:
 def load_run_arrays(store: Store, run: Run, score: str | None = None) -> RunArrays:
     """Load a run's events. ``score`` other than the run's own re-scores stored predictions."""
     score_name = score or run.config.get("score", "acc")
-    n = store.conn.execute("SELECT count(*) FROM samples WHERE dataset_id = ?", (run.dataset_id,)).fetchone()[0]
+    # The run's samples (a --limit run covers only the first N), aligned by position.
+    index = {sid: i for i, (sid,) in enumerate(store.conn.execute(
+        "SELECT DISTINCT sid FROM events WHERE run_id = ? ORDER BY sid", (run.id,)))}
+    n = len(index)
     cells = {cid: Cell(kind, budget, fmt, k=k, shuffle=m) for cid, kind, k, budget, fmt, m in store.conn.execute(
         "SELECT cell_id, kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))}
     raw = {cid: np.zeros((6, n)) for cid in cells}
@@ -55,7 +58,7 @@ def load_run_arrays(store: Store, run: Run, score: str | None = None) -> RunArra
         if rescore and prediction is not None:
             s = samples[sid]
             value = scorer(prediction, s.answers, s.aliases)
-        raw[cid][:, sid - 1] = (h_set, h_vis, k_eff, tokens, trunc, np.nan if value is None else value)
+        raw[cid][:, index[sid]] = (h_set, h_vis, k_eff, tokens, trunc, np.nan if value is None else value)
     arrays = {cid: CellArrays(h_set=a[0], h_vis=a[1], k_eff=a[2], evidence_tokens=a[3], truncated=a[4], score=a[5])
               for cid, a in raw.items()}
     return RunArrays(run, cells, arrays, score_name)

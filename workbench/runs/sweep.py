@@ -31,6 +31,7 @@ class SweepConfig:
     shuffles: int = 5
     seed: int = 0
     score: str = "acc"
+    limit: int | None = None     # only the first N samples (file order)
 
     def validate(self) -> None:
         """Reject an empty or nonsensical grid with a message naming the option."""
@@ -43,9 +44,8 @@ class SweepConfig:
             raise ValueError(f"--format: unknown {bad or 'empty'}; choose from {', '.join(FORMATS)}")
         if self.shuffles < 1:
             raise ValueError("--shuffles: must be at least 1")
-
-    def as_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        if self.limit is not None and self.limit < 1:
+            raise ValueError("--limit: must be at least 1")
 
 
 @dataclass
@@ -64,8 +64,12 @@ def _sorted_unique(values: Sequence[int]) -> tuple[int, ...]:
 
 
 def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
+               generation: dict | None = None,
                progress: Callable[[int, int], None] | None = None) -> SweepResult:
-    """Plan (or find, if identical) a sweep run and write its retrieval/interface events."""
+    """Plan (or find, if identical) a run and write its retrieval/interface events (its jobs).
+
+    ``generation`` (a model's settings) is stored with the config: a run that generates.
+    """
     config = SweepConfig(**{**asdict(config), "ks": _sorted_unique(config.ks),
                             "budgets": _sorted_unique(config.budgets),
                             "formats": tuple(dict.fromkeys(config.formats))})
@@ -84,25 +88,27 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
         notes.append(f"retriever: {retriever} (of {', '.join(names)}; pass --retriever to choose)")
     config = SweepConfig(**{**asdict(config), "retriever": retriever})
     tokenizer = get_tokenizer(config.tokenizer)
-    name = name or f"{ds.name}-{hashlib.sha256(config.as_json().encode()).hexdigest()[:8]}"
+    config_json = json.dumps({**asdict(config), "generation": generation}, sort_keys=True)
+    name = name or f"{ds.name}-{hashlib.sha256(config_json.encode()).hexdigest()[:8]}"
 
     existing = store.conn.execute("SELECT id, config, dataset_id FROM runs WHERE name = ?", (name,)).fetchone()
     if existing:
-        if existing[1] != config.as_json() or existing[2] != ds.id:
-            raise ValueError(f"run {name!r} exists with a different config; choose another --name "
-                             f"(existing: {existing[1]})")
+        if existing[1] != config_json or existing[2] != ds.id:
+            raise ValueError(f"run {name!r} exists with a different config; it is not mixed in. Choose another "
+                             f"--name, or resume it with `workbench resume {name}`. "
+                             f"Differences: {_config_diff(json.loads(existing[1]), json.loads(config_json))}")
         n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (existing[0],)).fetchone()[0]
         n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (existing[0],)).fetchone()[0]
         return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes)
 
     units = load_units(store, ds.id)
-    samples = load_samples(store, ds.id)
+    samples = load_samples(store, ds.id)[: config.limit]
     ranked = load_retrieval(store, ds.id, retriever)
     cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
     with store.transaction() as conn:
         run_id = conn.execute(
-            "INSERT INTO runs (name, dataset_id, retriever, config, created_at) VALUES (?, ?, ?, ?, ?)",
-            (name, ds.id, retriever, config.as_json(), utcnow())).lastrowid
+            "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (name, ds.id, retriever, config_json, (generation or {}).get("model"), utcnow())).lastrowid
         conn.executemany(
             "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
@@ -123,6 +129,19 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
                 progress(i + 1, len(samples))
         writer.flush()
     return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes)
+
+
+def _config_diff(old: dict, new: dict, prefix: str = "") -> str:
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            inner = _config_diff(a, b, f"{prefix}{key}.")
+            if inner:
+                diffs.append(inner)
+        elif a != b:
+            diffs.append(f"{prefix}{key}: {json.dumps(a)} → {json.dumps(b)}")
+    return "; ".join(diffs)
 
 
 def _hit(gold: list[frozenset[int]], units: set[int]) -> int:

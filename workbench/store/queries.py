@@ -134,3 +134,21 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
         " FROM runs r JOIN datasets d ON d.id = r.dataset_id ORDER BY r.id").fetchall()
     return [{"name": n, "dataset": d, "retriever": ret, "model": m, "created_at": c, "cells": cells,
              "jobs": jobs, "scored": scored} for n, d, ret, m, c, cells, jobs, scored in rows]
+
+
+def cached_file_sha256(store: Store, path) -> str:
+    """sha256 of a model file, remembered in ``model_files`` by (path, size, mtime)."""
+    from pathlib import Path
+
+    from workbench.models.locate import file_sha256
+
+    path = Path(path).resolve()
+    st = path.stat()
+    row = store.conn.execute("SELECT size, mtime_ns, sha256 FROM model_files WHERE path = ?", (str(path),)).fetchone()
+    if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+        return row[2]
+    sha = file_sha256(path)
+    with store.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO model_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
+                     (str(path), st.st_size, st.st_mtime_ns, sha))
+    return sha

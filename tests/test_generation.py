@@ -1,0 +1,239 @@
+"""Runs with the real default model (SmolLM2-135M through the installed llama.cpp build).
+
+These tests generate real tokens: a broken llama.cpp build (e.g. the AMX segfault of
+DESIGN §12) fails here, not in a user's hands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.data.importer import import_dataset
+from workbench.models.base import ModelError, Sampling
+from workbench.models.llamacpp import LlamaCppBackend
+from workbench.models.locate import default_model_path, resolve_model
+from workbench.models.registry import ExecOptions, GenerationConfig
+from workbench.runs.executor import execute, run_stats
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.store.queries import get_run
+
+from conftest import SAMPLE_METAQA
+
+FAST = dict(max_tokens=12, n_ctx=1024)
+
+
+def _plan(store, name, *, ks=(1, 2), budgets=(256,), formats=("score",), limit=None, **gen):
+    cfg = SweepConfig(ks=ks, budgets=budgets, formats=formats, limit=limit)
+    plan_sweep(store, cfg, name=name, generation=GenerationConfig(**{**FAST, **gen}).as_dict())
+    return get_run(store, name)
+
+
+def test_the_default_model_really_generates_tokens():
+    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
+    prompt = backend.render([{"role": "user", "content": "Name a colour."}])
+    out = backend.generate(prompt, Sampling(max_tokens=8))
+    backend.close()
+    assert prompt.text.startswith("<|im_start|>")  # the GGUF's own chat template
+    assert out.completion_tokens > 0 and out.text.strip()
+    assert out.eval_tokens == prompt.tokens == out.prompt_tokens
+
+
+def test_greedy_generation_is_reproducible_and_json_answers_parse():
+    from workbench.runs.answers import SCHEMAS, parse_output
+
+    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
+    prompt = backend.render([{"role": "user", "content": "Evidence:\n[T1] Kismet | directed_by | William Dieterle\n"
+                              "Question: who directed Kismet\nReply with JSON {\"answers\": [...]}."}])
+    a = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
+    b = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
+    backend.close()
+    assert a.text == b.text
+    assert isinstance(json.loads(parse_output(a.text, "json").prediction), list)
+
+
+def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(tiny_store):
+    first = execute(tiny_store, _plan(tiny_store, "a"))
+    assert (first.done, first.errors) == (6, 0)
+    assert first.model_calls + first.cache_hits == first.jobs
+    # Same prompts under another run name: every job is a cache hit, the model never runs.
+    second = execute(tiny_store, _plan(tiny_store, "b"))
+    assert (second.model_calls, second.cache_hits) == (0, 6)
+    outputs = lambda run: tiny_store.conn.execute(  # noqa: E731
+        "SELECT cell_id, sid, prediction, score FROM events e JOIN runs r ON r.id = e.run_id"
+        " WHERE r.name = ? ORDER BY 1, 2", (run,)).fetchall()
+    assert outputs("a") == outputs("b")
+    stats = run_stats(tiny_store, get_run(tiny_store, "b"))
+    assert stats["prompt_tokens_evaluated"] == 0 and stats["prompt_tokens_naive"] > 0
+
+
+def test_cells_with_identical_truncated_evidence_cost_one_call(tiny_store):
+    # q3 has a single retrieved triple: K=1 and K=2 show the same window, so the same prompt.
+    run = _plan(tiny_store, "d", ks=(1, 2), budgets=(256, 512))
+    report = execute(tiny_store, run)
+    distinct = tiny_store.conn.execute(
+        "SELECT count(DISTINCT gen_key) FROM events WHERE run_id = ?", (run.id,)).fetchone()[0]
+    assert report.jobs == 12 and report.model_calls == distinct < 12
+    assert report.model_calls + report.cache_hits == 12
+
+
+def test_a_changed_config_under_the_same_name_is_refused(tiny_store):
+    _plan(tiny_store, "r")
+    with pytest.raises(ValueError, match=r"different config.*max_tokens: 12 → 20"):
+        _plan(tiny_store, "r", max_tokens=20)
+
+
+def test_grounded_mode_scores_zero_without_a_visible_citation():
+    from workbench.metrics.scoring import score_acc
+    from workbench.runs.answers import parse_output, score_answer
+
+    cited = parse_output('{"answers": ["William Dieterle"], "citations": ["T1"]}', "grounded")
+    uncited = parse_output('{"answers": ["William Dieterle"], "citations": []}', "grounded")
+    outside = parse_output('{"answers": ["William Dieterle"], "citations": ["T1", "T9"]}', "grounded")
+    answers = ["William Dieterle"]
+    assert score_answer(cited, answers, {}, ["T1", "T3"], score_acc) == 1.0
+    assert score_answer(uncited, answers, {}, ["T1", "T3"], score_acc) == 0.0
+    assert score_answer(outside, answers, {}, ["T1", "T3"], score_acc) == 0.0
+
+
+def test_grounded_runs_record_citations(tiny_store):
+    run = _plan(tiny_store, "g", ks=(2,), answer_format="grounded", max_tokens=40)
+    execute(tiny_store, run)
+    rows = tiny_store.conn.execute("SELECT citations, score, visible FROM events WHERE run_id = ?",
+                                   (run.id,)).fetchall()
+    for citations, score, visible in rows:
+        cited = json.loads(citations)
+        assert isinstance(cited, list)
+        if not cited or not {int(c[1:]) for c in cited} <= set(json.loads(visible)):
+            assert score == 0.0
+
+
+def test_a_missing_model_is_recorded_on_the_jobs_and_the_run_stays_resumable(tiny_store, tmp_path):
+    run = _plan(tiny_store, "m", model=str(tmp_path / "nope.gguf"))
+    report = execute(tiny_store, run)
+    assert "model file not found" in report.fatal and report.errors == 6
+    errors = tiny_store.conn.execute("SELECT DISTINCT error FROM events WHERE run_id = ?", (run.id,)).fetchall()
+    assert len(errors) == 1 and "nope.gguf: model file not found" in errors[0][0]
+    # Put a model at that path and retry only the failed jobs.
+    (tmp_path / "nope.gguf").symlink_to(default_model_path())
+    assert execute(tiny_store, run).jobs == 0  # failed jobs are not pending
+    retried = execute(tiny_store, run, retry_errors=True)
+    assert (retried.jobs, retried.done, retried.errors) == (6, 6, 0)
+
+
+def test_a_corrupt_gguf_gives_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    with pytest.raises(ModelError, match="not a GGUF file"):
+        resolve_model(str(bad))
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(default_model_path().read_bytes()[:4096])
+    with pytest.raises(ModelError, match="could not load the model"):
+        LlamaCppBackend(truncated, "sha", n_ctx=256)
+
+
+def test_a_prompt_longer_than_the_context_is_recorded_and_the_run_goes_on(tiny_store):
+    run = _plan(tiny_store, "c", ks=(1, 3), n_ctx=100, max_tokens=8)
+    report = execute(tiny_store, run)
+    rows = tiny_store.conn.execute("SELECT status, error FROM events WHERE run_id = ?", (run.id,)).fetchall()
+    failed = [e for s, e in rows if s == "error"]
+    assert report.errors == len(failed) > 0 and report.done == 6 - len(failed) > 0
+    assert all("exceeds n_ctx 100" in e for e in failed)
+
+
+def test_the_models_own_tokenizer_can_set_the_budget(tiny_store):
+    from workbench.evidence import get_tokenizer
+
+    tok = get_tokenizer("llama:default")
+    text = "[T1] Kismet | directed_by | William Dieterle\n"
+    ids = tok.encode(text)
+    assert 5 < len(ids) < 40 and tok.decode_prefix(ids, len(ids)) == text
+    plan_sweep(tiny_store, SweepConfig(ks=(2,), budgets=(8,), formats=("score",), tokenizer="llama:default"),
+               name="t")
+    tokens = {r[0] for r in tiny_store.conn.execute("SELECT evidence_tokens FROM events")}
+    assert max(tokens) <= 8
+
+
+# -- faults: kill -9 and Ctrl-C in a real subprocess ---------------------------------------
+def _cli(db, *args):
+    return [sys.executable, "-m", "workbench.cli", "--db", str(db), *args]
+
+
+RUN_ARGS = ("run", "metaqa", "--limit", "8", "--k", "1,5", "--budget", "256", "--format", "score",
+            "--max-tokens", "16", "--n-ctx", "1024", "--name", "long")
+
+
+def _wait_for_done(db: Path, at_least: int, proc, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        try:
+            con = sqlite3.connect(db, timeout=5)
+            done = con.execute("SELECT count(*) FROM events WHERE status = 'done'").fetchone()[0]
+            con.close()
+        except sqlite3.OperationalError:
+            done = 0
+        if done >= at_least:
+            return done
+        time.sleep(0.05)
+    raise AssertionError("the run made no progress")
+
+
+@pytest.fixture
+def metaqa_file_db(tmp_path):
+    db = tmp_path / "wb.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    store.close()
+    return db
+
+
+def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db):
+    db = metaqa_file_db
+    proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_done(db, 3, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    con = sqlite3.connect(db)
+    before = dict(((c, s), (k, f)) for c, s, k, f in con.execute(
+        "SELECT cell_id, sid, gen_key, finished_at FROM events WHERE status = 'done'"))
+    con.close()
+    assert 0 < len(before) < 16
+    resumed = subprocess.run(_cli(db, "resume", "long", "--json"), capture_output=True, text=True, check=True)
+    result = json.loads(resumed.stdout)
+    assert result["execution"]["jobs"] == 16 - len(before)  # only what was not committed
+    stats = result["run"]
+    assert stats["done"] == 16 and stats["pending"] == 0
+    assert stats["model_calls"] + stats["cache_hits"] == stats["jobs"] == 16
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    after = dict(((c, s), (k, f)) for c, s, k, f in con.execute(
+        "SELECT cell_id, sid, gen_key, finished_at FROM events"))
+    assert all(after[job] == before[job] for job in before)  # finished jobs untouched
+    # Each distinct prompt was generated exactly once across both processes.
+    generated = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    assert generated == stats["model_calls"]
+    assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 16
+
+
+def test_ctrl_c_stops_cleanly_after_the_current_job(metaqa_file_db):
+    db = metaqa_file_db
+    proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_done(db, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopping after the job in progress" in err
+    con = sqlite3.connect(db)
+    counts = dict(con.execute("SELECT status, count(*) FROM events GROUP BY status"))
+    assert counts.get("done", 0) >= 2 and counts.get("pending", 0) > 0 and "error" not in counts
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

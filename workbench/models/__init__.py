@@ -1,0 +1,1 @@
+"""Generation backends: llama.cpp in-process (default) and OpenAI-compatible HTTP."""

@@ -1,0 +1,78 @@
+"""The one interface every generation backend implements.
+
+A backend turns chat messages into a rendered prompt (its exact text is part of the
+cache key) and generates a completion for it. The executor owns caching, ordering and
+persistence; a backend only generates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+
+class ModelError(RuntimeError):
+    """The model cannot be used at all (missing or corrupt file, unreachable server)."""
+
+
+class PromptError(ValueError):
+    """This one prompt cannot be generated (e.g. longer than the context window)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Generation parameters. Greedy (temperature 0) by default, always seeded."""
+
+    max_tokens: int = 48
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 40
+    repeat_penalty: float = 1.0
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "top_k": self.top_k, "repeat_penalty": self.repeat_penalty, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: the exact text the model sees (or, over HTTP, the exact messages)."""
+
+    messages: tuple[tuple[str, str], ...]     # (role, content) pairs
+    text: str                                  # the chat template applied; for HTTP, canonical JSON of messages
+    tokens: int | None = None                  # prompt length in the model's tokens, when known
+
+
+@dataclass
+class Generation:
+    """One completion and what it cost."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    eval_tokens: int            # prompt tokens actually evaluated (after KV prefix reuse); = prompt_tokens over HTTP
+    seconds: float
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """What the executor needs from a generator."""
+
+    name: str                   # "llamacpp" | "openai"
+    model_id: str               # sha256 of the GGUF file, or "endpoint-url#model-name" over HTTP
+    chat_template: str          # the template text (GGUF metadata), or "" when the server applies its own
+    concurrency: int            # how many generate() calls may run at once
+
+    def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
+        """Apply the chat template. Raises :class:`PromptError` if it cannot fit the context."""
+        ...
+
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
+        """Generate one completion, constrained by ``json_schema`` when given (grammar)."""
+        ...
+
+    def close(self) -> None:
+        """Release the model or connections."""
+        ...

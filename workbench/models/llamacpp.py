@@ -1,0 +1,137 @@
+"""The default backend: llama.cpp in-process through llama-cpp-python.
+
+The chat template comes from the GGUF metadata and is applied here, so the rendered
+prompt text (part of the cache key) is exactly what the model evaluates. Consecutive
+prompts that share a token prefix reuse llama.cpp's KV cache; ``eval_tokens`` reports
+what was really evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
+
+# llama-cpp-python is imported lazily: importing it costs ~0.3 s and most verbs never generate.
+
+
+def _load_llama(path: Path, **kwargs):
+    from llama_cpp import Llama
+
+    try:
+        return Llama(model_path=str(path), verbose=False, **kwargs)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelError(f"{path}: llama.cpp could not load the model ({exc})") from exc
+
+
+class LlamaCppBackend:
+    """A GGUF model loaded in this process. One generation at a time (``concurrency = 1``)."""
+
+    name = "llamacpp"
+    concurrency = 1
+
+    def __init__(self, path: str | Path, model_id: str, *, n_ctx: int = 2048, n_threads: int | None = None,
+                 n_gpu_layers: int = 0, seed: int = 0):
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.path = Path(path)
+        self.model_id = model_id
+        self.n_ctx = n_ctx
+        self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                               n_gpu_layers=n_gpu_layers, seed=seed)
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template; pass a chat model")
+        self.chat_template = template
+        eos, bos = self.llm.token_eos(), self.llm.token_bos()
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
+            bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "",
+            stop_token_ids=[eos],
+        )
+        self._grammars: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
+        """Apply the GGUF chat template and tokenize; the text is the cache key's prompt."""
+        text = self._formatter(messages=[dict(m) for m in messages]).prompt
+        prompt = Prompt(messages=tuple((m["role"], m["content"]) for m in messages), text=text)
+        return Prompt(prompt.messages, text, tokens=len(self._tokens(prompt)))
+
+    def _tokens(self, prompt: Prompt) -> list[int]:
+        # The Jinja2 formatter writes any BOS itself (added_special), so none is added here.
+        return self.llm.tokenize(prompt.text.encode("utf-8"), add_bos=False, special=True)
+
+    def _grammar(self, schema: dict):
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
+        """Greedy unless ``sampling.temperature`` > 0; grammar-constrained when ``json_schema`` is given."""
+        tokens = self._tokens(prompt)
+        if len(tokens) + sampling.max_tokens > self.n_ctx:
+            raise PromptError(f"prompt is {len(tokens)} tokens; with max_tokens {sampling.max_tokens} it exceeds "
+                              f"n_ctx {self.n_ctx}")
+        with self._lock:
+            reused = self._reusable_prefix(tokens)
+            start = time.perf_counter()
+            out = self.llm.create_completion(
+                prompt=tokens, max_tokens=sampling.max_tokens, temperature=sampling.temperature,
+                top_p=sampling.top_p, top_k=sampling.top_k, repeat_penalty=sampling.repeat_penalty,
+                seed=sampling.seed, grammar=self._grammar(json_schema) if json_schema else None,
+                stop=[self._formatter.eos_token] if self._formatter.eos_token else None)
+            seconds = time.perf_counter() - start
+        choice = out["choices"][0]
+        usage = out.get("usage", {})
+        return Generation(text=choice["text"], prompt_tokens=usage.get("prompt_tokens", len(tokens)),
+                          completion_tokens=usage.get("completion_tokens", 0), eval_tokens=len(tokens) - reused,
+                          seconds=seconds, finish_reason=choice.get("finish_reason"))
+
+    def _reusable_prefix(self, tokens: list[int]) -> int:
+        """How many leading prompt tokens llama.cpp's KV cache already holds (as ``Llama.generate`` counts)."""
+        held = self.llm._input_ids[: self.llm.n_tokens]
+        common = 0
+        for a, b in zip(held, tokens):
+            if a != b:
+                break
+            common += 1
+        # With no suffix left, llama-cpp-python replays one token to refresh the logits.
+        return common - 1 if common == len(tokens) and common > 0 else common
+
+    def tokenize(self, text: str) -> list[int]:
+        """The model's own tokens for ``text`` (no BOS, special tokens as text)."""
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+class LlamaTokenizer:
+    """A model's own tokenizer as an evidence-budget tokenizer (``llama:PATH`` or ``llama:default``)."""
+
+    def __init__(self, spec: str):
+        from workbench.evidence.tokenizers import complete_utf8_prefix
+        from workbench.models.locate import resolve_model
+
+        self._complete = complete_utf8_prefix
+        path = resolve_model(spec or None)
+        self.name = f"llama:{spec or 'default'}"
+        self._llm = _load_llama(path, vocab_only=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def decode_prefix(self, tokens: Sequence[int], n: int) -> str:
+        """Text of the first ``n`` tokens; byte-level BPE models give an exact prefix."""
+        data = self._llm.detokenize(list(tokens[:n]))
+        return self._complete(data).decode("utf-8", errors="replace")

@@ -1,0 +1,284 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions endpoint.
+
+Works with llama.cpp's own ``llama-server``, ``python -m llama_cpp.server``, vLLM and
+Ollama. This is how a run scales past one laptop: point ``base_url`` at a GPU box or a
+vLLM cluster and let the executor call :meth:`OpenAIBackend.generate` from
+``concurrency`` threads at once.
+
+Only the standard library is used (``http.client``), and each thread keeps its own
+keep-alive connection, so the backend is thread-safe without a lock around requests.
+
+Caching and resume semantics do not change: the executor keys the cache on
+``model_id`` (``"<base_url>#<model>"``), ``chat_template`` (``""``, the server applies its
+own) and ``Prompt.text``, which here is the canonical JSON of the messages.
+
+Errors:
+
+* transport failures (connection refused/reset, timeouts, truncated responses) are
+  retried with exponential backoff; when every attempt fails → :class:`ModelError`
+  ("… unreachable after N attempts: …");
+* an HTTP error status is never retried: a 400 saying the context window is exceeded →
+  :class:`PromptError` carrying the server's message (this one prompt is skipped); any
+  other status → :class:`ModelError` naming the URL, the status and the server's message.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import threading
+import time
+import urllib.parse
+from typing import Any, Sequence
+
+from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
+
+_MAX_BODY_IN_ERROR = 300
+
+# Phrases servers use when a prompt does not fit the context window:
+#   llama-cpp-python: code "context_length_exceeded", "This model's maximum context length is …"
+#   llama.cpp llama-server: type "exceed_context_size_error", "… exceeds the available context size …"
+#   vLLM: "This model's maximum context length is … tokens. However, you requested …"
+#   Ollama: truncates silently by default (no error).
+_CONTEXT_MARKERS = ("context_length_exceeded", "exceed_context_size", "maximum context length",
+                    "context size", "context window", "context length")
+
+# Exceptions that mean "the request did not get a complete HTTP answer": worth retrying.
+# ConnectionError covers refused/reset/aborted and http.client.RemoteDisconnected;
+# TimeoutError is socket.timeout; HTTPException covers IncompleteRead and BadStatusLine.
+_TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
+
+
+class OpenAIBackend:
+    """Generate through ``POST {base_url}/chat/completions``.
+
+    ``base_url`` includes the API prefix, e.g. ``http://127.0.0.1:8080/v1``.
+    ``retries`` is the total number of attempts per request for transport errors
+    (at least one attempt is always made); the wait before attempt k+1 is
+    ``backoff * 2**(k-1)`` seconds.
+
+    ``response_format`` selects how a JSON schema is sent:
+    ``"json_object"`` (default) sends ``{"type": "json_object", "schema": S}``, which
+    llama-cpp-python's server and llama.cpp's ``llama-server`` enforce with a grammar;
+    ``"json_schema"`` sends OpenAI's ``{"type": "json_schema", "json_schema": {"name": …,
+    "schema": S, "strict": true}}``, which vLLM, Ollama (≥ 0.5) and llama-server enforce.
+
+    ``extra_sampling`` sends the non-OpenAI fields ``top_k`` and ``repeat_penalty``
+    (understood by both llama.cpp servers; vLLM accepts ``top_k``). Turn it off for
+    servers that reject unknown fields (api.openai.com).
+    """
+
+    name = "openai"
+    chat_template = ""
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 concurrency: int = 4, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 0.5, response_format: str = "json_object",
+                 extra_sampling: bool = True) -> None:
+        parts = urllib.parse.urlsplit(base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ModelError(f"{base_url!r}: base URL must look like http://HOST:PORT/v1")
+        if not model:
+            raise ModelError("the openai backend needs a model name (the server's model id)")
+        if concurrency < 1:
+            raise ModelError(f"concurrency must be >= 1, got {concurrency}")
+        if response_format not in ("json_object", "json_schema"):
+            raise ModelError(f"response_format must be 'json_object' or 'json_schema', got {response_format!r}")
+        self.base_url = base_url.strip().rstrip("/")
+        self.model = model
+        self.model_id = f"{self.base_url}#{model}"
+        self.concurrency = int(concurrency)
+        self.timeout = float(timeout)
+        self.retries = max(1, int(retries))
+        self.backoff = float(backoff)
+        self.response_format = response_format
+        self.extra_sampling = extra_sampling
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._path = parts.path.rstrip("/")
+        self._local = threading.local()
+        self._conns: list[http.client.HTTPConnection] = []
+        self._conns_lock = threading.Lock()
+
+    # -- Backend protocol -------------------------------------------------------------
+
+    def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
+        """The server applies its own chat template; the cache sees the canonical messages JSON."""
+        msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+        text = json.dumps(msgs, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return Prompt(messages=tuple((m["role"], m["content"]) for m in msgs), text=text, tokens=None)
+
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": role, "content": content} for role, content in prompt.messages],
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "seed": sampling.seed,
+            "stream": False,
+        }
+        if self.extra_sampling:
+            body["top_k"] = sampling.top_k
+            body["repeat_penalty"] = sampling.repeat_penalty
+        if json_schema is not None:
+            if self.response_format == "json_object":
+                body["response_format"] = {"type": "json_object", "schema": json_schema}
+            else:
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": "answer", "schema": json_schema,
+                                                           "strict": True}}
+        started = time.perf_counter()
+        data = self._request("POST", "/chat/completions", body)
+        seconds = time.perf_counter() - started
+        try:
+            choice = data["choices"][0]
+            text = (choice.get("message") or {}).get("content") or ""
+            finish = choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(f"{self._url('/chat/completions')}: unexpected response shape "
+                             f"({type(exc).__name__}: {exc}): {_truncate(json.dumps(data))}") from None
+        usage = data.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_tokens = int(usage.get("completion_tokens") or 0)
+        return Generation(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                          eval_tokens=prompt_tokens, seconds=seconds, finish_reason=finish,
+                          extra={"server_model": data.get("model")} if data.get("model") else {})
+
+    def close(self) -> None:
+        """Close every keep-alive connection opened by any thread."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except OSError:
+                pass
+        self._local = threading.local()
+
+    # -- extras -----------------------------------------------------------------------
+
+    def check(self) -> list[str]:
+        """``GET {base_url}/models``; returns the model ids the server lists.
+
+        Raises :class:`ModelError` with a clear message when the server is unreachable or
+        answers with an error, so a run fails before any job is started.
+        """
+        data = self._request("GET", "/models", None)
+        items = data.get("data") if isinstance(data, dict) else None
+        return [str(m.get("id")) for m in items if isinstance(m, dict)] if isinstance(items, list) else []
+
+    # -- HTTP -------------------------------------------------------------------------
+
+    def _url(self, endpoint: str) -> str:
+        return f"{self.base_url}{endpoint}"
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's keep-alive connection, and whether it was reused from an earlier call."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn, True
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.timeout)
+        self._local.conn = conn
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn, False
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._conns.remove(conn)
+
+    def _request(self, method: str, endpoint: str, body: dict | None) -> Any:
+        url = self._url(endpoint)
+        headers = {"Accept": "application/json"}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        last: BaseException | None = None
+        attempt = 0
+        while attempt < self.retries:
+            conn, reused = self._connection()
+            try:
+                conn.request(method, self._path + endpoint, body=payload, headers=headers)
+                resp = conn.getresponse()
+                status = resp.status
+                raw = resp.read()
+                if resp.will_close:
+                    self._drop_connection()
+            except _TRANSPORT_ERRORS as exc:
+                self._drop_connection()
+                if reused and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+                    # The server closed an idle keep-alive connection (uvicorn does after
+                    # 5 s): reconnect at once, without spending an attempt.
+                    continue
+                attempt += 1
+                last = exc
+                if attempt < self.retries:
+                    time.sleep(self.backoff * 2 ** (attempt - 1))
+                continue
+            return self._decode(url, status, raw)
+        reason = f"{type(last).__name__}: {last}" if last is not None else "no attempt made"
+        n = self.retries
+        raise ModelError(f"{url}: server unreachable after {n} attempt{'s' if n != 1 else ''}: {reason}")
+
+    def _decode(self, url: str, status: int, raw: bytes) -> Any:
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text) if text.strip() else None
+        except json.JSONDecodeError:
+            data = None
+        if 200 <= status < 300:
+            if data is None:
+                raise ModelError(f"{url}: HTTP {status} but the body is not JSON: {_truncate(text)}")
+            return data
+        message = _error_message(data, text)
+        if status == 400 and _is_context_error(data, text):
+            raise PromptError(f"prompt does not fit the model's context window: {message}")
+        hint = ""
+        if status in (401, 403):
+            hint = " (check the API key: --api-key or OPENAI_API_KEY)"
+        elif status == 404:
+            hint = " (check the base URL: it usually ends in /v1)"
+        raise ModelError(f"{url}: HTTP {status}: {_truncate(message)}{hint}")
+
+
+def _error_message(data: Any, text: str) -> str:
+    """The server's error message: OpenAI puts it at error.message; others vary."""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str) and err:
+            return err
+        for key in ("message", "detail"):
+            if data.get(key):
+                return data[key] if isinstance(data[key], str) else json.dumps(data[key])
+    return text.strip() or "(empty body)"
+
+
+def _is_context_error(data: Any, text: str) -> bool:
+    haystack = text.lower()
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        err = data["error"]
+        haystack += " " + " ".join(str(err.get(k) or "") for k in ("code", "type", "message")).lower()
+    return any(marker in haystack for marker in _CONTEXT_MARKERS)
+
+
+def _truncate(text: str, limit: int = _MAX_BODY_IN_ERROR) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,296 @@
+"""The resumable executor: pending jobs → cached or generated outputs → scored events.
+
+Every job (a (sample, cell) event) is committed in its own transaction together with
+the generation it used, so a kill at any moment loses at most the generations in flight
+and never leaves a half-written job. Prompts are rendered up front and grouped by their
+content-addressed cache key: identical prompts (cells whose truncated evidence is the
+same) cost one model call. Groups run in prompt-text order, so consecutive prompts share
+the longest token prefixes and llama.cpp's KV cache reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from workbench.metrics.scoring import get_scorer
+from workbench.models.base import Backend, Generation, ModelError, PromptError
+from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+from workbench.runs.answers import parse_output, schema_for, score_answer
+from workbench.store.db import Store, utcnow
+from workbench.store.queries import Run, load_samples
+
+
+@dataclass
+class Progress:
+    """A snapshot for progress displays."""
+
+    done: int
+    total: int
+    model_calls: int
+    cache_hits: int
+    errors: int
+    completion_tokens: int
+    elapsed: float
+
+
+@dataclass
+class ExecReport:
+    """What one execution did."""
+
+    run: str
+    jobs: int = 0                 # jobs selected (pending, plus failed ones with retry_errors)
+    done: int = 0
+    model_calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    stopped: bool = False         # interrupted (Ctrl-C) before finishing
+    fatal: str | None = None      # the model could not be used at all
+    seconds: float = 0.0
+    completion_tokens: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    cell_id: str
+    sid: int
+    visible: list[str]
+    key: str = ""
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+
+def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dict, schema: dict | None) -> str:
+    """sha256 over everything that determines an output (DESIGN §4)."""
+    material = json.dumps({"model": model_id, "template": chat_template, "prompt": prompt_text,
+                           "sampling": sampling, "schema": schema}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_errors: bool = False,
+            stop: threading.Event | None = None, progress: Callable[[Progress], None] | None = None,
+            backend: Backend | None = None) -> ExecReport:
+    """Run every pending job of ``run`` (and failed ones with ``retry_errors``).
+
+    ``stop`` set from another thread (e.g. a SIGINT handler) ends the run cleanly after
+    the generations in flight are committed. A model that cannot load is recorded on the
+    selected jobs (status ``error``) and reported in ``fatal``.
+    """
+    gen_config = run.config.get("generation")
+    if not gen_config:
+        raise ValueError(f"run {run.name!r} has no model (it was planned by `sweep`): "
+                         "use `workbench run` or import predictions")
+    gen = GenerationConfig(**gen_config)
+    opts = opts or ExecOptions()
+    stop = stop or threading.Event()
+    report = ExecReport(run=run.name)
+    statuses = ("pending", "error") if retry_errors else ("pending",)
+    jobs = _load_jobs(store, run, statuses)
+    report.jobs = len(jobs)
+    if not jobs:
+        return report
+    start = time.perf_counter()
+    try:
+        backend = backend or make_backend(gen, opts, store)
+    except ModelError as exc:
+        _fail_jobs(store, run, jobs, f"model could not be used: {exc}")
+        report.fatal, report.errors = str(exc), len(jobs)
+        return report
+    try:
+        _Execution(store, run, gen, backend, report, stop, progress, start).process(jobs)
+    finally:
+        if backend is not None:
+            backend.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
+    marks = ",".join("?" * len(statuses))
+    rows = store.conn.execute(
+        "SELECT e.cell_id, e.sid, e.visible, v.text FROM events e JOIN evidence v ON v.sha256 = e.evidence_sha256"
+        f" WHERE e.run_id = ? AND e.status IN ({marks})", (run.id, *statuses)).fetchall()
+    kind = store.conn.execute("SELECT unit_kind FROM datasets WHERE id = ?", (run.dataset_id,)).fetchone()[0]
+    prefix = "T" if kind == "triple" else "C"
+    return [(_Job(cid, sid, [f"{prefix}{u}" for u in json.loads(vis)]), text) for cid, sid, vis, text in rows]
+
+
+def _fail_jobs(store: Store, run: Run, jobs, message: str) -> None:
+    with store.transaction() as conn:
+        conn.executemany("UPDATE events SET status = 'error', error = ? WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                         [(message, run.id, job.cell_id, job.sid) for job, _ in jobs])
+
+
+class _Execution:
+    """One pass over the selected jobs; all SQLite writes happen on the calling thread."""
+
+    def __init__(self, store, run, gen: GenerationConfig, backend: Backend, report: ExecReport, stop, progress,
+                 start: float):
+        self.store, self.run, self.gen, self.backend = store, run, gen, backend
+        self.report, self.stop, self.progress, self.start = report, stop, progress, start
+        self.samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
+        self.scorer = get_scorer(run.config.get("score", "acc"))
+        self.schema = schema_for(gen.answer_format)
+        self.sampling = gen.sampling
+
+    def process(self, jobs) -> None:
+        groups = self._group(jobs)
+        pending: list[tuple[str, list[_Job], object]] = []
+        for key, (prompt, members) in groups.items():
+            if prompt is None:
+                continue
+            cached = self._cached(key)
+            if cached is not None:
+                for job in members:
+                    self._commit(job, cached, source="cache")
+            else:
+                pending.append((key, members, prompt))
+        self._generate(pending)
+
+    def _group(self, jobs) -> dict[str, tuple[object, list[_Job]]]:
+        """Render every prompt, key it, and order the groups by prompt text (prefix sharing)."""
+        template = self.gen.template
+        groups: dict[str, tuple[object, list[_Job]]] = {}
+        for job, evidence in jobs:
+            sample = self.samples[job.sid]
+            try:
+                prompt = self.backend.render(template.messages(evidence, sample.question))
+            except PromptError as exc:
+                job.error = str(exc)
+                self._commit_error(job)
+                continue
+            job.prompt_tokens = prompt.tokens
+            job.key = cache_key(self.backend.model_id, self.backend.chat_template, prompt.text,
+                                self.sampling.as_dict(), self.schema)
+            groups.setdefault(job.key, (prompt, []))[1].append(job)
+        return dict(sorted(groups.items(), key=lambda kv: kv[1][0].text))
+
+    def _cached(self, key: str) -> Generation | None:
+        row = self.store.conn.execute(
+            "SELECT output, prompt_tokens, completion_tokens, seconds, finish_reason FROM generations WHERE key = ?",
+            (key,)).fetchone()
+        if row is None:
+            return None
+        return Generation(text=row[0], prompt_tokens=row[1], completion_tokens=row[2], eval_tokens=0,
+                          seconds=row[3], finish_reason=row[4])
+
+    def _generate(self, pending) -> None:
+        """Generate each uncached group (up to ``backend.concurrency`` at once) and commit its jobs."""
+        for (key, members, _), outcome in self._outcomes(pending):
+            if isinstance(outcome, ModelError):
+                self.report.fatal = str(outcome)
+                for job in members:
+                    job.error = f"model error: {outcome}"
+                    self._commit_error(job)
+                self.stop.set()
+                continue
+            if isinstance(outcome, Exception):
+                for job in members:
+                    job.error = str(outcome)
+                    self._commit_error(job)
+                continue
+            self.report.model_calls += 1
+            self.report.completion_tokens += outcome.completion_tokens
+            first, rest = members[0], members[1:]
+            self._commit(first, outcome, source="model", new_key=key)
+            cached = Generation(outcome.text, outcome.prompt_tokens, outcome.completion_tokens, 0,
+                                outcome.seconds, outcome.finish_reason)
+            for job in rest:
+                self._commit(job, cached, source="cache")
+
+    def _outcomes(self, pending) -> Iterator[tuple[tuple, Generation | Exception]]:
+        def call(prompt):
+            try:
+                return self.backend.generate(prompt, self.sampling, self.schema)
+            except (PromptError, ModelError) as exc:
+                return exc
+
+        width = max(1, getattr(self.backend, "concurrency", 1))
+        if width == 1:
+            for item in pending:
+                if self.stop.is_set():
+                    self.report.stopped = True
+                    return
+                yield item, call(item[2])
+            return
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            queue = iter(pending)
+            running: dict[Future, tuple] = {}
+            while True:
+                while len(running) < width and not self.stop.is_set():
+                    item = next(queue, None)
+                    if item is None:
+                        break
+                    running[pool.submit(call, item[2])] = item
+                if not running:
+                    if self.stop.is_set() and next(queue, None) is not None:
+                        self.report.stopped = True
+                    return
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    yield running.pop(fut), fut.result()
+
+    def _commit(self, job: _Job, generation: Generation, *, source: str, new_key: str | None = None) -> None:
+        sample = self.samples[job.sid]
+        parsed = parse_output(generation.text, self.gen.answer_format)
+        score = score_answer(parsed, sample.answers, sample.aliases, job.visible, self.scorer)
+        with self.store.transaction() as conn:
+            if new_key is not None:
+                conn.execute(
+                    "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                    " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (new_key, self.backend.model_id, generation.text, generation.prompt_tokens,
+                     generation.completion_tokens, generation.seconds, generation.finish_reason, utcnow()))
+            conn.execute(
+                "UPDATE events SET status = 'done', error = NULL, source = ?, gen_key = ?, prediction = ?, score = ?,"
+                " citations = ?, prompt_tokens = ?, eval_tokens = ?, completion_tokens = ?, finished_at = ?"
+                " WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                (source, job.key, parsed.prediction, score,
+                 None if parsed.citations is None else json.dumps(parsed.citations),
+                 job.prompt_tokens if job.prompt_tokens is not None else generation.prompt_tokens,
+                 generation.eval_tokens if source == "model" else 0, generation.completion_tokens, utcnow(),
+                 self.run.id, job.cell_id, job.sid))
+        self.report.done += 1
+        if source == "cache":
+            self.report.cache_hits += 1
+        self._tick()
+
+    def _commit_error(self, job: _Job) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE events SET status = 'error', error = ?, finished_at = ?"
+                         " WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                         (job.error, utcnow(), self.run.id, job.cell_id, job.sid))
+        self.report.errors += 1
+        if len(self.report.error_samples) < 5:
+            self.report.error_samples.append(f"{self.samples[job.sid].id} / {job.cell_id}: {job.error}")
+        self._tick()
+
+    def _tick(self) -> None:
+        if self.progress:
+            r = self.report
+            self.progress(Progress(r.done + r.errors, r.jobs, r.model_calls, r.cache_hits, r.errors,
+                                   r.completion_tokens, time.perf_counter() - self.start))
+
+
+def run_stats(store: Store, run: Run) -> dict:
+    """Job counts by status and source, and prompt tokens evaluated against the naive sum."""
+    q = store.conn.execute
+    by_status = dict(q("SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (run.id,)).fetchall())
+    by_source = dict(q("SELECT source, count(*) FROM events WHERE run_id = ? AND status = 'done' GROUP BY source",
+                       (run.id,)).fetchall())
+    naive, evaluated, completion = q(
+        "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(eval_tokens), 0),"
+        " coalesce(sum(CASE WHEN source = 'model' THEN completion_tokens END), 0)"
+        " FROM events WHERE run_id = ? AND status = 'done'", (run.id,)).fetchone()
+    total = sum(by_status.values())
+    return {"run": run.name, "jobs": total, "done": by_status.get("done", 0), "pending": by_status.get("pending", 0),
+            "errors": by_status.get("error", 0), "model_calls": by_source.get("model", 0),
+            "cache_hits": by_source.get("cache", 0), "imported": by_source.get("import", 0),
+            "prompt_tokens_naive": naive, "prompt_tokens_evaluated": evaluated,
+            "prompt_eval_ratio": (evaluated / naive) if naive else None, "completion_tokens": completion}
