@@ -251,7 +251,7 @@ class OpenAIBackend:
             raise PromptError(f"prompt does not fit the model's context window: {message}")
         hint = ""
         if status in (401, 403):
-            hint = " (check the API key: --api-key or OPENAI_API_KEY)"
+            hint = " (check the API key in OPENAI_API_KEY)"
         elif status == 404:
             hint = " (check the base URL: it usually ends in /v1)"
         raise ModelError(f"{url}: HTTP {status}: {_truncate(message)}{hint}")
