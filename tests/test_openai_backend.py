@@ -279,3 +279,24 @@ def test_a_stale_keep_alive_connection_is_reopened_without_spending_an_attempt()
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# -- a whole run over HTTP -------------------------------------------------------------
+
+def test_a_run_over_http_fills_every_job_with_concurrent_requests(server_url, tiny_store):
+    from workbench.models.registry import ExecOptions, GenerationConfig
+    from workbench.runs.executor import execute, run_stats
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+    from workbench.store.queries import get_run
+
+    gen = GenerationConfig(backend="openai", base_url=server_url, model="smollm2", max_tokens=24)
+    plan_sweep(tiny_store, SweepConfig(ks=(1, 2), budgets=(256,), formats=("score",)), name="http",
+               generation=gen.as_dict())
+    run = get_run(tiny_store, "http")
+    report = execute(tiny_store, run, opts=ExecOptions(concurrency=3, timeout=60))
+    assert (report.done, report.errors) == (6, 0)
+    stats = run_stats(tiny_store, run)
+    assert stats["model_calls"] + stats["cache_hits"] == 6
+    assert stats["model_calls"] == tiny_store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+    # The cache and resume semantics are the backend's too: nothing is left to do.
+    assert execute(tiny_store, run, opts=ExecOptions(concurrency=3)).jobs == 0
