@@ -4,6 +4,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 venv := ".venv"
 py := venv / "bin/python"
 demo_db := ".workbench/demo.db"
+wb := venv / "bin/workbench --db " + demo_db
 
 # llama.cpp build flags (DESIGN §12): AMX off, or a native build segfaults on Sapphire Rapids
 # (llama.cpp #20824); LLAVA off. For CUDA add -DGGML_CUDA=on to LLAMA_CMAKE_ARGS.
@@ -26,13 +27,15 @@ install:
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 
-# Import the sample data, plan a K×B sweep, print the ledger and the main sweep plot.
+# Import the sample data, run a K×B sweep with the default local model (SmolLM2-135M, CPU),
+# print the full ledger and both plots. A second `just demo` is served from the cache.
 demo: install
     mkdir -p .workbench
-    {{venv}}/bin/workbench --db {{demo_db}} import sample_data/metaqa --name metaqa
-    {{venv}}/bin/workbench --db {{demo_db}} sweep metaqa --k 1,2,5,10,20 --budget 64,128,256 --format score,linear,struct --oracle --name demo
-    {{venv}}/bin/workbench --db {{demo_db}} ledger demo
-    {{venv}}/bin/workbench --db {{demo_db}} plot demo --budget 128 --format linear
+    {{wb}} import sample_data/metaqa --name metaqa
+    {{wb}} run metaqa --limit 20 --k 1,2,5,10,20 --budget 32,64,128 --format linear --oracle --shuffles 2 --max-tokens 32 --name demo
+    {{wb}} ledger demo
+    {{wb}} plot demo --budget 128
+    {{wb}} plot demo --oracle
 
 # Run the test suite (pytest's "no tests collected", exit 5, is not a failure).
 test *args: install
@@ -47,3 +50,4 @@ test *args: install
 bench: install
     "{{py}}" bench/bench_import.py
     "{{py}}" bench/bench_ledger.py
+    "{{py}}" bench/bench_generation.py

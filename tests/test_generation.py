@@ -237,3 +237,23 @@ def test_ctrl_c_stops_cleanly_after_the_current_job(metaqa_file_db):
     counts = dict(con.execute("SELECT status, count(*) FROM events GROUP BY status"))
     assert counts.get("done", 0) >= 2 and counts.get("pending", 0) > 0 and "error" not in counts
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_the_ledger_of_an_unfinished_run_shows_partial_numbers_with_n(metaqa_file_db):
+    db = metaqa_file_db
+    proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_done(db, 3, proc)
+        # Read while the run is still writing (WAL): no "database is locked".
+        out = subprocess.run(_cli(db, "ledger", "long", "--json", "--resamples", "100"), capture_output=True,
+                             text=True, check=True)
+        table = subprocess.run(_cli(db, "ledger", "long", "--resamples", "100"), capture_output=True, text=True,
+                               check=True).stdout
+    finally:
+        proc.kill()
+        proc.wait()
+    cells = json.loads(out.stdout)
+    scored = [c for c in cells if c["S_llm"]["value"] is not None]
+    assert scored and all(0 < c["n"]["value"] <= 8 for c in scored)
+    assert any(c["n"]["value"] < 8 for c in scored) or len(scored) < len(cells)
+    assert "partial:" in table

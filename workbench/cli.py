@@ -203,8 +203,10 @@ def cmd_runs(args) -> int:
     if not rows:
         print("no runs yet: `workbench sweep --k ... --budget ... --format ...`")
     for r in rows:
-        print(f"{r['name']}: dataset {r['dataset']}, {r['cells']} cells, {r['jobs']:,} jobs, "
-              f"{r['scored']:,} scored, model {r['model'] or '—'}")
+        pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
+        errors = f", {r['errors']:,} failed" if r["errors"] else ""
+        print(f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}, {r['cells']} cells, "
+              f"{r['done']:,}/{r['jobs']:,} jobs done ({pct:.0f}%){errors}")
     return 0
 
 

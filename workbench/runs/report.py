@@ -35,6 +35,8 @@ class LedgerReport:
     seed: int
     rows: list[dict[str, Any]] = field(default_factory=list)
     oracle: list[dict[str, Any]] = field(default_factory=list)
+    jobs_done: int = 0
+    jobs_total: int = 0
 
 
 def load_run_arrays(store: Store, run: Run, score: str | None = None) -> RunArrays:
@@ -73,6 +75,8 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     """Compute the ledger of every retrieval cell and the oracle controls of every budget."""
     ra = load_run_arrays(store, run, score)
     report = LedgerReport(run.name, run.dataset, ra.score_name, resamples, seed)
+    report.jobs_total, report.jobs_done = store.conn.execute(
+        "SELECT count(*), coalesce(sum(status = 'done'), 0) FROM events WHERE run_id = ?", (run.id,)).fetchone()
     retrieval = {cid: c for cid, c in ra.cells.items() if c.kind == "retrieval"}
     ledger = compute_ledger({cid: ra.arrays[cid] for cid in retrieval}, resamples=resamples, seed=seed)
     for cid, cell in sorted(retrieval.items(), key=lambda kv: _cell_sort_key(kv[1])):

@@ -127,13 +127,17 @@ def get_run(store: Store, name: str | None = None) -> Run:
 def list_runs(store: Store) -> list[dict[str, Any]]:
     """Every run with its dataset, cell count and scoring progress."""
     rows = store.conn.execute(
-        "SELECT r.name, d.name, r.retriever, r.model, r.created_at,"
-        " (SELECT count(*) FROM cells c WHERE c.run_id = r.id),"
-        " (SELECT count(*) FROM events e WHERE e.run_id = r.id),"
-        " (SELECT count(*) FROM events e WHERE e.run_id = r.id AND e.score IS NOT NULL)"
+        "SELECT r.id, r.name, d.name, r.retriever, r.model, r.created_at,"
+        " (SELECT count(*) FROM cells c WHERE c.run_id = r.id)"
         " FROM runs r JOIN datasets d ON d.id = r.dataset_id ORDER BY r.id").fetchall()
-    return [{"name": n, "dataset": d, "retriever": ret, "model": m, "created_at": c, "cells": cells,
-             "jobs": jobs, "scored": scored} for n, d, ret, m, c, cells, jobs, scored in rows]
+    out = []
+    for run_id, name, dataset, retriever, model, created, cells in rows:
+        status = dict(store.conn.execute(
+            "SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (run_id,)).fetchall())
+        out.append({"name": name, "dataset": dataset, "retriever": retriever, "model": model, "created_at": created,
+                    "cells": cells, "jobs": sum(status.values()), "done": status.get("done", 0),
+                    "pending": status.get("pending", 0), "errors": status.get("error", 0)})
+    return out
 
 
 def cached_file_sha256(store: Store, path) -> str:
