@@ -332,7 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
     parser = argparse.ArgumentParser(prog="workbench", description=__doc__.split("\n")[0], parents=[top])
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    p = sub.add_parser("tui", parents=[common], help="the terminal UI (also: `workbench` with no verb)")
+    p.set_defaults(func=cmd_tui)
 
     p = sub.add_parser("import", parents=[common], help="import a dataset directory (kb/samples/retrieval.jsonl)")
     p.add_argument("directory", help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl")
@@ -440,9 +443,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_tui(args) -> int:
+    # The only place the CLI reaches into workbench.tui (and so Textual).
+    from workbench.tui.app import run_tui
+
+    run_tui(args.db)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``workbench`` script."""
+    """Entry point of the ``workbench`` script; no verb opens the TUI."""
     args = build_parser().parse_args(argv)
+    if args.verb is None:
+        args.func = cmd_tui
     try:
         return args.func(args)
     except InputRejected as exc:

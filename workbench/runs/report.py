@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,14 +37,20 @@ class LedgerReport:
     oracle: list[dict[str, Any]] = field(default_factory=list)
     jobs_done: int = 0
     jobs_total: int = 0
+    excluded: int = 0
+    exclude_tags: list[str] = field(default_factory=list)
 
 
-def load_run_arrays(store: Store, run: Run, score: str | None = None) -> RunArrays:
-    """Load a run's events. ``score`` other than the run's own re-scores stored predictions."""
+def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: set[int] = frozenset()) -> RunArrays:
+    """Load a run's events. ``score`` other than the run's own re-scores stored predictions.
+
+    ``exclude`` drops samples (by sid) from every cell, e.g. those tagged annotation-error.
+    """
     score_name = score or run.config.get("score", "acc")
     # The run's samples (a --limit run covers only the first N), aligned by position.
-    index = {sid: i for i, (sid,) in enumerate(store.conn.execute(
-        "SELECT DISTINCT sid FROM events WHERE run_id = ? ORDER BY sid", (run.id,)))}
+    kept = [sid for (sid,) in store.conn.execute(
+        "SELECT DISTINCT sid FROM events WHERE run_id = ? ORDER BY sid", (run.id,)) if sid not in exclude]
+    index = {sid: i for i, sid in enumerate(kept)}
     n = len(index)
     cells = {cid: Cell(kind, budget, fmt, k=k, shuffle=m) for cid, kind, k, budget, fmt, m in store.conn.execute(
         "SELECT cell_id, kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))}
@@ -60,6 +66,8 @@ def load_run_arrays(store: Store, run: Run, score: str | None = None) -> RunArra
         if rescore and prediction is not None:
             s = samples[sid]
             value = scorer(prediction, s.answers, s.aliases)
+        if sid in exclude:
+            continue
         raw[cid][:, index[sid]] = (h_set, h_vis, k_eff, tokens, trunc, np.nan if value is None else value)
     arrays = {cid: CellArrays(h_set=a[0], h_vis=a[1], k_eff=a[2], evidence_tokens=a[3], truncated=a[4], score=a[5])
               for cid, a in raw.items()}
@@ -71,10 +79,18 @@ def _cell_sort_key(cell: Cell):
 
 
 def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: int = 2000,
-               seed: int = 0) -> LedgerReport:
-    """Compute the ledger of every retrieval cell and the oracle controls of every budget."""
-    ra = load_run_arrays(store, run, score)
+               seed: int = 0, exclude_tags: Sequence[str] = ()) -> LedgerReport:
+    """Compute the ledger of every retrieval cell and the oracle controls of every budget.
+
+    Samples tagged with any of ``exclude_tags`` are left out of every term.
+    """
+    from workbench.triage import sids_with_tags
+
+    excluded = sids_with_tags(store, run.dataset_id, exclude_tags)
+    ra = load_run_arrays(store, run, score, excluded)
     report = LedgerReport(run.name, run.dataset, ra.score_name, resamples, seed)
+    report.excluded = len(excluded)
+    report.exclude_tags = list(exclude_tags)
     report.jobs_total, report.jobs_done = store.conn.execute(
         "SELECT count(*), coalesce(sum(status = 'done'), 0) FROM events WHERE run_id = ?", (run.id,)).fetchone()
     retrieval = {cid: c for cid, c in ra.cells.items() if c.kind == "retrieval"}
@@ -109,3 +125,13 @@ def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score:
     if term not in TERMS:
         raise ValueError(f"unknown term {term!r}; choose from {', '.join(TERMS)}")
     return paired_difference(ra.arrays, a, b, term, resamples=resamples, seed=seed)
+
+
+def first_cell(store: Store, run: Run) -> str:
+    """The run's first retrieval cell in ledger order (format, budget, K): the samples view's default."""
+    cells = [Cell(kind, budget, fmt, k=k, shuffle=m) for kind, k, budget, fmt, m in store.conn.execute(
+        "SELECT kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))]
+    retrieval = [c for c in cells if c.kind == "retrieval"] or cells
+    if not retrieval:
+        raise ValueError(f"run {run.name!r} has no cells")
+    return min(retrieval, key=_cell_sort_key).cell_id

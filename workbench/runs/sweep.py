@@ -148,13 +148,17 @@ def _hit(gold: list[frozenset[int]], units: set[int]) -> int:
     return int(any(p <= units for p in gold))
 
 
+def oracle_path(sample, units, tokenizer) -> list[int]:
+    """p*: the sample's gold path with the fewest struct tokens (DESIGN §3); [] without gold paths."""
+    if not sample.gold_paths:
+        return []
+    paths = [[units[u] for u in p] for p in sample.gold_paths]
+    return sample.gold_paths[select_oracle_path(paths, tokenizer)]
+
+
 def _oracle_events(writer, config: SweepConfig, sample, gold, units, tokenizer) -> None:
     """Events of the oracle cells: only p*, in struct order and in M seeded shuffles."""
-    if not gold:
-        best: list[int] = []
-    else:
-        paths = [[units[u] for u in p] for p in sample.gold_paths]
-        best = sample.gold_paths[select_oracle_path(paths, tokenizer)]
+    best = oracle_path(sample, units, tokenizer)
     path_units = [units[u] for u in best]
     # H_set is 1 by construction when a gold path exists: the oracle content is p* itself.
     h_set = int(bool(gold))

@@ -64,6 +64,10 @@ class Store:
         """Row count of a table (tests and stats use it)."""
         return self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]
 
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: cheap polling for live views."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
     def close(self) -> None:
         self.db.close()
 

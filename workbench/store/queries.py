@@ -72,6 +72,9 @@ def list_datasets(store: Store) -> list[dict[str, Any]]:
             "samples": q("SELECT count(*) FROM samples WHERE dataset_id = ?"),
             "retrievers": [r[0] for r in store.conn.execute(
                 "SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ? ORDER BY 1", (ds_id,))],
+            "hops": {str(h): n for h, n in store.conn.execute(
+                "SELECT json_extract(meta, '$.hops') AS h, count(*) FROM samples WHERE dataset_id = ?"
+                " AND h IS NOT NULL GROUP BY h ORDER BY h", (ds_id,))},
         })
     return out
 
@@ -156,3 +159,12 @@ def cached_file_sha256(store: Store, path) -> str:
         conn.execute("INSERT OR REPLACE INTO model_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
                      (str(path), st.st_size, st.st_mtime_ns, sha))
     return sha
+
+
+def delete_run(store: Store, name: str) -> None:
+    """Delete a run with its cells and events (cached generations stay: they are shared)."""
+    run = get_run(store, name)
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM events WHERE run_id = ?", (run.id,))
+        conn.execute("DELETE FROM cells WHERE run_id = ?", (run.id,))
+        conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))

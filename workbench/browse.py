@@ -1,0 +1,182 @@
+"""Reading a run sample by sample: quadrant filters, search, paging and the detail of one sample.
+
+Only one page of rows is ever materialized. Every filter is parameterized SQL; user
+search text is bound, never spliced (DESIGN §11).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.evidence import Unit, get_tokenizer, order_units, render_line
+from workbench.runs.prompt import PromptTemplate
+from workbench.runs.sweep import oracle_path
+from workbench.store.db import Store
+from workbench.store.queries import Run, Sample
+
+# Quadrants of (H_set, H_vis, s) the samples view filters by (DESIGN §9).
+QUADRANTS: dict[str, tuple[str, str]] = {
+    "all": ("1", "every sample"),
+    "dissipation": ("e.h_vis = 1 AND e.score < 1", "visible hit but wrong"),
+    "leakage": ("e.h_vis = 0 AND e.score > 0", "no visible hit but right"),
+    "interface": ("e.h_set = 1 AND e.h_vis = 0", "retrieved, lost to the window"),
+    "retrieval-miss": ("e.h_set = 0", "no gold path in the top K"),
+    "right": ("e.score = 1", "scored 1"),
+    "unscored": ("e.score IS NULL AND e.status != 'error'", "not generated yet"),
+    "error": ("e.status = 'error'", "generation failed"),
+}
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """One line of the samples view."""
+
+    sid: int
+    sample_id: str
+    question: str
+    h_set: int
+    h_vis: int
+    k_eff: int
+    truncated: int
+    score: float | None
+    prediction: str | None
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SamplePage:
+    rows: list[SampleRow]
+    total: int
+    offset: int
+    limit: int
+
+
+def list_samples(store: Store, run: Run, cell_id: str, *, quadrant: str = "all", search: str = "",
+                 tag: str | None = None, offset: int = 0, limit: int = 50) -> SamplePage:
+    """One page of the run's samples in ``cell_id``, filtered by quadrant, text and tag."""
+    if quadrant not in QUADRANTS:
+        raise ValueError(f"unknown quadrant {quadrant!r}; choose from {', '.join(QUADRANTS)}")
+    where = [QUADRANTS[quadrant][0]]
+    params: list[Any] = [run.dataset_id, run.id, cell_id]
+    if search.strip():
+        pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append("(s.question LIKE ? ESCAPE '\\' OR s.id LIKE ? ESCAPE '\\' OR e.prediction LIKE ? ESCAPE '\\')")
+        params += [pattern, pattern, pattern]
+    if tag:
+        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid AND t.tag = ?)")
+        params.append(tag)
+    base = (" FROM events e JOIN samples s ON s.dataset_id = ? AND s.sid = e.sid"
+            " WHERE e.run_id = ? AND e.cell_id = ? AND " + " AND ".join(where))
+    total = store.conn.execute("SELECT count(*)" + base, params).fetchone()[0]
+    rows = store.conn.execute(
+        "SELECT s.sid, s.id, s.question, e.h_set, e.h_vis, e.k_eff, e.truncated, e.score, e.prediction,"
+        " (SELECT group_concat(t.tag, ' ') FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid)"
+        + base + " ORDER BY e.sid LIMIT ? OFFSET ?", [*params, limit, max(0, offset)]).fetchall()
+    return SamplePage([SampleRow(*r[:9], tuple(sorted((r[9] or "").split()))) for r in rows], total, offset, limit)
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    """A retrieved unit in window order, with what happened to it at the budget cut."""
+
+    label: str
+    text: str
+    gold: bool
+    state: str          # "visible" | "cut" (partly in the window, so not visible) | "hidden" (after the cut)
+
+
+@dataclass
+class SampleDetail:
+    """Everything the sample-detail screen shows for one sample in one cell."""
+
+    sample: Sample
+    cell_id: str
+    cells: list[str]
+    gold_paths: list[list[str]]
+    evidence: list[EvidenceLine]
+    event: dict[str, Any]
+    messages: list[dict[str, str]]
+    output: str | None
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetail:
+    """The sample, its gold paths, the cell's window with the cut, the prompt, output and score."""
+    from workbench.store.queries import load_samples
+    from workbench.triage import note_of, tags_of
+
+    sample = next((s for s in load_samples(store, run.dataset_id) if s.sid == sid), None)
+    if sample is None:
+        raise ValueError(f"no sample {sid} in dataset {run.dataset!r}")
+    cells = [r[0] for r in store.conn.execute(
+        "SELECT cell_id FROM events WHERE run_id = ? AND sid = ? ORDER BY cell_id", (run.id, sid))]
+    row = store.conn.execute(
+        "SELECT c.kind, c.k, c.budget, c.format, c.shuffle, e.h_set, e.h_vis, e.k_eff, e.evidence_tokens,"
+        " e.truncated, e.visible, v.text, e.status, e.error, e.prediction, e.score, e.citations, e.gen_key, e.source"
+        " FROM events e JOIN cells c ON c.run_id = e.run_id AND c.cell_id = e.cell_id"
+        " JOIN evidence v ON v.sha256 = e.evidence_sha256 WHERE e.run_id = ? AND e.cell_id = ? AND e.sid = ?",
+        (run.id, cell_id, sid)).fetchone()
+    if row is None:
+        raise ValueError(f"no job ({sample.id!r}, {cell_id!r}) in run {run.name!r}")
+    keys = ("kind", "k", "budget", "format", "shuffle", "h_set", "h_vis", "k_eff", "evidence_tokens", "truncated",
+            "visible", "window", "status", "error", "prediction", "score", "citations", "gen_key", "source")
+    event = dict(zip(keys, row))
+    ranked = _ranked(store, run, sid)
+    gold = {u for p in sample.gold_paths for u in p}
+    units = _units(store, run.dataset_id, gold | set(ranked))
+    gold_paths = [[render_line(units[u]) for u in path] for path in sample.gold_paths]
+    evidence = _evidence_lines(run, sample, event, units, gold, ranked)
+    gen = run.config.get("generation")
+    template = (PromptTemplate(gen["system"], gen["user"], gen["answer_format"]) if gen else PromptTemplate())
+    output = None
+    if event["gen_key"]:
+        hit = store.conn.execute("SELECT output FROM generations WHERE key = ?", (event["gen_key"],)).fetchone()
+        output = hit[0] if hit else None
+    return SampleDetail(sample, cell_id, cells, gold_paths, evidence, event,
+                        template.messages(event["window"], sample.question), output,
+                        tags_of(store, run.dataset_id, sid), note_of(store, run.dataset_id, sid))
+
+
+def _ranked(store: Store, run: Run, sid: int) -> list[int]:
+    row = store.conn.execute("SELECT uids FROM retrievals WHERE dataset_id = ? AND retriever = ? AND sid = ?",
+                             (run.dataset_id, run.retriever, sid)).fetchone()
+    return json.loads(row[0]) if row else []
+
+
+def _units(store: Store, dataset_id: int, uids: set[int]) -> dict[int, Unit]:
+    if not uids:
+        return {}
+    marks = ",".join("?" * len(uids))
+    out = {}
+    for uid, head, rel, tail, doc_id, text in store.conn.execute(
+            f"SELECT uid, head, relation, tail, doc_id, text FROM units WHERE dataset_id = ? AND uid IN ({marks})",
+            (dataset_id, *uids)):
+        out[uid] = (Unit(uid, "triple", head, rel, tail) if head is not None
+                    else Unit(uid, "chunk", doc_id=doc_id, text=text))
+    return out
+
+
+def _evidence_lines(run, sample, event, units, gold, ranked) -> list[EvidenceLine]:
+    """Re-linearize the cell's units exactly as the sweep did and mark where the budget cut falls."""
+    seed = run.config.get("seed", 0)
+    if event["kind"] == "retrieval":
+        chosen = [units[u] for u in ranked[: event["k"]]]
+        ordered = order_units(chosen, event["format"], seed=f"{seed}:{sample.id}")
+    else:
+        chosen = [units[u] for u in oracle_path(sample, units, get_tokenizer(run.config.get("tokenizer")))]
+        ordered = order_units(chosen, event["format"], seed=f"{seed}:{sample.id}:oracle:{event['shuffle']}")
+    visible = set(json.loads(event["visible"]))
+    lines = []
+    for unit in ordered:
+        text = render_line(unit)
+        state = "visible" if unit.uid in visible else "cut" if _partly_in(event["window"], text) else "hidden"
+        lines.append(EvidenceLine(unit.label, text, unit.uid in gold, state))
+    return lines
+
+
+def _partly_in(window: str, line: str) -> bool:
+    tail = window.rsplit("\n", 1)[-1]
+    return bool(tail) and line.startswith(tail)

@@ -1,0 +1,153 @@
+"""The Workbench app: four modes (Datasets, Runs, Ledger, Samples) over one SQLite file.
+
+Screens never touch SQL or llama.cpp: they call core functions from thread workers,
+each with its own connection, and get results back as messages. A 1 s timer watches
+``PRAGMA data_version`` so a run written by the CLI shows up live.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.command import Hit, Hits, Provider
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from workbench.store import open_store
+from workbench.tui.dialogs import ErrorDialog, HelpScreen
+from workbench.tui.messages import DataChanged, Loaded
+
+
+class WorkbenchScreen(Screen):
+    """Base screen: loads data in thread workers and shows worker failures in a dialog."""
+
+    def load(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Worker:
+        """Run ``fn(store, *args)`` in a thread with a fresh connection; post ``Loaded(what, result)``."""
+        return self._load(what, fn, args, kwargs)
+
+    @work(thread=True, exit_on_error=False, exclusive=False, group="load")
+    def _load(self, what: str, fn, args, kwargs) -> None:
+        store = self.app.open_store()
+        try:
+            result = fn(store, *args, **kwargs)
+        finally:
+            store.close()
+        self.post_message(Loaded(what, result))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.app.show_error("A background task failed", event.worker.error)
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        """Override to refresh when another connection wrote to the database."""
+
+
+class WorkbenchCommands(Provider):
+    """Command palette entries: go to a screen, open a run."""
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        app: WorkbenchApp = self.app  # type: ignore[assignment]
+        commands = [(f"Go to {mode.title()}", partial(app.switch_mode, mode)) for mode in app.MODES]
+        for run in app.run_names():
+            commands.append((f"Open ledger of run {run}", partial(app.open_run, run)))
+        commands.append(("Help: keys", app.action_help))
+        for text, callback in commands:
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback)
+
+
+class WorkbenchApp(App):
+    """Keyboard-first triage of dissipation ledgers."""
+
+    TITLE = "Dissipation Workbench"
+    CSS_PATH = "workbench.tcss"
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    BINDINGS = [
+        Binding("d", "switch_mode('datasets')", "Datasets"),
+        Binding("r", "switch_mode('runs')", "Runs"),
+        Binding("l", "switch_mode('ledger')", "Ledger"),
+        Binding("s", "switch_mode('samples')", "Samples"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 1.0):
+        from workbench.tui.screens.datasets import DatasetsScreen
+        from workbench.tui.screens.ledger import LedgerScreen
+        from workbench.tui.screens.runs import RunsScreen
+        from workbench.tui.screens.samples import SamplesScreen
+
+        self.MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
+                      "samples": SamplesScreen}
+        super().__init__()
+        self.store = open_store(db_path)
+        self.db_path = self.store.path
+        self.poll_seconds = poll_seconds
+        self._version = self.store.data_version()
+        # Selection shared by the screens.
+        self.run_name: str | None = None
+        self.cell_id: str | None = None
+        self.exclude_tagged = False
+        # Runs executing inside this app: name -> stop event (pause = set it).
+        self.executions: dict[str, threading.Event] = {}
+
+    def open_store(self):
+        """A new connection for a worker thread (SQLite connections stay on one thread)."""
+        return open_store(self.db_path)
+
+    def on_mount(self) -> None:
+        from workbench.store.queries import list_runs
+
+        runs = list_runs(self.store)
+        if runs:
+            self.run_name = runs[-1]["name"]
+        self.switch_mode("ledger" if runs else ("runs" if self._has_datasets() else "datasets"))
+        self.set_interval(self.poll_seconds, self._poll)
+
+    def _has_datasets(self) -> bool:
+        from workbench.store.queries import list_datasets
+
+        return bool(list_datasets(self.store))
+
+    def _poll(self) -> None:
+        version = self.store.data_version()
+        if version != self._version:
+            self._version = version
+            self.screen.post_message(DataChanged(version))
+
+    def run_names(self) -> list[str]:
+        from workbench.store.queries import list_runs
+
+        return [r["name"] for r in list_runs(self.store)]
+
+    def open_run(self, name: str) -> None:
+        """Select a run and show its ledger."""
+        self.run_name, self.cell_id = name, None
+        self.switch_mode("ledger")
+        self.screen.post_message(DataChanged(self._version))
+
+    def show_error(self, title: str, error: BaseException | str | None) -> None:
+        """An error dialog; the app keeps running."""
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+        self.push_screen(ErrorDialog(title, text))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def on_unmount(self) -> None:
+        for stop in self.executions.values():
+            stop.set()
+        self.store.close()
+
+
+def run_tui(db_path: str | Path | None = None) -> None:
+    """Start the TUI on ``db_path`` (default: ``$WORKBENCH_DB`` or the per-user database)."""
+    WorkbenchApp(db_path).run()

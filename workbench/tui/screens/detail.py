@@ -1,0 +1,122 @@
+"""Sample detail: question, answers, gold paths, the window with its cut, prompt, output and score."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Static
+
+from workbench.tui.app import WorkbenchScreen
+from workbench.tui.dialogs import PromptDialog
+from workbench.tui.messages import Loaded
+from workbench.tui.screens.samples import TAG_KEYS, _note, _toggle
+
+STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}
+
+
+def _detail(store, run_name, sid, cell_id):
+    from workbench.browse import sample_detail
+    from workbench.store.queries import get_run
+
+    return sample_detail(store, get_run(store, run_name), sid, cell_id)
+
+
+def render_detail(d) -> str:
+    """The detail as Rich markup (also used by the README's text capture)."""
+    e = d.event
+    s = d.sample
+    score = "—" if e["score"] is None else f"{e['score']:.2f}"
+    out = [f"[b]{escape(s.id)}[/b]  {escape(s.question)}",
+           f"answers: {escape(' | '.join(s.answers))}"
+           + (f"   aliases: {escape(str(s.aliases))}" if s.aliases else ""),
+           f"tags: {' '.join(d.tags) or '—'}" + (f"   note: {escape(d.note)}" if d.note else ""),
+           "", "[b]Gold paths[/b]"]
+    out += [f"  p{i + 1}: " + escape("  ⟶  ".join(path)) for i, path in enumerate(d.gold_paths)] or ["  —"]
+    out += ["", f"[b]Cell {d.cell_id}[/b]  ({d.cells.index(d.cell_id) + 1}/{len(d.cells)}, ←/→ to switch)  "
+                f"H_set={e['h_set']} H_vis={e['h_vis']} K_eff={e['k_eff']} tokens={e['evidence_tokens']}"
+                f"{' truncated' if e['truncated'] else ''}",
+            "[b]Evidence in window order[/b]  (★ gold, dim = after the budget cut)"]
+    cut_drawn = False
+    for line in d.evidence:
+        if line.state != "visible" and not cut_drawn:
+            out.append(f"  [red]──────── budget cut: B = {e['budget']} tokens ────────[/red]")
+            cut_drawn = True
+        mark = "★" if line.gold else " "
+        style = STATE_STYLE[line.state]
+        text = escape(line.text) + ("   ← cut part-way: not visible" if line.state == "cut" else "")
+        out.append(f"  {mark} [{style}]{text}[/{style}]" if style else f"  {mark} {text}")
+    out += ["", "[b]Prompt[/b]"]
+    for m in d.messages:
+        out.append(f"[dim]{m['role']}:[/dim] " + escape(m["content"]))
+    out += ["", "[b]Output[/b] " + (f"[dim]({e['source']})[/dim]" if e["source"] else ""),
+            escape(d.output) if d.output is not None else ("[red]" + escape(e["error"]) + "[/red]" if e["error"]
+                                                            else "—"),
+            f"[b]Parsed[/b] {escape(e['prediction'] or '—')}   [b]score[/b] {score}"
+            + (f"   citations {escape(e['citations'])}" if e["citations"] else "")]
+    return "\n".join(out)
+
+
+class SampleDetailScreen(WorkbenchScreen):
+    """One sample in one cell; ←/→ switch cells, j/k move through the samples page."""
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("left", "cell(-1)", "Prev cell"), Binding("right", "cell(1)", "Next cell"),
+        Binding("j", "sample(1)", "Next sample"), Binding("k", "sample(-1)", "Prev sample"),
+        *[Binding(k, f"tag('{t}')", t) for k, t in TAG_KEYS.items()],
+        Binding("N", "note", "Note"),
+    ]
+
+    def __init__(self, run_name: str, sid: int, cell_id: str, sids: list[int]):
+        super().__init__()
+        self.run_name, self.sid, self.cell_id, self.sids = run_name, sid, cell_id, sids
+        self.detail = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static("loading …", id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        self.load("detail", _detail, self.run_name, self.sid, self.cell_id)
+
+    def on_loaded(self, message: Loaded) -> None:
+        if message.what == "detail":
+            self.detail = message.payload
+            self.query_one("#detail", Static).update(render_detail(self.detail))
+        elif message.what == "tag":
+            tag, now = message.payload
+            self.notify(f"{'tagged' if now else 'untagged'} {tag}")
+            self.reload()
+        elif message.what == "note":
+            self.reload()
+
+    def action_cell(self, step: int) -> None:
+        if self.detail:
+            cells = self.detail.cells
+            self.cell_id = cells[(cells.index(self.cell_id) + step) % len(cells)]
+            self.reload()
+
+    def action_sample(self, step: int) -> None:
+        if self.sid in self.sids:
+            i = self.sids.index(self.sid) + step
+            if 0 <= i < len(self.sids):
+                self.sid = self.sids[i]
+                self.reload()
+
+    def action_tag(self, tag: str) -> None:
+        self.load("tag", _toggle, self.run_name, self.sid, tag)
+
+    def action_note(self) -> None:
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.load("note", _note, self.run_name, self.sid, text)
+
+        self.app.push_screen(PromptDialog("Note for this sample (empty clears)",
+                                          self.detail.note if self.detail else ""), got)

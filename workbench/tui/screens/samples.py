@@ -1,0 +1,225 @@
+"""Samples: one cell's samples by quadrant, searched and paged; tagging by key."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Static
+
+from workbench.tui.app import WorkbenchScreen
+from workbench.tui.dialogs import PromptDialog
+from workbench.tui.messages import DataChanged, Loaded
+
+PAGE = 50
+QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error")
+TAG_KEYS = {"A": "annotation-error", "L": "alias-miss", "R": "reasoning-fail", "F": "format-fail"}
+
+
+def _page(store, run_name, cell_id, quadrant, search, tag, offset):
+    from workbench.browse import list_samples
+    from workbench.store.queries import get_run
+
+    from workbench.runs.report import first_cell
+
+    run = get_run(store, run_name)
+    if cell_id is None:
+        cell_id = first_cell(store, run)
+    return cell_id, list_samples(store, run, cell_id, quadrant=quadrant, search=search, tag=tag, offset=offset,
+                                 limit=PAGE)
+
+
+def _toggle(store, run_name, sid, tag):
+    from workbench.store.queries import get_run
+    from workbench.triage import toggle_tag
+
+    return tag, toggle_tag(store, get_run(store, run_name).dataset_id, sid, tag)
+
+
+def _note(store, run_name, sid, text):
+    from workbench.store.queries import get_run
+    from workbench.triage import set_note
+
+    set_note(store, get_run(store, run_name).dataset_id, sid, text)
+    return sid
+
+
+def _export(store, run_name, path):
+    import io
+
+    from workbench.data.exports import write_atomic
+    from workbench.store.queries import get_run
+    from workbench.triage import export_tagged
+
+    buf = io.StringIO()
+    count = export_tagged(store, get_run(store, run_name).dataset_id, buf)
+    write_atomic(path, [buf.getvalue()])
+    return count, path
+
+
+class SamplesScreen(WorkbenchScreen):
+    """A page of rows at a time: only the visible page is ever loaded."""
+
+    BINDINGS = [
+        *[Binding(str(i + 1), f"quadrant('{q}')", q, show=i in (1, 2, 3)) for i, q in enumerate(QUADRANT_KEYS)],
+        Binding("slash", "search", "Search"), Binding("t", "tag_filter", "Tag filter"),
+        Binding("pagedown,right_square_bracket", "page(1)", "Next page"),
+        Binding("pageup,left_square_bracket", "page(-1)", "Prev page", show=False),
+        Binding("home", "first", "First", show=False), Binding("end", "last", "Last", show=False),
+        Binding("enter", "detail", "Detail"),
+        *[Binding(k, f"tag('{t}')", t, show=False) for k, t in TAG_KEYS.items()],
+        Binding("N", "note", "Note", show=False), Binding("X", "export", "Export tagged"),
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self.quadrant = "all"
+        self.search = ""
+        self.tag: str | None = None
+        self.page_offset = 0
+        self.total = 0
+        self.rows = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="heading", classes="title")
+        table = DataTable(id="samples", cursor_type="row", zebra_stripes=True)
+        table.add_columns("sample", "question", "set", "vis", "K_eff", "cut", "score", "prediction", "tags")
+        yield table
+        yield Static("", id="status", classes="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        if self.app.run_name is None:
+            self.query_one("#heading", Static).update("No run selected: pick one in Runs (r).")
+            return
+        self.load("page", _page, self.app.run_name, self.app.cell_id, self.quadrant, self.search, self.tag,
+                  self.page_offset)
+
+    def on_loaded(self, message: Loaded) -> None:
+        if message.what == "page":
+            self.app.cell_id, page = message.payload
+            self.total, self.rows = page.total, page.rows
+            if self.page_offset and self.page_offset >= self.total:
+                self.page_offset = max(0, (self.total - 1) // PAGE * PAGE)
+                self.reload()
+                return
+            self._draw()
+        elif message.what == "tag":
+            tag, now = message.payload
+            self.notify(f"{'tagged' if now else 'untagged'} {tag}")
+            self.reload()
+        elif message.what == "note":
+            self.notify("note saved")
+        elif message.what == "export":
+            count, path = message.payload
+            self.notify(f"wrote {count} tagged samples to {path}")
+
+    def _draw(self) -> None:
+        from workbench.browse import QUADRANTS
+
+        last = max(1, (self.total + PAGE - 1) // PAGE)
+        filters = [f"quadrant [b]{self.quadrant}[/b] ({QUADRANTS[self.quadrant][1]})"]
+        if self.search:
+            filters.append(f"search “{self.search}”")
+        if self.tag:
+            filters.append(f"tag {self.tag}")
+        self.query_one("#heading", Static).update(
+            f"[b]Samples[/b] {self.app.run_name} · cell {self.app.cell_id} · " + " · ".join(filters)
+            + f" · {self.total:,} samples · page {self.page_offset // PAGE + 1}/{last}")
+        table = self.query_one(DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for r in self.rows:
+            score = "—" if r.score is None else f"{r.score:.2f}"
+            table.add_row(r.sample_id, r.question[:60], "✓" if r.h_set else "·", "✓" if r.h_vis else "·",
+                          str(r.k_eff), "✂" if r.truncated else "", score, (r.prediction or "")[:30],
+                          " ".join(r.tags), key=str(r.sid))
+        if self.rows:
+            table.move_cursor(row=min(cursor, len(self.rows) - 1))
+        self.query_one("#status", Static).update(
+            "[dim]1 all 2 dissipation 3 leakage 4 interface 5 retrieval-miss 6 right 7 unscored 8 errors · "
+            "A/L/R/F tag · N note · X export tagged[/dim]")
+
+    def _sid(self) -> int | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def action_quadrant(self, quadrant: str) -> None:
+        self.quadrant, self.page_offset = quadrant, 0
+        self.reload()
+
+    def action_page(self, step: int) -> None:
+        new = self.page_offset + step * PAGE
+        if 0 <= new < max(self.total, 1):
+            self.page_offset = new
+            self.reload()
+
+    def action_first(self) -> None:
+        self.page_offset = 0
+        self.reload()
+
+    def action_last(self) -> None:
+        self.page_offset = max(0, (self.total - 1) // PAGE * PAGE)
+        self.reload()
+
+    def action_search(self) -> None:
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.search, self.page_offset = text.strip(), 0
+                self.reload()
+
+        self.app.push_screen(PromptDialog("Search questions, ids and predictions (empty clears)", self.search), got)
+
+    def action_tag_filter(self) -> None:
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.tag, self.page_offset = (text.strip() or None), 0
+                self.reload()
+
+        self.app.push_screen(PromptDialog("Show only samples with tag (empty clears)", self.tag or ""), got)
+
+    def action_tag(self, tag: str) -> None:
+        sid = self._sid()
+        if sid is not None:
+            self.load("tag", _toggle, self.app.run_name, sid, tag)
+
+    def action_note(self) -> None:
+        sid = self._sid()
+        if sid is None:
+            return
+
+        def got(text: str | None) -> None:
+            if text is not None:
+                self.load("note", _note, self.app.run_name, sid, text)
+
+        self.app.push_screen(PromptDialog("Note for this sample (empty clears)"), got)
+
+    def action_export(self) -> None:
+        def got(path: str | None) -> None:
+            if path:
+                self.load("export", _export, self.app.run_name, path.strip())
+
+        self.app.push_screen(PromptDialog("Export tagged samples to (JSONL path)", "tagged.jsonl"), got)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # Enter on the focused table arrives as RowSelected, not as the screen's binding.
+        self.action_detail()
+
+    def action_detail(self) -> None:
+        from workbench.tui.screens.detail import SampleDetailScreen
+
+        sid = self._sid()
+        if sid is not None:
+            sids = [r.sid for r in self.rows]
+            self.app.push_screen(SampleDetailScreen(self.app.run_name, sid, self.app.cell_id, sids))
