@@ -14,7 +14,7 @@
    ``workbench resume``: wall time from spawning the resume until the DB shows a new done
    job (goal: median < 3 s); integrity_check and "no finished job recomputed" are checked.
 
-Run: ``python bench/bench_generation.py [--only throughput,ksweep,resume] [--rounds 2] …``
+Run: ``python bench/bench_generation.py [--only throughput,ksweep,resume] [--rounds 3] …``
 (about 4-5 minutes with the defaults on 2 cores). Prints one JSON line per benchmark, then
 a summary table. Nothing else heavy should run meanwhile: each JSON line records the load
 average and the CPU busy share measured just before each measurement.
@@ -88,18 +88,31 @@ def load_snapshot(window: float = 0.5) -> dict:
 
 
 class CpuDuring:
-    """System-wide CPU busy and steal share while a measurement runs (ours included)."""
+    """While a child measurement runs: CPU seconds used by OTHER processes (system busy minus the
+    rusage of this process and its waited children) and the steal share. > ~1 s means the measurement
+    was contaminated."""
 
     def __enter__(self):
+        import resource
+
+        self._r = resource
         self.t0, self.i0, self.s0 = _cpu_times()
+        self.c0 = self._ours()
+        self.w0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         t1, i1, s1 = _cpu_times()
-        span = max(1, t1 - self.t0)
-        self.busy = round(100.0 * (1 - (i1 - self.i0) / span), 1)
-        self.steal = round(100.0 * (s1 - self.s0) / span, 1)
+        hz = os.sysconf("SC_CLK_TCK")
+        busy_s = ((t1 - self.t0) - (i1 - self.i0)) / hz
+        self.others_cpu_s = round(max(0.0, busy_s - (self._ours() - self.c0)), 2)
+        self.steal = round(100.0 * (s1 - self.s0) / max(1, t1 - self.t0), 1)
+        self.wall = time.perf_counter() - self.w0
         return False
+
+    def _ours(self) -> float:
+        r = self._r
+        return sum(u.ru_utime + u.ru_stime for u in (r.getrusage(r.RUSAGE_SELF), r.getrusage(r.RUSAGE_CHILDREN)))
 
 
 def load_str(snap: dict) -> str:
@@ -292,8 +305,8 @@ def bench_throughput(a, tmp: Path, dataset_db: Path) -> dict:
             "outputs_identical": f"{same}/{len(spec['prompts'])}", "executor_order_matches": wb["order_matches"],
             "workbench_jobs": wb["jobs"], "model_calls": wb["model_calls"], "cache_hits": wb["cache_hits"],
             "errors": wb["errors"], "per_prompt_median_time_ratio": round(statistics.median(per_prompt), 4),
-            "cpu_busy_steal_pct_during_bare": [cpu_bare.busy, cpu_bare.steal],
-            "cpu_busy_steal_pct_during_workbench": [cpu_wb.busy, cpu_wb.steal],
+            "others_cpu_s_during_bare": cpu_bare.others_cpu_s, "others_cpu_s_during_workbench": cpu_wb.others_cpu_s,
+            "steal_pct_during_bare_workbench": [cpu_bare.steal, cpu_wb.steal],
             "load_before_bare": load_str(snap), "load_before_workbench": load_str(snap2)})
         log(f"  bare {bare_tps:.1f} tok/s ({bare['wall_s']:.2f} s), workbench {wb_tps:.1f} tok/s "
             f"({wb['wall_s']:.2f} s, {wb['generate_seconds']:.2f} s inside generate) → {wb_tps / bare_tps:.3f}; "
@@ -371,7 +384,8 @@ def _ksweep_one(a, tmp: Path, dataset_db: Path, label: str, ks, fmt: str) -> dic
     backend.reset_perf()  # fresh model; llama.cpp reports max(1, n_p_eval) before any eval
     snap = load_snapshot()
     t0 = time.perf_counter()
-    report = execute(store, run, backend=backend)
+    with CpuDuring() as cpu:
+        execute(store, run, backend=backend)
     wall = time.perf_counter() - t0
     stats = run_stats(store, run)
     truncated = store.conn.execute("SELECT coalesce(sum(truncated), 0) FROM events WHERE run_id = ?",
@@ -384,7 +398,8 @@ def _ksweep_one(a, tmp: Path, dataset_db: Path, label: str, ks, fmt: str) -> dic
            "truncated_events": truncated, "prompt_tokens_naive": stats["prompt_tokens_naive"],
            "prompt_tokens_evaluated": stats["prompt_tokens_evaluated"], "llama_n_p_eval": perf["n_p_eval"],
            "llama_n_eval": perf["n_eval"], "llama_n_reused": perf["n_reused"],
-           "completion_tokens": stats["completion_tokens"], "wall_s": round(wall, 2), "load": load_str(snap)}
+           "completion_tokens": stats["completion_tokens"], "wall_s": round(wall, 2), "load": load_str(snap),
+           "others_cpu_s_during": cpu.others_cpu_s}
     # n_eval = generated tokens decoded one at a time (all but the last of each call) + 1-token prompt suffixes
     log(f"ksweep {label}: {stats['model_calls']} calls ({stats['cache_hits']} cached), evaluated "
         f"{stats['prompt_tokens_evaluated']} (llama.cpp n_p_eval {perf['n_p_eval']}) of naive "
@@ -473,6 +488,7 @@ def bench_resume(a, tmp: Path, dataset_db: Path) -> dict:
         total = con.execute("SELECT count(*) FROM events").fetchone()[0]
         con.close()
         snap = load_snapshot()
+        cpu = CpuDuring().__enter__()
         t0 = time.perf_counter()
         res = subprocess.Popen(_cli(db, "resume", "r", "--json"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                cwd=REPO, env=env, text=True)
@@ -496,6 +512,7 @@ def bench_resume(a, tmp: Path, dataset_db: Path) -> dict:
             con.close()
         out, _ = res.communicate(timeout=600)
         resume_wall = time.perf_counter() - t0
+        cpu.__exit__(None, None, None)
         result = json.loads(out) if res.returncode == 0 else {}
         con = sqlite3.connect(db)
         integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
@@ -514,7 +531,7 @@ def bench_resume(a, tmp: Path, dataset_db: Path) -> dict:
                "generations": generations, "model_calls": stats.get("model_calls"),
                "no_recompute": unchanged == len(before) and generations == stats.get("model_calls")
                and result.get("execution", {}).get("jobs") == total - len(before),
-               "load": load_str(snap)}
+               "load": load_str(snap), "others_cpu_s_during_resume": cpu.others_cpu_s}
         reps.append(rep)
         log(f"resume rep {i + 1}: killed at {len(before)} done; first new done job after {first_new} s; "
             f"resume finished in {resume_wall:.1f} s; integrity {integrity}; unchanged {unchanged}/{len(before)}")
@@ -543,9 +560,9 @@ def summary_table(results: list[dict]) -> str:
             rows.append(("", "wall ratio bare/workbench", f"{r['wall_ratio']:.3f}", "", ""))
             rows.append(("", "median per-prompt create_completion bare/wb", f"{r['per_prompt_median_time_ratio']:.3f}",
                          "", ""))
-            rows.append(("", "cpu busy% during bare / workbench (rounds)", "; ".join(
-                f"{x['cpu_busy_steal_pct_during_bare'][0]:.0f} / {x['cpu_busy_steal_pct_during_workbench'][0]:.0f}"
-                for x in r["rounds"]), "", ""))
+            rows.append(("", "other procs' CPU s during bare / wb", "; ".join(
+                f"{x['others_cpu_s_during_bare']:.1f} / {x['others_cpu_s_during_workbench']:.1f}"
+                for x in r["rounds"]), "~0", ""))
             rows.append(("", "workbench overhead outside llama.cpp", f"{100 * r['workbench_overhead_fraction']:.2f}%",
                          "", ""))
             rows.append(("", "bare wall / workbench create_completion time", f"{r['llama_time_ratio']:.3f}", "",
@@ -578,8 +595,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="throughput,ksweep,resume", help="comma-separated benchmarks to run")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2, help="throughput: bare/workbench rounds")
-    ap.add_argument("--tp-limit", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3, help="throughput: bare/workbench rounds")
+    ap.add_argument("--tp-limit", type=int, default=20)
     ap.add_argument("--tp-k", type=int, default=5)
     ap.add_argument("--tp-budget", type=int, default=256)
     ap.add_argument("--tp-max-tokens", type=int, default=32)
