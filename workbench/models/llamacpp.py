@@ -127,6 +127,11 @@ class LlamaTokenizer:
         path = resolve_model(spec or None)
         self.name = f"llama:{spec or 'default'}"
         self._llm = _load_llama(path, vocab_only=True)
+        # Cached for the process lifetime: free it before interpreter teardown, when
+        # llama-cpp-python's own finalizer would find its C bindings already gone.
+        import atexit
+
+        atexit.register(self._llm.close)
 
     def encode(self, text: str) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)

@@ -8,6 +8,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from workbench.tui.markup import esc
+
 
 class ErrorDialog(ModalScreen[None]):
     """Shows a worker's failure; the app keeps going."""
@@ -20,7 +22,7 @@ class ErrorDialog(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog error"):
-            yield Label(f"[b]{self.title_text}[/b]")
+            yield Label(f"[b]{esc(self.title_text)}[/b]")
             with VerticalScroll():
                 yield Static(self.message, markup=False)
             yield Button("Close (Esc)", id="close", variant="error")
@@ -40,7 +42,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question)
+            yield Label(esc(self.question))
             yield Label("[b]y[/b] yes   [b]n[/b] no")
 
     def action_answer(self, value: bool) -> None:
@@ -58,7 +60,7 @@ class PromptDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question)
+            yield Label(esc(self.question))
             yield Input(value=self.value, placeholder=self.placeholder, id="answer")
             yield Label("[dim]Enter to accept, Esc to cancel[/dim]")
 
@@ -79,7 +81,7 @@ HELP = """\
              space mark a cell (two marks: paired difference)   e exclude/keep tagged samples
              enter samples of the highlighted cell
 [b]Samples[/b]    1 all  2 dissipation  3 leakage  4 interface loss  5 retrieval miss  6 right  7 unscored  8 errors
-             / search   t filter by tag   pgdn/pgup or ]/[ page   home/end first/last page   enter detail
+             / search   t filter by tag   pgdn/pgup or ] / \\[ page   g/G first/last page   enter detail
              A annotation-error  L alias-miss  R reasoning-fail  F format-fail  N note   X export tagged
 [b]Detail[/b]     left/right previous/next cell   j/k next/previous sample   A L R F N tags and note   esc back
 """

@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
+from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 
 
@@ -33,7 +34,7 @@ class DatasetsScreen(WorkbenchScreen):
         yield Static("[b]Datasets[/b]  [dim]i import a directory holding kb.jsonl, samples.jsonl, "
                      "retrieval.jsonl[/dim]", classes="title")
         table = DataTable(id="datasets", cursor_type="row", zebra_stripes=True)
-        table.add_columns("name", "kind", "units", "outside KB", "samples", "hops", "retrievers", "imported")
+        table.add_columns("name", "kind", "units", "outside KB", "samples", "hops", "retrievers")
         yield table
         yield Static("", id="status", classes="status")
         yield Footer()
@@ -51,8 +52,7 @@ class DatasetsScreen(WorkbenchScreen):
             for d in message.payload:
                 hops = " ".join(f"{h}:{n}" for h, n in d.get("hops", {}).items()) or "—"
                 table.add_row(d["name"], d["unit_kind"], f"{d['units']:,}", f"{d['units_outside_kb']:,}",
-                              f"{d['samples']:,}", hops, ", ".join(d["retrievers"]) or "—", d["created_at"][:16],
-                              key=d["name"])
+                              f"{d['samples']:,}", hops, ", ".join(d["retrievers"]) or "—", key=d["name"])
             if not message.payload:
                 self.query_one("#status", Static).update("No dataset yet: press [b]i[/b] to import one, e.g. "
                                                          "sample_data/metaqa")
@@ -60,9 +60,9 @@ class DatasetsScreen(WorkbenchScreen):
             r = message.payload
             verb = "unchanged" if r.unchanged else "imported"
             warn = f" · {'; '.join(r.warnings)}" if r.warnings else ""
-            self.query_one("#status", Static).update(
+            self.query_one("#status", Static).update(esc(
                 f"{r.dataset}: {verb}: {r.units:,} {r.unit_kind}s, {r.samples:,} samples, "
-                f"{r.retrievals:,} retrieval rows{warn}")
+                f"{r.retrievals:,} retrieval rows{warn}"))
             self.notify(f"{r.dataset} {verb}")
             self.load("datasets", _dataset_rows)
 
@@ -76,7 +76,7 @@ class DatasetsScreen(WorkbenchScreen):
 
             def got_name(name: str | None) -> None:
                 if name:
-                    self.query_one("#status", Static).update(f"importing {path} …")
+                    self.query_one("#status", Static).update(esc(f"importing {path} …"))
                     self.load("import", _import, path.strip(), name.strip())
 
             self.app.push_screen(PromptDialog("Dataset name", value=default), got_name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -10,6 +9,7 @@ from textual.widgets import Footer, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
+from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
 from workbench.tui.screens.samples import TAG_KEYS, _note, _toggle
 

@@ -26,6 +26,7 @@ class LedgerView:
     report: object
     runs: list[str]
     tags: dict[str, int]
+    has_model: bool
 
 
 def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None:
@@ -39,7 +40,7 @@ def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None
     tags = tag_counts(store, run.dataset_id)
     report = run_ledger(store, run, resamples=resamples, exclude_tags=list(tags) if exclude else ())
     same = [r["name"] for r in list_runs(store) if r["dataset"] == run.dataset]
-    return LedgerView(report, same, tags)
+    return LedgerView(report, same, tags, run.config.get("generation") is not None)
 
 
 def _difference(store, run_name, a, b, exclude: bool):
@@ -120,20 +121,21 @@ class LedgerScreen(WorkbenchScreen):
         from workbench import plots
 
         report = self.view.report
-        progress = (f" · {report.jobs_done:,}/{report.jobs_total:,} jobs" if report.jobs_total else "")
+        generating = self.view.has_model
+        progress = (f" · {report.jobs_done:,}/{report.jobs_total:,} jobs" if generating else " · no model (sweep)")
         excluded = (f" · [reverse] {report.excluded} tagged samples excluded [/reverse]" if report.excluded
                     else " · tagged samples kept" if self.view.tags else "")
         self.query_one("#heading", Static).update(
-            f"[b]Ledger[/b] {report.run} · {report.dataset} · B={self.budget} · {self.format}{progress}{excluded}"
+            f"[b]Ledger[/b]  {report.run} · {report.dataset} · B={self.budget} · {self.format}{progress}{excluded}"
             f"  [dim]95% CI, {report.resamples} resamples[/dim]")
         plot = self.query_one("#main-plot", Static)
-        width, height = max(40, plot.size.width or 80), max(10, plot.size.height or 16)
+        width, height = max(40, (plot.size.width or 80) - 1), max(10, plot.size.height or 16)
         try:
             figure = (plots.oracle_plot(report.oracle, width=width, height=height, colors=True)
                       if self.show_oracle else
                       plots.main_plot(report.rows, budget=self.budget, fmt=self.format, width=width, height=height,
                                       colors=True))
-            plot.update(Text.from_ansi(figure))
+            plot.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
         except ValueError as exc:
             plot.update(str(exc))
         if not self.marked:
@@ -144,13 +146,20 @@ class LedgerScreen(WorkbenchScreen):
         for r in report.rows:
             mark = "● " if r["cell_id"] in self.marked else ""
             table.add_row(f"{mark}{r['k']}", str(r["budget"]), r["format"], fmt_number(r["n"], 0),
-                          *[_cell(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]), key=r["cell_id"])
+                          *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]), key=r["cell_id"])
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
 
     def _side_text(self) -> str:
         report = self.view.report
-        lines = ["[b]Oracle (only p*)[/b]"]
+        lines = []
+        cell = self._highlighted()
+        row = next((r for r in report.rows if r["cell_id"] == cell), None)
+        if row is not None:
+            lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
+            lines += [f"{t:>15} {fmt_estimate(row[t], 3)}" for t in CI_TERMS]
+            lines.append("")
+        lines.append("[b]Oracle (only p*)[/b]")
         for o in report.oracle:
             lines.append(f"B={o['budget']}: struct {fmt_estimate(o['Acc_struct'], 2)}")
             lines.append(f"       linear {fmt_estimate(o['Acc_linear'], 2)}  L_struct "
@@ -163,6 +172,10 @@ class LedgerScreen(WorkbenchScreen):
         lines.append("")
         lines.append("[dim]space marks two cells for a paired difference[/dim]")
         return "\n".join(lines)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.view and not self.marked:
+            self.query_one("#side", Static).update(self._side_text())
 
     def _cycle(self, values, current):
         if not values:
@@ -224,5 +237,10 @@ class LedgerScreen(WorkbenchScreen):
             self.app.switch_mode("samples")
 
 
-def _cell(est) -> str:
-    return fmt_estimate(est, 3) if getattr(est, "value", None) is not None else DASH
+def _value(est) -> str:
+    value = getattr(est, "value", None)
+    return DASH if value is None else f"{value:.3f}"
+
+
+CI_TERMS = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak", "K_eff",
+            "evidence_tokens", "truncated")

@@ -14,6 +14,7 @@ from textual.widgets import Button, Checkbox, DataTable, Footer, Header, Input, 
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
+from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded, RunFinished, RunProgress
 
 
@@ -278,7 +279,7 @@ class RunsScreen(WorkbenchScreen):
         state = "paused" if r.stopped else "failed" if r.fatal else "finished"
         self.query_one("#status", Static).update(
             f"{message.run} {state}: {r.done:,} done, {r.model_calls:,} generated, {r.cache_hits:,} cached, "
-            f"{r.errors:,} errors" + (f" · {r.fatal}" if r.fatal else ""))
+            f"{r.errors:,} errors" + (f" · {esc(r.fatal)}" if r.fatal else ""))
         if r.fatal:
             self.app.show_error(f"Run {message.run} failed", r.fatal)
         self.notify(f"run {message.run} {state}")

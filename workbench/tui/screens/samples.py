@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
+from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 
 PAGE = 50
@@ -62,9 +63,10 @@ class SamplesScreen(WorkbenchScreen):
     BINDINGS = [
         *[Binding(str(i + 1), f"quadrant('{q}')", q, show=i in (1, 2, 3)) for i, q in enumerate(QUADRANT_KEYS)],
         Binding("slash", "search", "Search"), Binding("t", "tag_filter", "Tag filter"),
-        Binding("pagedown,right_square_bracket", "page(1)", "Next page"),
-        Binding("pageup,left_square_bracket", "page(-1)", "Prev page", show=False),
-        Binding("home", "first", "First", show=False), Binding("end", "last", "Last", show=False),
+        # priority: the focused table would otherwise scroll on page keys instead of paging.
+        Binding("pagedown,right_square_bracket", "page(1)", "Next page", priority=True),
+        Binding("pageup,left_square_bracket", "page(-1)", "Prev page", show=False, priority=True),
+        Binding("g", "first", "First page", show=False), Binding("G", "last", "Last page", show=False),
         Binding("enter", "detail", "Detail"),
         *[Binding(k, f"tag('{t}')", t, show=False) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note", show=False), Binding("X", "export", "Export tagged"),
@@ -129,9 +131,9 @@ class SamplesScreen(WorkbenchScreen):
         last = max(1, (self.total + PAGE - 1) // PAGE)
         filters = [f"quadrant [b]{self.quadrant}[/b] ({QUADRANTS[self.quadrant][1]})"]
         if self.search:
-            filters.append(f"search “{self.search}”")
+            filters.append(f"search “{esc(self.search)}”")
         if self.tag:
-            filters.append(f"tag {self.tag}")
+            filters.append(f"tag {esc(self.tag)}")
         self.query_one("#heading", Static).update(
             f"[b]Samples[/b] {self.app.run_name} · cell {self.app.cell_id} · " + " · ".join(filters)
             + f" · {self.total:,} samples · page {self.page_offset // PAGE + 1}/{last}")
@@ -140,7 +142,7 @@ class SamplesScreen(WorkbenchScreen):
         table.clear()
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
-            table.add_row(r.sample_id, r.question[:60], "✓" if r.h_set else "·", "✓" if r.h_vis else "·",
+            table.add_row(r.sample_id, r.question[:46], "✓" if r.h_set else "·", "✓" if r.h_vis else "·",
                           str(r.k_eff), "✂" if r.truncated else "", score, (r.prediction or "")[:30],
                           " ".join(r.tags), key=str(r.sid))
         if self.rows:
