@@ -100,3 +100,24 @@ def test_unknown_run_and_empty_database_give_clear_messages(tmp_path):
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "sweep", "--k", "1", "--budget", "8"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no dataset imported yet" in r.stderr
+
+
+def test_tags_exclude_samples_from_the_ledger_and_export(tmp_path, tiny_store, capsys):
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+
+    plan_sweep(tiny_store, SweepConfig(ks=(1, 3), budgets=(256,), formats=("score",)), name="s")
+    db = str(tiny_store.path)
+    assert main(["--db", db, "tag", "q3", "annotation-error"]) == 0
+    assert main(["--db", db, "ledger", "s", "--json", "--resamples", "50", "--exclude-tag", "annotation-error"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "ledger", "s", "--json", "--resamples", "50", "--exclude-tag", "annotation-error"]) == 0
+    cells = {c["cell_id"]: c for c in json.loads(capsys.readouterr().out)}
+    # q3 never retrieves its gold path; without it, K=3 finds every remaining gold path.
+    assert cells["k3-b256-score"]["n"]["value"] == 2 and cells["k3-b256-score"]["S_set"]["value"] == 1.0
+    out = tmp_path / "tagged.jsonl"
+    assert main(["--db", db, "tags", "export", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows == [{"sample_id": "q3", "question": "what language is Rosetta in", "answers": ["French"],
+                     "tags": ["annotation-error"], "note": ""}]
+    assert main(["--db", db, "tag", "q3", "annotation-error", "--remove"]) == 0
+    assert main(["--db", db, "tag", "nope", "x"]) == 2

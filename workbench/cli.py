@@ -214,7 +214,8 @@ def _report(args, store):
     from workbench.runs.report import run_ledger
     from workbench.store.queries import get_run
 
-    return run_ledger(store, get_run(store, args.run), score=args.score, resamples=args.resamples, seed=args.seed)
+    return run_ledger(store, get_run(store, args.run), score=args.score, resamples=args.resamples, seed=args.seed,
+                      exclude_tags=getattr(args, "exclude_tag", None) or ())
 
 
 def cmd_ledger(args) -> int:
@@ -330,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="answer score (default: the run's own)")
     report.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    report.add_argument("--exclude-tag", action="append", metavar="TAG",
+                        help="leave out samples carrying TAG (repeatable), e.g. annotation-error")
 
     parser = argparse.ArgumentParser(prog="workbench", description=__doc__.split("\n")[0], parents=[top])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -426,6 +429,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
+    p.add_argument("sample_id")
+    p.add_argument("tag", help="e.g. annotation-error, alias-miss, reasoning-fail, format-fail")
+    p.add_argument("--dataset", help="dataset name (default: the most recent import)")
+    p.add_argument("--remove", action="store_true", help="remove the tag instead")
+    p.set_defaults(func=cmd_tag)
+
+    p = sub.add_parser("tags", parents=[common], help="triage tags: export tagged samples")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("export", parents=[common], help="write tagged samples (with tags and notes) as JSONL")
+    q.add_argument("--dataset", help="dataset name (default: the most recent import)")
+    q.add_argument("--tag", action="append", help="only samples with this tag (repeatable)")
+    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    q.set_defaults(func=cmd_tags_export)
+
     p = sub.add_parser("prompts", parents=[common], help="bring-your-own generator: export prompts")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("export", parents=[common], help="write the exact prompt of every (sample, cell) as JSONL")
@@ -441,6 +459,40 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--replace", action="store_true", help="overwrite predictions that differ")
     q.set_defaults(func=cmd_predictions_import)
     return parser
+
+
+def cmd_tag(args) -> int:
+    from workbench.store.queries import get_dataset, sample_sid
+    from workbench import triage
+
+    store = _store(args)
+    ds = get_dataset(store, args.dataset)
+    sid = sample_sid(store, ds.id, args.sample_id)
+    if args.remove:
+        triage.remove_tag(store, ds.id, sid, args.tag)
+    else:
+        triage.add_tag(store, ds.id, sid, args.tag)
+    print(f"{args.sample_id}: {' '.join(triage.tags_of(store, ds.id, sid)) or 'no tags'}")
+    return 0
+
+
+def cmd_tags_export(args) -> int:
+    import io
+
+    from workbench.data.exports import write_atomic
+    from workbench.store.queries import get_dataset
+    from workbench.triage import export_tagged
+
+    store = _store(args)
+    ds = get_dataset(store, args.dataset)
+    buf = io.StringIO()
+    count = export_tagged(store, ds.id, buf, args.tag)
+    if str(args.out) == "-":
+        sys.stdout.write(buf.getvalue())
+    else:
+        write_atomic(args.out, [buf.getvalue()])
+        print(f"wrote {count:,} tagged samples to {args.out}")
+    return 0
 
 
 def cmd_tui(args) -> int:

@@ -41,37 +41,83 @@ class LedgerReport:
     exclude_tags: list[str] = field(default_factory=list)
 
 
-def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: set[int] = frozenset()) -> RunArrays:
-    """Load a run's events. ``score`` other than the run's own re-scores stored predictions.
+_CACHE_MIN_EVENTS = 20_000  # smaller runs scan faster than they would read and write the cache
 
-    ``exclude`` drops samples (by sid) from every cell, e.g. those tagged annotation-error.
+
+def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: set[int] = frozenset()) -> RunArrays:
+    """Load a run's events as per-cell arrays aligned on the run's samples (sid order).
+
+    ``score`` other than the run's own re-scores stored predictions. ``exclude`` drops
+    samples (by sid) from every cell, e.g. those tagged annotation-error. Large runs are
+    read from ``run_arrays``, rebuilt whenever ``runs.events_version`` has moved.
     """
     score_name = score or run.config.get("score", "acc")
-    # The run's samples (a --limit run covers only the first N), aligned by position.
-    kept = [sid for (sid,) in store.conn.execute(
-        "SELECT DISTINCT sid FROM events WHERE run_id = ? ORDER BY sid", (run.id,)) if sid not in exclude]
-    index = {sid: i for i, sid in enumerate(kept)}
-    n = len(index)
     cells = {cid: Cell(kind, budget, fmt, k=k, shuffle=m) for cid, kind, k, budget, fmt, m in store.conn.execute(
         "SELECT cell_id, kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))}
-    raw = {cid: np.zeros((6, n)) for cid in cells}
-    for a in raw.values():
-        a[5] = np.nan
-    rescore = score_name != run.config.get("score", "acc")
-    scorer = get_scorer(score_name) if rescore else None
-    samples = {s.sid: s for s in load_samples(store, run.dataset_id)} if rescore else {}
-    for cid, sid, h_set, h_vis, k_eff, tokens, trunc, value, prediction in store.conn.execute(
-            "SELECT cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated, score, prediction"
-            " FROM events WHERE run_id = ?", (run.id,)):
-        if rescore and prediction is not None:
-            s = samples[sid]
-            value = scorer(prediction, s.answers, s.aliases)
-        if sid in exclude:
-            continue
-        raw[cid][:, index[sid]] = (h_set, h_vis, k_eff, tokens, trunc, np.nan if value is None else value)
-    arrays = {cid: CellArrays(h_set=a[0], h_vis=a[1], k_eff=a[2], evidence_tokens=a[3], truncated=a[4], score=a[5])
-              for cid, a in raw.items()}
+    if score_name != run.config.get("score", "acc"):
+        sids, raw = _rescored(store, run, cells, get_scorer(score_name))
+    else:
+        sids, raw = _cached_or_scanned(store, run, cells)
+    keep = ~np.isin(sids, np.fromiter(exclude, dtype=np.int64)) if exclude else slice(None)
+    arrays = {cid: CellArrays(h_set=ints[0][keep], h_vis=ints[1][keep], k_eff=ints[2][keep],
+                              evidence_tokens=ints[3][keep], truncated=ints[4][keep], score=scores[keep])
+              for cid, (ints, scores) in raw.items()}
     return RunArrays(run, cells, arrays, score_name)
+
+
+def _scan(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]:
+    """Read every cell's events with one indexed query per cell, vectorized."""
+    per_cell = {}
+    for cid in cells:
+        rows = store.conn.execute(
+            "SELECT sid, h_set, h_vis, k_eff, evidence_tokens, truncated, ifnull(score, -1.0)"
+            " FROM events WHERE run_id = ? AND cell_id = ? ORDER BY sid", (run.id, cid)).fetchall()
+        per_cell[cid] = np.array(rows, dtype=np.float64).reshape(-1, 7)
+    sids = np.unique(np.concatenate([a[:, 0] for a in per_cell.values()])) if per_cell else np.zeros(0)
+    sids = sids.astype(np.int64)
+    raw = {}
+    for cid, a in per_cell.items():
+        pos = np.searchsorted(sids, a[:, 0].astype(np.int64))
+        ints = np.zeros((5, len(sids)), dtype=np.int32)
+        ints[:, pos] = a[:, 1:6].T
+        scores = np.full(len(sids), np.nan)
+        scores[pos] = np.where(a[:, 6] < 0, np.nan, a[:, 6])  # -1 stands for NULL (scores are in [0, 1])
+        raw[cid] = (ints, scores)
+    return sids, raw
+
+
+def _cached_or_scanned(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]:
+    version = store.conn.execute("SELECT events_version FROM runs WHERE id = ?", (run.id,)).fetchone()[0]
+    rows = store.conn.execute("SELECT cell_id, version, n, sids, ints, scores FROM run_arrays WHERE run_id = ?",
+                              (run.id,)).fetchall()
+    if rows and len(rows) == len(cells) and all(r[1] == version for r in rows):
+        sids = np.frombuffer(rows[0][3], dtype=np.int32).astype(np.int64)
+        return sids, {cid: (np.frombuffer(ints, dtype=np.int32).reshape(5, n), np.frombuffer(scores, dtype=np.float64))
+                      for cid, _, n, _, ints, scores in rows}
+    sids, raw = _scan(store, run, cells)
+    if len(sids) * len(cells) >= _CACHE_MIN_EVENTS:
+        sid_blob = sids.astype(np.int32).tobytes()
+        with store.transaction() as conn:
+            # Built from data read at `version`: a write since then has moved the version on,
+            # so a stale cache is never taken for fresh.
+            conn.execute("DELETE FROM run_arrays WHERE run_id = ?", (run.id,))
+            conn.executemany(
+                "INSERT INTO run_arrays (run_id, cell_id, version, n, sids, ints, scores) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run.id, cid, version, len(sids), sid_blob, ints.tobytes(), scores.tobytes())
+                 for cid, (ints, scores) in raw.items()])
+    return sids, raw
+
+
+def _rescored(store: Store, run: Run, cells, scorer) -> tuple[np.ndarray, dict]:
+    """Like :func:`_scan`, with every stored prediction scored again by ``scorer``."""
+    sids, raw = _scan(store, run, cells)
+    samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
+    pos = {int(sid): i for i, sid in enumerate(sids)}
+    for cid, sid, prediction in store.conn.execute(
+            "SELECT cell_id, sid, prediction FROM events WHERE run_id = ? AND prediction IS NOT NULL", (run.id,)):
+        s = samples[sid]
+        raw[cid][1][pos[sid]] = scorer(prediction, s.answers, s.aliases)
+    return sids, raw
 
 
 def _cell_sort_key(cell: Cell):

@@ -168,3 +168,12 @@ def delete_run(store: Store, name: str) -> None:
         conn.execute("DELETE FROM events WHERE run_id = ?", (run.id,))
         conn.execute("DELETE FROM cells WHERE run_id = ?", (run.id,))
         conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
+
+
+def sample_sid(store: Store, dataset_id: int, sample_id: str) -> int:
+    """The sid of a sample id (NotFound names the id)."""
+    row = store.conn.execute("SELECT sid FROM samples WHERE dataset_id = ? AND id = ?",
+                             (dataset_id, sample_id)).fetchone()
+    if row is None:
+        raise NotFound(f"no sample {sample_id!r} in this dataset")
+    return row[0]
