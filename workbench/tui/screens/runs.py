@@ -8,7 +8,7 @@ import time
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Static
 
@@ -43,7 +43,7 @@ class RunForm(ModalScreen[dict | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
             yield Label("[b]New run[/b]  [dim]Enter or ctrl+s starts it, Esc cancels[/dim]")
-            with Grid(classes="fields"):
+            with VerticalScroll(classes="form-body"), Grid(classes="fields"):
                 yield Label("dataset")
                 yield Select([(d, d) for d in self.datasets], value=self.datasets[-1] if self.datasets else
                              Select.BLANK, allow_blank=False, id="dataset")
@@ -69,6 +69,10 @@ class RunForm(ModalScreen[dict | None]):
                 yield Label("oracle cells")
                 yield Checkbox("only p*, struct vs shuffled", value=True, id="oracle")
             yield Button("Start (ctrl+s)", id="start", variant="primary")
+
+    def on_mount(self) -> None:
+        # Start in the first text field: Enter there starts the run (Enter on a Select opens it).
+        self.query_one("#model", Input).focus()
 
     def _value(self, wid: str) -> str:
         return self.query_one(f"#{wid}", Input).value.strip()
