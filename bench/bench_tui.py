@@ -66,7 +66,7 @@ def name_of(j: int) -> str:
 
 
 # -- generation ---------------------------------------------------------------------------
-def generate(path: Path, *, n_units=200_000, n_samples=100_000, seed=0, log=print) -> dict:
+def generate(path: Path, *, n_units=200_000, n_samples=100_000, seed=0, layout="sample", log=print) -> dict:
     from workbench.models.registry import GenerationConfig
     from workbench.runs.sweep import SweepConfig
     from workbench.store.db import utcnow
@@ -170,36 +170,51 @@ def generate(path: Path, *, n_units=200_000, n_samples=100_000, seed=0, log=prin
     difficulty = rng.random(n_samples)
     sids = np.arange(n_samples)
     wrong = [ents[int(j)] for j in rng.integers(0, len(ents), 5000)]
-    for c_i, (cid, k, b, fmt) in enumerate(cells):
+    # Per-cell columns first (vectorized), then rows in the order plan_sweep writes them:
+    # sample-major (for sample: for K: for format: for B), so a cell's rows are spread over
+    # the whole table as in a real run (layout="cell" writes them cell by cell instead).
+    sweep_order = [(f"k{k}-b{b}-{f}", k, b, f) for k in KS for f in FORMATS for b in BUDGETS]
+    cols = []
+    for c_i, (cid, k, b, fmt) in enumerate(sweep_order):
         per = tpu + (2 if fmt == "linear" else 0)
         full = k * per
         k_eff = np.minimum(k, b // per)
-        truncated = (full > b).astype(np.int64)
-        tokens = np.minimum(full, b)
         h_set = (minrank < k).astype(np.int64)
         h_vis = (minrank < k_eff).astype(np.int64)
         p = np.where(h_vis == 1, 0.85 - 0.3 * difficulty, np.where(h_set == 1, 0.3, 0.15))
         score = (rng.random(n_samples) < p).astype(np.float64)
-        ev = (sids * 31 + c_i * 7) % N_EVIDENCE
-        completion = rng.integers(4, 32, n_samples)
-        rows = [(run_id, cid, sid, hs, hv, ke, tk, tr, shas[e],
-                 (vis_prefix[sid][:pos[sid, ke]] + "]") if ke else "[]",
-                 answers_of[sid] if sc else wrong[(sid + c_i) % 5000], sc, tk + 96, tk + 96, cp,
-                 stamps[(sid + c_i * 13) % 1200])
-                for sid, hs, hv, ke, tk, tr, e, sc, cp in zip(
-                    sids.tolist(), h_set.tolist(), h_vis.tolist(), k_eff.tolist(), tokens.tolist(),
-                    truncated.tolist(), ev.tolist(), score.tolist(), completion.tolist())]
-        conn.executemany(
-            "INSERT INTO events (run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated,"
-            " evidence_sha256, visible, prediction, score, status, source, prompt_tokens, eval_tokens,"
-            " completion_tokens, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'done','model',?,?,?,?)", rows)
-        if c_i % 10 == 9:
-            log(f"  events: {c_i + 1}/{len(cells)} cells {time.perf_counter() - t0:.1f}s")
+        cols.append((cid, c_i, h_set.tolist(), h_vis.tolist(), k_eff.tolist(), np.minimum(full, b).tolist(),
+                     (full > b).astype(np.int64).tolist(), ((sids * 31 + c_i * 7) % N_EVIDENCE).tolist(),
+                     score.tolist(), rng.integers(4, 32, n_samples).tolist()))
+    insert = ("INSERT INTO events (run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated,"
+              " evidence_sha256, visible, prediction, score, status, source, prompt_tokens, eval_tokens,"
+              " completion_tokens, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'done','model',?,?,?,?)")
+
+    def row(col, sid):
+        cid, c_i, hs, hv, ke, tk, tr, ev, sc, cp = col
+        k = ke[sid]
+        return (run_id, cid, sid, hs[sid], hv[sid], k, tk[sid], tr[sid], shas[ev[sid]],
+                (vis_prefix[sid][:pos[sid, k]] + "]") if k else "[]",
+                answers_of[sid] if sc[sid] else wrong[(sid + c_i) % 5000], sc[sid], tk[sid] + 96, tk[sid] + 96,
+                cp[sid], stamps[(sid + c_i * 13) % 1200])
+
+    if layout == "cell":
+        for i, col in enumerate(sorted(cols)):
+            conn.executemany(insert, [row(col, sid) for sid in range(n_samples)])
+            if i % 10 == 9:
+                log(f"  events: {i + 1}/{len(cols)} cells {time.perf_counter() - t0:.1f}s")
+    else:
+        chunk = 2000
+        for start in range(0, n_samples, chunk):
+            conn.executemany(insert, [row(col, sid) for sid in range(start, min(n_samples, start + chunk))
+                                      for col in cols])
+            if (start // chunk) % 10 == 9:
+                log(f"  events: {start + chunk:,}/{n_samples:,} samples {time.perf_counter() - t0:.1f}s")
     conn.execute("COMMIT")
     gc.enable()
     conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
-    return {"seconds": round(time.perf_counter() - t0, 1), "units": n_units, "samples": n_samples,
+    return {"seconds": round(time.perf_counter() - t0, 1), "layout": layout, "units": n_units, "samples": n_samples,
             "cells": len(cells), "events": n_samples * len(cells)}
 
 
@@ -309,14 +324,50 @@ def bench_list_samples(path: Path, reps: int) -> None:
 
 
 # -- TUI ----------------------------------------------------------------------------------
-async def wait_for(pilot, condition, timeout=120.0, step=0.005):
+async def wait_for(pilot, condition, timeout=120.0, step=0.002):
+    """Poll with a plain asyncio.sleep: Pilot.pause/press add their own idle waits (>= 40 ms)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         if condition():
             return True
-        await pilot.pause(step)
+        await asyncio.sleep(step)
     return condition()
+
+
+def send_key(app, key: str) -> None:
+    """Deliver a key the way the terminal driver does (Pilot.press minus its idle waits)."""
+    from textual import events
+
+    char = key if len(key) == 1 else None
+    event = events.Key(key, char)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+class Calls:
+    """Counts and times calls of a module-level function the screens run in workers."""
+
+    def __init__(self, module, name):
+        self.module, self.name, self.times = module, name, []
+        self.orig = getattr(module, name, None)
+
+    def __enter__(self):
+        if self.orig is not None:
+            orig, times = self.orig, self.times
+
+            def wrapper(*a, **kw):
+                t = time.perf_counter()
+                try:
+                    return orig(*a, **kw)
+                finally:
+                    times.append(time.perf_counter() - t)
+            setattr(self.module, self.name, wrapper)
+        return self
+
+    def __exit__(self, *exc):
+        if self.orig is not None:
+            setattr(self.module, self.name, self.orig)
 
 
 def heading(app) -> str:
@@ -326,9 +377,18 @@ def heading(app) -> str:
         return ""
 
 
-async def tui_open_once(path: Path) -> tuple[float, float, float]:
+async def tui_open_once(path: Path) -> tuple[float, float, float, list[float]]:
     from workbench.tui.app import WorkbenchApp
+    from workbench.tui.screens import ledger as ledger_mod
     from workbench.tui.screens.ledger import LedgerScreen
+
+    with Calls(ledger_mod, "_ledger") as calls:
+        out = await _tui_open_once(path, WorkbenchApp, LedgerScreen)
+        await asyncio.sleep(0)
+    return (*out, calls.times)
+
+
+async def _tui_open_once(path, WorkbenchApp, LedgerScreen):
 
     def mounted():
         s = app.screen
@@ -338,36 +398,48 @@ async def tui_open_once(path: Path) -> tuple[float, float, float]:
     app = WorkbenchApp(path)
     async with app.run_test(size=(120, 40)) as pilot:
         t_enter = time.perf_counter() - t0
-        await wait_for(pilot, mounted, step=0.002)
+        await wait_for(pilot, mounted)
         t_open = time.perf_counter() - t0
         ok = await wait_for(pilot, lambda: getattr(app.screen, "view", None) is not None, timeout=180)
         t_ledger = time.perf_counter() - t0 if ok else float("nan")
         RESAMPLES.append(getattr(app.screen, "resamples", None))
+        # let every ledger worker still running finish, so the next measurement starts quiet
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.is_running], timeout=180, step=0.05)
     return t_enter, t_open, t_ledger
 
 
-async def tui_samples(path: Path, rounds: int) -> dict[str, list[float]]:
+async def tui_samples(path: Path, rounds: int) -> tuple[dict[str, list[float]], list[float]]:
     from workbench.tui.app import WorkbenchApp
+    from workbench.tui.screens import samples as samples_mod
 
     out: dict[str, list[float]] = {}
     app = WorkbenchApp(path)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: getattr(app.screen, "view", None) is not None, timeout=180)
-        t = time.perf_counter()
-        await pilot.press("s")
-        await wait_for(pilot, lambda: app.current_mode == "samples" and " samples · page 1/" in heading(app))
-        out.setdefault("open samples screen (s)", []).append(time.perf_counter() - t)
-        for _ in range(rounds):
-            for key, quadrant, want in (("2", "dissipation", "page 1/"), ("pagedown", "dissipation", "page 2/"),
-                                        ("3", "leakage", "page 1/"), ("4", "interface", "page 1/"),
-                                        ("1", "all", "page 1/"), ("pagedown", "all", "page 2/")):
-                label = f"press {key} -> {quadrant} {want.rstrip('/')}"
-                t = time.perf_counter()
-                await pilot.press(key)
-                ok = await wait_for(pilot, lambda: f"quadrant {quadrant} (" in heading(app) and want in heading(app),
-                                    timeout=30)
-                out.setdefault(label, []).append(time.perf_counter() - t if ok else float("nan"))
-    return out
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.is_running], timeout=180, step=0.05)
+        with Calls(samples_mod, "_page") as calls:
+            t = time.perf_counter()
+            send_key(app, "s")
+            await wait_for(pilot, lambda: app.current_mode == "samples" and " samples · page 1/" in heading(app))
+            out.setdefault("key s -> samples screen page 1 shown", []).append(time.perf_counter() - t)
+            steps = (("2", "dissipation", "page 1/"), ("pagedown", "dissipation", "page 2/"),
+                     ("3", "leakage", "page 1/"), ("4", "interface", "page 1/"),
+                     ("1", "all", "page 1/"), ("pagedown", "all", "page 2/"))
+            for via_pilot in (False, True):
+                for _ in range(rounds):
+                    for key, quadrant, want in steps:
+                        label = (f"{'pilot.press' if via_pilot else 'key'} {key} -> {quadrant} "
+                                 f"{want.rstrip('/')} shown")
+                        await wait_for(pilot, lambda: not [w for w in app.workers if w.is_running], step=0.01)
+                        t = time.perf_counter()
+                        if via_pilot:
+                            await pilot.press(key)
+                        else:
+                            send_key(app, key)
+                        ok = await wait_for(
+                            pilot, lambda: f"quadrant {quadrant} (" in heading(app) and want in heading(app), 30)
+                        out.setdefault(label, []).append(time.perf_counter() - t if ok else float("nan"))
+    return out, calls.times
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -376,6 +448,8 @@ def main() -> None:
     ap.add_argument("--db", type=Path, help="reuse this DB if it exists, else generate it there")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--layout", choices=("sample", "cell"), default="sample",
+                    help="event insert order when generating: sample-major like plan_sweep (default) or cell-major")
     args = ap.parse_args()
     reps = 2 if args.quick else args.reps
     t_all = time.perf_counter()
@@ -390,7 +464,7 @@ def main() -> None:
         gen = {"reused": str(path)}
     else:
         print(f"generating {path} ...", file=sys.stderr, flush=True)
-        gen = generate(path, log=lambda m: print(m, file=sys.stderr, flush=True))
+        gen = generate(path, layout=args.layout, log=lambda m: print(m, file=sys.stderr, flush=True))
     store = open_store(path)  # applies any newer migration to a reused DB
     store.close()
     gen["db_bytes"] = path.stat().st_size
@@ -400,24 +474,34 @@ def main() -> None:
     # a. TUI open + ledger (first rep: run_arrays cache emptied = first open after a run changed)
     enters, opens, ledgers, cold = [], [], [], None
     had_cache = clear_cache(path)
+    workers: list[list[float]] = []
     for i in range(reps + (1 if had_cache else 0)):
-        t_enter, t_open, t_ledger = asyncio.run(tui_open_once(path))
+        t_enter, t_open, t_ledger, ledger_calls = asyncio.run(tui_open_once(path))
         if had_cache and i == 0:
-            cold = (t_open, t_ledger)
+            cold = (t_open, t_ledger, ledger_calls)
             continue
-        enters.append(t_enter), opens.append(t_open), ledgers.append(t_ledger)
+        enters.append(t_enter), opens.append(t_open), ledgers.append(t_ledger), workers.append(ledger_calls)
     emit("tui_open (ledger screen + heading mounted)", TARGETS["tui_open"], opens,
          run_test_entered=summary(enters), cold_cache=None if cold is None else round(cold[0], 4))
     default_r = RESAMPLES[-1] if RESAMPLES else None
-    emit(f"tui_ledger_render (view filled, R={default_r})", TARGETS["ledger_render"], ledgers,
-         cold_cache=None if cold is None else round(cold[1], 4))
+    emit(f"tui_ledger_render (view filled, from app start, R={default_r})", TARGETS["ledger_render"], ledgers,
+         cold_cache=None if cold is None else round(cold[1], 4),
+         ledger_workers_per_open=[len(w) for w in workers],
+         ledger_worker_seconds=[[round(x, 3) for x in w] for w in workers],
+         cold_ledger_worker_seconds=None if cold is None else [round(x, 3) for x in cold[2]])
+    emit(f"tui_ledger_render (view filled, from screen mounted, R={default_r})", TARGETS["ledger_render"],
+         [b - a for a, b in zip(opens, ledgers)])
 
     bench_run_ledger(path, (500, 1000, 2000), reps, budget_s=40)
 
     # b. samples
     bench_list_samples(path, reps)
-    for label, values in asyncio.run(tui_samples(path, reps)).items():
-        emit(f"tui {label}", TARGETS["samples"], values)
+    e2e, page_calls = asyncio.run(tui_samples(path, reps))
+    for label, values in e2e.items():
+        emit(f"tui {label}", TARGETS["samples"], values,
+             **({"note": "includes Pilot's 2x wait_for_idle (>=40 ms, waits while any thread burns CPU)"}
+                if label.startswith("pilot") else {}))
+    emit("samples _page worker (list_samples in the app's worker thread)", TARGETS["samples"], page_calls)
 
     # summary table
     print()

@@ -20,10 +20,10 @@ from workbench.metrics.ledger import (
     compute_ledger,
     iter_resample_counts,
     ledger_point,
-    oracle_terms,
     paired_difference,
     terms_from_sums,
 )
+from workbench.metrics.oracle import oracle_terms
 
 NAN = float("nan")
 

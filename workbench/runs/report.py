@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import TERMS, CellArrays, Estimate, compute_ledger, oracle_terms, paired_difference
+from workbench.metrics.ledger import TERMS, CellArrays, Estimate, compute_ledger, paired_difference
+from workbench.metrics.oracle import oracle_terms
 from workbench.metrics.scoring import get_scorer
 from workbench.runs.cells import Cell
 from workbench.store.db import Store
