@@ -224,7 +224,16 @@ def _snap_app(db):
 
 
 async def _settle(pilot):
-    await pilot.pause(1.0)
+    """Wait for the data and, on the ledger, for the full bootstrap (not the quick first pass)."""
+    await pilot.pause(0.5)
+    screen = pilot.app.screen
+
+    def ready():
+        view = getattr(screen, "view", None)
+        return not hasattr(screen, "view") or (view is not None and view.report.resamples == screen.resamples)
+
+    await wait_for(pilot, ready, timeout=30)
+    await pilot.pause(0.3)
 
 
 def test_snapshot_ledger(snap_compare, swept_db):

@@ -62,8 +62,9 @@ def list_samples(store: Store, run: Run, cell_id: str, *, quadrant: str = "all",
     params: list[Any] = [run.dataset_id, run.id, cell_id]
     if search.strip():
         pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        where.append("(s.question LIKE ? ESCAPE '\\' OR s.id LIKE ? ESCAPE '\\' OR e.prediction LIKE ? ESCAPE '\\')")
-        params += [pattern, pattern, pattern]
+        # Questions and sample ids only: matching predictions would read every event row.
+        where.append("(s.question LIKE ? ESCAPE '\\' OR s.id LIKE ? ESCAPE '\\')")
+        params += [pattern, pattern]
     if tag:
         where.append("EXISTS (SELECT 1 FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid AND t.tag = ?)")
         params.append(tag)

@@ -100,7 +100,12 @@ def _cached_or_scanned(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]
         sid_blob = sids.astype(np.int32).tobytes()
         with store.transaction() as conn:
             # Built from data read at `version`: a write since then has moved the version on,
-            # so a stale cache is never taken for fresh.
+            # so a stale cache is never taken for fresh. Another reader may have written the
+            # same version meanwhile: then there is nothing to do.
+            current = conn.execute("SELECT count(*) FROM run_arrays WHERE run_id = ? AND version = ?",
+                                   (run.id, version)).fetchone()[0]
+            if current == len(cells):
+                return sids, raw
             conn.execute("DELETE FROM run_arrays WHERE run_id = ?", (run.id,))
             conn.executemany(
                 "INSERT INTO run_arrays (run_id, cell_id, version, n, sids, ints, scores) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -136,10 +141,11 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     excluded = sids_with_tags(store, run.dataset_id, exclude_tags)
     ra = load_run_arrays(store, run, score, excluded)
     report = LedgerReport(run.name, run.dataset, ra.score_name, resamples, seed)
+    # From the arrays, not a count over events (5M rows on a large run): a done job has a score.
+    report.jobs_total = sum(len(a.score) for a in ra.arrays.values())
+    report.jobs_done = int(sum(np.count_nonzero(~np.isnan(a.score)) for a in ra.arrays.values()))
     report.excluded = len(excluded)
     report.exclude_tags = list(exclude_tags)
-    report.jobs_total, report.jobs_done = store.conn.execute(
-        "SELECT count(*), coalesce(sum(status = 'done'), 0) FROM events WHERE run_id = ?", (run.id,)).fetchone()
     retrieval = {cid: c for cid, c in ra.cells.items() if c.kind == "retrieval"}
     ledger = compute_ledger({cid: ra.arrays[cid] for cid in retrieval}, resamples=resamples, seed=seed)
     for cid, cell in sorted(retrieval.items(), key=lambda kv: _cell_sort_key(kv[1])):

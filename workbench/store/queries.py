@@ -177,3 +177,16 @@ def sample_sid(store: Store, dataset_id: int, sample_id: str) -> int:
     if row is None:
         raise NotFound(f"no sample {sample_id!r} in this dataset")
     return row[0]
+
+
+def run_names(store: Store, dataset_id: int | None = None) -> list[str]:
+    """Run names in creation order, optionally of one dataset (no event counting: cheap)."""
+    if dataset_id is None:
+        return [r[0] for r in store.conn.execute("SELECT name FROM runs ORDER BY id")]
+    return [r[0] for r in store.conn.execute("SELECT name FROM runs WHERE dataset_id = ? ORDER BY id", (dataset_id,))]
+
+
+def latest_run_name(store: Store) -> str | None:
+    """The most recently planned run, or None."""
+    row = store.conn.execute("SELECT name FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    return row[0] if row else None

@@ -27,9 +27,19 @@ from workbench.tui.messages import DataChanged, Loaded
 class WorkbenchScreen(Screen):
     """Base screen: loads data in thread workers and shows worker failures in a dialog."""
 
-    def load(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Worker:
-        """Run ``fn(store, *args)`` in a thread with a fresh connection; post ``Loaded(what, result)``."""
-        return self._load(what, fn, args, kwargs)
+    def load(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> None:
+        """Run ``fn(store, *args)`` in a thread with a fresh connection; post ``Loaded(what, result)``.
+
+        One load per ``what`` at a time: a request while one runs is remembered and run
+        once after it (threads cannot be cancelled, and duplicate ledger computations on
+        2 cores would only slow each other down).
+        """
+        pending = self.__dict__.setdefault("_pending_loads", {})
+        if what in pending:
+            pending[what] = (fn, args, kwargs)
+            return
+        pending[what] = None
+        self._load(what, fn, args, kwargs)
 
     @work(thread=True, exit_on_error=False, exclusive=False, group="load")
     def _load(self, what: str, fn, args, kwargs) -> None:
@@ -38,7 +48,14 @@ class WorkbenchScreen(Screen):
             result = fn(store, *args, **kwargs)
         finally:
             store.close()
+            self.app.call_from_thread(self._load_done, what)
         self.post_message(Loaded(what, result))
+
+    def _load_done(self, what: str) -> None:
+        pending = self.__dict__.get("_pending_loads", {})
+        again = pending.pop(what, None)
+        if again is not None:
+            self.load(what, *again[:1], *again[1], **again[2])
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
@@ -104,12 +121,10 @@ class WorkbenchApp(App):
         return open_store(self.db_path)
 
     def on_mount(self) -> None:
-        from workbench.store.queries import list_runs
+        from workbench.store.queries import latest_run_name
 
-        runs = list_runs(self.store)
-        if runs:
-            self.run_name = runs[-1]["name"]
-        self.switch_mode("ledger" if runs else ("runs" if self._has_datasets() else "datasets"))
+        self.run_name = latest_run_name(self.store)
+        self.switch_mode("ledger" if self.run_name else ("runs" if self._has_datasets() else "datasets"))
         self.set_interval(self.poll_seconds, self._poll)
 
     def _has_datasets(self) -> bool:
@@ -124,9 +139,9 @@ class WorkbenchApp(App):
             self.screen.post_message(DataChanged(version))
 
     def run_names(self) -> list[str]:
-        from workbench.store.queries import list_runs
+        from workbench.store.queries import run_names
 
-        return [r["name"] for r in list_runs(self.store)]
+        return run_names(self.store)
 
     def open_run(self, name: str) -> None:
         """Select a run and show its ledger."""

@@ -16,7 +16,7 @@ from workbench.tui.messages import DataChanged, Loaded
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
            "D_mass", "L_leak", "K_eff")
-EXCLUDED_TAGS = ("annotation-error",)
+QUICK_RESAMPLES = 100
 
 
 @dataclass
@@ -31,7 +31,7 @@ class LedgerView:
 
 def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None:
     from workbench.runs.report import run_ledger
-    from workbench.store.queries import get_run, list_runs
+    from workbench.store.queries import get_run, run_names
     from workbench.triage import tag_counts
 
     if run_name is None:
@@ -39,8 +39,7 @@ def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None
     run = get_run(store, run_name)
     tags = tag_counts(store, run.dataset_id)
     report = run_ledger(store, run, resamples=resamples, exclude_tags=list(tags) if exclude else ())
-    same = [r["name"] for r in list_runs(store) if r["dataset"] == run.dataset]
-    return LedgerView(report, same, tags, run.config.get("generation") is not None)
+    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None)
 
 
 def _difference(store, run_name, a, b, exclude: bool):
@@ -81,9 +80,6 @@ class LedgerScreen(WorkbenchScreen):
         yield table
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.refresh_ledger()
-
     def on_screen_resume(self) -> None:
         self.refresh_ledger()
 
@@ -94,7 +90,8 @@ class LedgerScreen(WorkbenchScreen):
         if self.app.run_name is None:
             self.query_one("#heading", Static).update("No run selected: start one in Runs (r, then n).")
             return
-        self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples)
+        # Two passes: a quick bootstrap paints the ledger at once, the full one refines it.
+        self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, QUICK_RESAMPLES)
 
     def on_resize(self) -> None:
         if self.view:
@@ -103,6 +100,8 @@ class LedgerScreen(WorkbenchScreen):
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "ledger" and message.payload is not None:
             self.view = message.payload
+            if self.view.report.resamples < self.resamples:
+                self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples)
             rows = self.view.report.rows
             budgets = sorted({r["budget"] for r in rows})
             formats = list(dict.fromkeys(r["format"] for r in rows))
@@ -127,7 +126,8 @@ class LedgerScreen(WorkbenchScreen):
                     else " · tagged samples kept" if self.view.tags else "")
         self.query_one("#heading", Static).update(
             f"[b]Ledger[/b]  {report.run} · {report.dataset} · B={self.budget} · {self.format}{progress}{excluded}"
-            f"  [dim]95% CI, {report.resamples} resamples[/dim]")
+            f"  [dim]95% CI, {report.resamples} resamples"
+            f"{' (refining…)' if report.resamples < self.resamples else ''}[/dim]")
         plot = self.query_one("#main-plot", Static)
         width, height = max(40, (plot.size.width or 80) - 1), max(10, plot.size.height or 16)
         try:

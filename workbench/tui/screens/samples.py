@@ -90,9 +90,6 @@ class SamplesScreen(WorkbenchScreen):
         yield Static("", id="status", classes="status")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.reload()
-
     def on_screen_resume(self) -> None:
         self.reload()
 
@@ -181,7 +178,7 @@ class SamplesScreen(WorkbenchScreen):
                 self.search, self.page_offset = text.strip(), 0
                 self.reload()
 
-        self.app.push_screen(PromptDialog("Search questions, ids and predictions (empty clears)", self.search), got)
+        self.app.push_screen(PromptDialog("Search questions and sample ids (empty clears)", self.search), got)
 
     def action_tag_filter(self) -> None:
         def got(text: str | None) -> None:
