@@ -85,7 +85,7 @@ class SamplesScreen(WorkbenchScreen):
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="samples", cursor_type="row", zebra_stripes=True)
-        table.add_columns("sample", "question", "set", "vis", "K_eff", "cut", "score", "prediction", "tags")
+        table.add_columns("sample", "question", "set", "vis", "K_eff", "cut", "score", "tags", "prediction")
         yield table
         yield Static("", id="status", classes="status")
         yield Footer()
@@ -140,8 +140,8 @@ class SamplesScreen(WorkbenchScreen):
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
             table.add_row(r.sample_id, r.question[:46], "✓" if r.h_set else "·", "✓" if r.h_vis else "·",
-                          str(r.k_eff), "✂" if r.truncated else "", score, (r.prediction or "")[:30],
-                          " ".join(r.tags), key=str(r.sid))
+                          str(r.k_eff), "✂" if r.truncated else "", score, " ".join(r.tags),
+                          (r.prediction or "")[:30], key=str(r.sid))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
         self.query_one("#status", Static).update(
