@@ -256,3 +256,21 @@ def test_snapshot_sample_detail(snap_compare, swept_db):
         await pilot.pause(1.0)
 
     assert snap_compare(_snap_app(swept_db), terminal_size=SIZE, run_before=open_detail)
+
+
+async def test_deleting_a_run_asks_first(swept_db):
+    from workbench.tui.dialogs import ConfirmDialog
+
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("DataTable").row_count == 1)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("n")  # no: nothing happens
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen.query_one("DataTable").row_count == 0)
+    store = open_store(swept_db)
+    assert store.count("runs") == 0 and store.count("events") == 0
