@@ -274,3 +274,14 @@ async def test_deleting_a_run_asks_first(swept_db):
         await wait_for(pilot, lambda: app.screen.query_one("DataTable").row_count == 0)
     store = open_store(swept_db)
     assert store.count("runs") == 0 and store.count("events") == 0
+
+
+async def test_the_command_palette_switches_screens(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        await pilot.press("ctrl+p")
+        await type_text(pilot, "Go to Samples")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_mode == "samples")
