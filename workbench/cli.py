@@ -144,7 +144,7 @@ def cmd_ledger(args) -> int:
 
         a, b = args.diff
         est = cell_difference(store, get_run(store, args.run), a, b, args.term, score=args.score,
-                              resamples=args.resamples, seed=args.seed)
+                              resamples=args.resamples, seed=args.seed, exclude_tags=args.exclude_tag or ())
         if args.json:
             _emit_json({"a": a, "b": b, "term": args.term, "difference": est})
         else:

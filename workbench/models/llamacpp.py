@@ -108,10 +108,6 @@ class LlamaCppBackend:
         # With no suffix left, llama-cpp-python replays one token to refresh the logits.
         return common - 1 if common == len(tokens) and common > 0 else common
 
-    def tokenize(self, text: str) -> list[int]:
-        """The model's own tokens for ``text`` (no BOS, special tokens as text)."""
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-
     def close(self) -> None:
         self.llm.close()
 

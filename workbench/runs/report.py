@@ -169,9 +169,11 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
 
 
 def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score: str | None = None,
-                    resamples: int = 2000, seed: int = 0) -> Estimate:
+                    resamples: int = 2000, seed: int = 0, exclude_tags: Sequence[str] = ()) -> Estimate:
     """Paired-bootstrap difference term(a) − term(b) between two cells of one run."""
-    ra = load_run_arrays(store, run, score)
+    from workbench.triage import sids_with_tags
+
+    ra = load_run_arrays(store, run, score, sids_with_tags(store, run.dataset_id, exclude_tags))
     for cid in (a, b):
         if cid not in ra.arrays:
             raise ValueError(f"no cell {cid!r} in run {run.name!r} (e.g. {next(iter(ra.arrays), 'none')})")

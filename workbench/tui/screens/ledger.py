@@ -45,9 +45,12 @@ def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None
 def _difference(store, run_name, a, b, exclude: bool):
     from workbench.runs.report import cell_difference
     from workbench.store.queries import get_run
+    from workbench.triage import tag_counts
 
     run = get_run(store, run_name)
-    return {term: cell_difference(store, run, a, b, term, resamples=1000) for term in ("S_vis", "S_llm", "D_rate")}
+    tags = list(tag_counts(store, run.dataset_id)) if exclude else []
+    return {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags)
+            for term in ("S_vis", "S_llm", "D_rate")}
 
 
 class LedgerScreen(WorkbenchScreen):
