@@ -343,6 +343,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("corpus", parents=[common], help="Markdown corpora for retrieval evaluation")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("import", parents=[common], help="import a Markdown tree: documents and their chunks")
+    q.add_argument("directory")
+    q.add_argument("--name", help="dataset name (default: the directory name)")
+    q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
+    q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
+    q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
+    q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_corpus_import)
+
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")
     p.add_argument("tag", help="e.g. annotation-error, alias-miss, reasoning-fail, format-fail")
@@ -373,6 +385,27 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--replace", action="store_true", help="overwrite predictions that differ")
     q.set_defaults(func=cmd_predictions_import)
     return parser
+
+
+def cmd_corpus_import(args) -> int:
+    from dataclasses import asdict
+
+    from workbench.data.corpus import ChunkConfig, import_corpus
+
+    config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
+                         category_depth=args.category_depth)
+    name = args.name or Path(args.directory).resolve().name
+    report = import_corpus(_store(args), args.directory, name, config)
+    if args.json:
+        _emit_json(asdict(report))
+        return 0
+    for problem in report.unreadable:
+        print(f"warning: unreadable, skipped: {problem}", file=sys.stderr)
+    verb = "unchanged (already imported)" if report.unchanged else "imported"
+    cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
+    print(f"{report.dataset}: {verb}: {report.documents:,} documents, {report.chunks:,} chunks"
+          + (f" ({cats})" if cats else ""))
+    return 0
 
 
 def cmd_tag(args) -> int:

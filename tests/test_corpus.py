@@ -1,0 +1,55 @@
+"""Markdown corpus import: documents with path ids, titles, categories, and chunks with parents."""
+
+import pytest
+
+from workbench.cli import main
+from workbench.data.corpus import ChunkConfig, chunk_document, import_corpus
+
+from conftest import REPO
+
+HOWTOCOOK = REPO / "sample_data" / "howtocook"
+
+
+def test_the_sample_corpus_imports_with_path_ids_titles_and_categories(store):
+    report = import_corpus(store, HOWTOCOOK, "howtocook")
+    assert report.documents == 65 and report.chunks > report.documents and not report.unreadable
+    assert report.categories["meat_dish"] >= 6 and report.categories["advanced"] == 3  # tips/advanced/…
+    row = store.conn.execute("SELECT title, heading, category FROM documents WHERE doc_id = ?",
+                             ("dishes/meat_dish/红烧肉/简易红烧肉.md",)).fetchone()
+    assert row == ("简易红烧肉", "简易红烧肉的做法", "meat_dish")
+    parents = {r[0] for r in store.conn.execute("SELECT DISTINCT doc_id FROM units")}
+    assert parents == {r[0] for r in store.conn.execute("SELECT doc_id FROM documents")}
+    assert store.conn.execute("SELECT max(length(text)) FROM units").fetchone()[0] <= 500
+
+
+def test_reimport_is_idempotent(store):
+    first = import_corpus(store, HOWTOCOOK, "howtocook")
+    again = import_corpus(store, HOWTOCOOK, "howtocook")
+    assert again.unchanged and (again.documents, again.chunks) == (first.documents, first.chunks)
+    assert store.count("documents") == first.documents
+
+
+def test_unreadable_files_are_reported_and_the_rest_imports(store, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "好.md").write_text("# 好的做法\n\n内容", encoding="utf-8")
+    (tmp_path / "a" / "bad.md").write_bytes(b"# bad\n\xff\xfe")
+    report = import_corpus(store, tmp_path, "mini")
+    assert report.documents == 1 and len(report.unreadable) == 1 and "a/bad.md" in report.unreadable[0]
+
+
+def test_chunking_by_heading_then_size_with_overlap():
+    text = "# T\nintro\n## A\n" + "甲" * 130 + "\n## B\nshort"
+    chunks = chunk_document(text, ChunkConfig(max_chars=60, overlap=10))
+    assert chunks[0] == "# T\nintro"
+    a_chunks = [c for c in chunks if "甲" in c]
+    assert len(a_chunks) == 3 and all(len(c) <= 60 for c in a_chunks)
+    assert a_chunks[0][-10:] == a_chunks[1][:10]  # the overlap is carried over
+    assert chunks[-1] == "## B\nshort"
+    with pytest.raises(ValueError, match="--overlap"):
+        ChunkConfig(max_chars=50, overlap=50).validate()
+
+
+def test_cli_corpus_import(tmp_path, capsys):
+    assert main(["--db", str(tmp_path / "c.db"), "corpus", "import", str(HOWTOCOOK), "--name", "hc"]) == 0
+    out = capsys.readouterr().out
+    assert "hc: imported: 65 documents" in out and "meat_dish" in out

@@ -1,0 +1,154 @@
+"""Importing a Markdown corpus (DESIGN §5): documents, their chunks, categories.
+
+The document id is the path relative to the corpus root; the title comes from the file
+name; the category from the folder at ``category_depth``. Documents are chunked by
+heading, each section then capped at ``max_chars`` with ``overlap`` characters carried
+over. Chunks become the dataset's units (kind ``chunk``) with ``doc_id`` = parent.
+Unreadable files are reported and skipped; the rest imports in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.evidence.units import normalize_text
+from workbench.store.db import Store, utcnow
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_SKIP_NAMES = {"readme.md", "license.md"}
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """How documents are cut. ``by`` is "heading" (then size) or "size" only."""
+
+    by: str = "heading"
+    max_chars: int = 500
+    overlap: int = 50
+    category_depth: int = 2
+
+    def validate(self) -> None:
+        if self.by not in ("heading", "size"):
+            raise ValueError(f"--chunk-by: {self.by!r} is not heading or size")
+        if self.max_chars < 20 or not 0 <= self.overlap < self.max_chars:
+            raise ValueError("--max-chars must be ≥ 20 and --overlap in [0, max-chars)")
+
+
+@dataclass
+class CorpusReport:
+    dataset: str
+    documents: int = 0
+    chunks: int = 0
+    categories: dict[str, int] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+    unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    heading: str | None
+    category: str
+    text: str
+
+
+def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[str]]:
+    """Every ``*.md`` under ``root`` (README/LICENSE skipped), and the files that could not be read."""
+    docs, unreadable = [], []
+    for path in sorted(root.rglob("*.md")):
+        if path.name.lower() in _SKIP_NAMES or not path.is_file():
+            continue
+        rel = path.relative_to(root).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            unreadable.append(f"{rel}: {type(exc).__name__}: {exc}")
+            continue
+        folders = rel.split("/")[:-1]
+        category = (folders[config.category_depth - 1] if len(folders) >= config.category_depth
+                    else folders[-1] if folders else "")
+        heading = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), None)
+        docs.append(Document(rel, path.stem, heading, category, text))
+    return docs, unreadable
+
+
+def chunk_document(text: str, config: ChunkConfig) -> list[str]:
+    """Cut a document into chunks: by heading (each chunk keeps its section title), then by size."""
+    text = _IMAGE.sub("", text)
+    sections: list[str] = []
+    if config.by == "heading":
+        current: list[str] = []
+        for line in text.splitlines():
+            if _HEADING.match(line) and current:
+                sections.append("\n".join(current))
+                current = []
+            current.append(line)
+        sections.append("\n".join(current))
+    else:
+        sections = [text]
+    chunks = []
+    step = config.max_chars - config.overlap
+    for section in sections:
+        section = re.sub(r"\n{3,}", "\n\n", section).strip()
+        if not section:
+            continue
+        for start in range(0, max(1, len(section) - config.overlap), step):
+            piece = section[start:start + config.max_chars].strip()
+            if piece:
+                chunks.append(piece)
+            if start + config.max_chars >= len(section):
+                break
+    return chunks
+
+
+def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig | None = None) -> CorpusReport:
+    """Import a Markdown tree as dataset ``name`` (idempotent for the same files and config)."""
+    config = config or ChunkConfig()
+    config.validate()
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a directory of Markdown files")
+    docs, unreadable = read_corpus(root, config)
+    if not docs:
+        raise ValueError(f"{root}: no readable .md files" + (f" ({len(unreadable)} unreadable)" if unreadable else ""))
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
+    for d in docs:
+        digest.update(d.doc_id.encode() + b"\0" + d.text.encode() + b"\0")
+    sha = digest.hexdigest()
+    report = CorpusReport(dataset=name, unreadable=unreadable)
+    existing = store.conn.execute("SELECT id, content_sha256 FROM datasets WHERE name = ?", (name,)).fetchone()
+    if existing and existing[1] == sha:
+        report.unchanged = True
+        report.documents = store.conn.execute("SELECT count(*) FROM documents WHERE dataset_id = ?",
+                                              (existing[0],)).fetchone()[0]
+        report.chunks = store.conn.execute("SELECT count(*) FROM units WHERE dataset_id = ?",
+                                           (existing[0],)).fetchone()[0]
+        return report
+    with store.transaction() as conn:
+        if existing:
+            conn.execute("DELETE FROM datasets WHERE id = ?", (existing[0],))
+        ds_id = conn.execute(
+            "INSERT INTO datasets (name, unit_kind, source, content_sha256, created_at) VALUES (?, 'chunk', ?, ?, ?)",
+            (name, str(root), sha, utcnow())).lastrowid
+        uid = 0
+        units, documents = [], []
+        for d in docs:
+            documents.append((ds_id, d.doc_id, d.title, d.heading, d.category, len(d.text),
+                              hashlib.sha256(d.text.encode()).hexdigest()))
+            for i, piece in enumerate(chunk_document(d.text, config)):
+                uid += 1
+                chunk_id = f"{d.doc_id}#{i}"
+                units.append((ds_id, uid, normalize_text(chunk_id), chunk_id, d.doc_id, piece))
+            report.categories[d.category] = report.categories.get(d.category, 0) + 1
+        conn.executemany("INSERT INTO documents (dataset_id, doc_id, title, heading, category, chars, sha256)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?)", documents)
+        conn.executemany("INSERT INTO units (dataset_id, uid, key, chunk_id, doc_id, text) VALUES (?, ?, ?, ?, ?, ?)",
+                         units)
+    report.documents, report.chunks = len(docs), len(units)
+    return report
