@@ -51,3 +51,4 @@ bench: install
     "{{py}}" bench/bench_import.py
     "{{py}}" bench/bench_ledger.py
     "{{py}}" bench/bench_generation.py
+    "{{py}}" bench/bench_tui.py
