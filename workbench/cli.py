@@ -355,6 +355,24 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_corpus_import)
 
+    p = sub.add_parser("retrieve", parents=[common],
+                       help="run the built-in BM25 retriever over a dataset's units for every question")
+    p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    p.add_argument("--name", default="bm25", help="retriever name to store the results under (default bm25)")
+    p.add_argument("--k", type=int, default=50, help="results per question (default 50)")
+    p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
+    p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_retrieve)
+
+    p = sub.add_parser("retrieval", parents=[common], help="retrieval runs: export")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("export", parents=[common], help="write retrieval results as retrieval.jsonl")
+    q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    q.add_argument("--retriever", help="only this retriever (default: all)")
+    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    q.set_defaults(func=cmd_retrieval_export)
+
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")
     p.add_argument("tag", help="e.g. annotation-error, alias-miss, reasoning-fail, format-fail")
@@ -405,6 +423,38 @@ def cmd_corpus_import(args) -> int:
     cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
     print(f"{report.dataset}: {verb}: {report.documents:,} documents, {report.chunks:,} chunks"
           + (f" ({cats})" if cats else ""))
+    return 0
+
+
+def cmd_retrieve(args) -> int:
+    from dataclasses import asdict
+
+    from workbench.retrieval.runs import retrieve
+
+    report = retrieve(_store(args), args.dataset, name=args.name, k=args.k, mode=args.mode, replace=args.replace)
+    if args.json:
+        _emit_json(asdict(report))
+        return 0
+    index = "built" if report.index_built else "loaded (corpus unchanged)"
+    state = "unchanged" if report.unchanged else "stored"
+    print(f"{report.dataset}: retriever {report.retriever} ({report.mode} tokens): {report.queries:,} questions "
+          f"{state}; index {index} at {report.index_dir}")
+    return 0
+
+
+def cmd_retrieval_export(args) -> int:
+    import io
+
+    from workbench.data.exports import write_atomic
+    from workbench.retrieval.runs import export_retrieval
+
+    buf = io.StringIO()
+    count = export_retrieval(_store(args), buf, args.dataset, args.retriever)
+    if str(args.out) == "-":
+        sys.stdout.write(buf.getvalue())
+    else:
+        write_atomic(args.out, [buf.getvalue()])
+        print(f"wrote {count:,} retrieval rows to {args.out}")
     return 0
 
 

@@ -1,0 +1,104 @@
+"""Built-in retrieval runs: BM25 over a dataset's units, stored like imported retrieval.jsonl.
+
+The index is persisted under ``<db>.indexes/`` keyed by the corpus fingerprint, so it
+is rebuilt only when the dataset's units change. Every sample's question is a query;
+the ranked units land in ``retrievals`` under the retriever's name, in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_text
+from workbench.store.db import Store
+from workbench.store.queries import get_dataset, load_samples, load_units
+
+
+@dataclass
+class RetrievalRunReport:
+    dataset: str
+    retriever: str
+    queries: int
+    index_built: bool
+    index_dir: str
+    mode: str
+    unchanged: bool = False
+
+
+def _docs(store: Store, dataset_id: int) -> list[tuple[int, str]]:
+    units = load_units(store, dataset_id)
+    return [(uid, triple_text(u.head, u.relation, u.tail) if u.kind == "triple" else u.text)
+            for uid, u in sorted(units.items())]
+
+
+def open_index(store: Store, dataset_id: int, mode: str = "auto") -> tuple[BM25Index, bool, Path]:
+    """The dataset's BM25 index: loaded when its fingerprint matches, else built and saved."""
+    docs = _docs(store, dataset_id)
+    fp = fingerprint(docs)
+    directory = Path(f"{store.path}.indexes") / f"bm25-{dataset_id}-{mode}-{fp[:16]}"
+    if (directory / "workbench_bm25.json").is_file():
+        return BM25Index.load(directory), False, directory
+    index = BM25Index(docs, mode=mode)
+    index.save(directory)
+    return index, True, directory
+
+
+def retrieve(store: Store, dataset: str | None = None, *, name: str = "bm25", k: int = 50, mode: str = "auto",
+             replace: bool = False) -> RetrievalRunReport:
+    """Run BM25 for every sample question and store the top ``k`` as retriever ``name``."""
+    if k < 1:
+        raise ValueError("--k must be at least 1")
+    ds = get_dataset(store, dataset)
+    samples = load_samples(store, ds.id)
+    if not samples:
+        raise ValueError(f"dataset {ds.name!r} has no questions to retrieve for")
+    index, built, directory = open_index(store, ds.id, mode)
+    results = index.search_many([s.question for s in samples], k)
+    rows = [(ds.id, name, s.sid, json.dumps([int(u) for u, _ in ranked]), json.dumps([float(x) for _, x in ranked]))
+            for s, ranked in zip(samples, results)]
+    existing = store.conn.execute("SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?",
+                                  (ds.id, name)).fetchall()
+    report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory), index.mode)
+    if existing:
+        if sorted(existing) == sorted(r[2:] for r in rows):
+            report.unchanged = True
+            return report
+        if not replace:
+            raise ValueError(f"retriever {name!r} already has different results in {ds.name!r}; pass --replace "
+                             "(runs planned on the old results keep their events) or choose another --name")
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM retrievals WHERE dataset_id = ? AND retriever = ?", (ds.id, name))
+        conn.executemany("INSERT INTO retrievals (dataset_id, retriever, sid, uids, scores) VALUES (?, ?, ?, ?, ?)",
+                         rows)
+    return report
+
+
+def export_retrieval(store: Store, out: TextIO, dataset: str | None = None, retriever: str | None = None) -> int:
+    """Write retrieval results as ``retrieval.jsonl`` lines (the import contract); return the count."""
+    ds = get_dataset(store, dataset)
+    units = load_units(store, ds.id)
+    sample_ids = {s.sid: s.id for s in load_samples(store, ds.id)}
+    where, params = "dataset_id = ?", [ds.id]
+    if retriever:
+        where += " AND retriever = ?"
+        params.append(retriever)
+    count = 0
+    for name, sid, uids, scores in store.conn.execute(
+            f"SELECT retriever, sid, uids, scores FROM retrievals WHERE {where} ORDER BY retriever, sid", params):
+        results = []
+        for uid, score in zip(json.loads(uids), json.loads(scores)):
+            u = units[uid]
+            ref = {"triple": [u.head, u.relation, u.tail]} if u.kind == "triple" else {"chunk_id": _chunk_id(store, ds.id, uid)}
+            results.append({**ref, "score": score})
+        out.write(json.dumps({"sample_id": sample_ids[sid], "retriever": name, "results": results},
+                             ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _chunk_id(store: Store, dataset_id: int, uid: int) -> str:
+    return store.conn.execute("SELECT chunk_id FROM units WHERE dataset_id = ? AND uid = ?",
+                              (dataset_id, uid)).fetchone()[0]
