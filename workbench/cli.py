@@ -367,11 +367,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("retrieval", parents=[common], help="retrieval runs: export")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("eval", parents=[common], help="Recall/Precision/Hit/MRR/F1/nDCG at k, doc and chunk level")
+    q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
+    q.add_argument("--retriever", default="bm25")
+    q.add_argument("--k", type=_ints, default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
+    q.add_argument("--resamples", type=int, default=2000)
+    q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_retrieval_eval)
     q = psub.add_parser("export", parents=[common], help="write retrieval results as retrieval.jsonl")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--retriever", help="only this retriever (default: all)")
     q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
     q.set_defaults(func=cmd_retrieval_export)
+
+    p = sub.add_parser("questions", parents=[common], help="generate questions for a Markdown corpus")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("generate", parents=[common], help="one question per document from its file name")
+    q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
+    q.add_argument("--strategy", choices=("filename",), default="filename")
+    q.add_argument("--lang", choices=("zh", "en"), default="zh", help="template: 如何做{菜名}？ or How do I make {name}?")
+    q.set_defaults(func=cmd_questions_generate)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")
@@ -455,6 +471,36 @@ def cmd_retrieval_export(args) -> int:
     else:
         write_atomic(args.out, [buf.getvalue()])
         print(f"wrote {count:,} retrieval rows to {args.out}")
+    return 0
+
+
+def cmd_questions_generate(args) -> int:
+    from workbench.retrieval.evaluate import filename_questions
+
+    added = filename_questions(_store(args), args.dataset, lang=args.lang)
+    print(f"{added:,} {args.strategy} questions added")
+    return 0
+
+
+def cmd_retrieval_eval(args) -> int:
+    from workbench.metrics.ir import METRICS
+    from workbench.retrieval.evaluate import evaluate_retrieval
+    from workbench.tables import fmt_estimate, table
+
+    report = evaluate_retrieval(_store(args), args.dataset, args.retriever, args.k, resamples=args.resamples)
+    if args.json:
+        _emit_json({"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
+                    "levels": {lvl: {f"{m}@{k}": est for (m, k), est in d["overall"].items()}
+                               for lvl, d in report.levels.items()},
+                    "misses": report.misses})
+        return 0
+    print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
+    for level, data in report.levels.items():
+        rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
+        print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+    print(f"\ndoc-level misses at @{max(report.ks)}: {len(report.misses):,}")
+    for miss in report.misses[: args.misses]:
+        print(f"  {miss['question']}  gold {miss['gold']}  got {', '.join(miss['retrieved']) or '—'}")
     return 0
 
 

@@ -1,0 +1,99 @@
+"""Retrieval evaluation over a corpus dataset: filename questions and metrics at k (DESIGN §5).
+
+Questions become ordinary samples of the corpus dataset: the answer is the document's
+title, every chunk of the source document is a one-unit gold path, and ``meta`` records
+the strategy, the document and its category. Metrics follow trec_eval/ranx
+(``workbench.metrics.ir``) at document level (any chunk of the gold document counts)
+and at chunk level (every chunk of the gold document is relevant, grade 1).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from workbench.metrics.ir import aggregate, doc_level, evaluate
+from workbench.store.db import Store
+from workbench.store.queries import get_dataset, load_samples
+
+TEMPLATES = {"zh": "如何做{name}？", "en": "How do I make {name}?"}
+
+
+def filename_questions(store: Store, dataset: str | None = None, *, lang: str = "zh") -> int:
+    """One question per document from its title (``如何做{菜名}？``); returns how many were added."""
+    if lang not in TEMPLATES:
+        raise ValueError(f"--lang: {lang!r} is not one of {', '.join(TEMPLATES)}")
+    ds = get_dataset(store, dataset)
+    docs = store.conn.execute("SELECT doc_id, title, category FROM documents WHERE dataset_id = ? ORDER BY doc_id",
+                              (ds.id,)).fetchall()
+    if not docs:
+        raise ValueError(f"dataset {ds.name!r} is not a Markdown corpus (import one with `workbench corpus import`)")
+    chunks: dict[str, list[int]] = {}
+    for uid, doc_id in store.conn.execute("SELECT uid, doc_id FROM units WHERE dataset_id = ? ORDER BY uid", (ds.id,)):
+        chunks.setdefault(doc_id, []).append(uid)
+    existing = {s.id for s in load_samples(store, ds.id)}
+    next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
+                                  (ds.id,)).fetchone()[0]
+    rows = []
+    for doc_id, title, category in docs:
+        sample_id = f"filename:{lang}:{doc_id}"
+        if sample_id in existing or doc_id not in chunks:
+            continue
+        next_sid += 1
+        meta = {"strategy": "filename", "lang": lang, "doc_id": doc_id, "category": category}
+        rows.append((ds.id, next_sid, sample_id, TEMPLATES[lang].format(name=title), json.dumps([title], ensure_ascii=False),
+                     json.dumps([[u] for u in chunks[doc_id]]), json.dumps(meta, ensure_ascii=False)))
+    with store.transaction() as conn:
+        conn.executemany("INSERT INTO samples (dataset_id, sid, id, question, answers, gold_paths, meta)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+@dataclass
+class RetrievalEval:
+    """Per level ("doc", "chunk"): aggregates with CIs, overall and by strategy and category."""
+
+    dataset: str
+    retriever: str
+    ks: tuple[int, ...]
+    n: int
+    levels: dict = field(default_factory=dict)
+    misses: list[dict] = field(default_factory=list)
+
+
+def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str = "bm25",
+                       ks: Sequence[int] = (1, 3, 5, 10), *, resamples: int = 2000, seed: int = 0) -> RetrievalEval:
+    """Recall, Precision, Hit, MRR, F1 and nDCG at each k, doc- and chunk-level, with bootstrap CIs."""
+    ds = get_dataset(store, dataset)
+    samples = [s for s in load_samples(store, ds.id) if s.meta.get("doc_id")]
+    if not samples:
+        raise ValueError(f"dataset {ds.name!r} has no generated questions (`workbench questions generate`)")
+    chunk_of = {uid: cid for uid, cid in store.conn.execute(
+        "SELECT uid, chunk_id FROM units WHERE dataset_id = ?", (ds.id,))}
+    parent = {cid: doc for cid, doc in store.conn.execute(
+        "SELECT chunk_id, doc_id FROM units WHERE dataset_id = ?", (ds.id,))}
+    ranked = {sid: list(zip(json.loads(u), json.loads(sc))) for sid, u, sc in store.conn.execute(
+        "SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?", (ds.id, retriever))}
+    if not ranked:
+        raise ValueError(f"no results of retriever {retriever!r} in {ds.name!r} (`workbench retrieve {ds.name}`)")
+    chunk_run = {s.id: [(chunk_of[u], x) for u, x in ranked.get(s.sid, [])] for s in samples}
+    chunk_qrels = {s.id: {chunk_of[p[0]]: 1 for p in s.gold_paths} for s in samples}
+    doc_qrels = {s.id: {s.meta["doc_id"]: 1} for s in samples}
+    doc_run = doc_level(chunk_run, parent)
+    groups = {"strategy": {s.id: s.meta.get("strategy", "?") for s in samples},
+              "category": {s.id: s.meta.get("category", "?") for s in samples}}
+    report = RetrievalEval(ds.name, retriever, tuple(ks), len(samples))
+    for level, qrels, run in (("doc", doc_qrels, doc_run), ("chunk", chunk_qrels, chunk_run)):
+        per_query = evaluate(qrels, run, ks)
+        report.levels[level] = {
+            "overall": aggregate(per_query, resamples=resamples, seed=seed).overall,
+            **{f"by_{g}": aggregate(per_query, resamples=resamples, seed=seed, groups=labels).by_group
+               for g, labels in groups.items()},
+        }
+        if level == "doc":
+            hits = per_query[("hit_rate", max(ks))]
+            report.misses = [{"sample_id": qid, "question": s.question, "gold": s.meta["doc_id"],
+                              "retrieved": [d for d, _ in doc_run.get(qid, [])[:3]]}
+                             for qid, h, s in zip(per_query.query_ids, hits, samples) if h == 0]
+    return report
