@@ -52,3 +52,4 @@ bench: install
     "{{py}}" bench/bench_ledger.py
     "{{py}}" bench/bench_generation.py
     "{{py}}" bench/bench_tui.py
+    "{{py}}" bench/bench_retrieval.py
