@@ -58,3 +58,18 @@ def test_doc_level_metrics_agree_with_ranx(corpus):
     for name in names:
         m, k = name.split("@")
         assert report.levels["doc"]["overall"][(m, int(k))].value == pytest.approx(expected[name], abs=1e-9), name
+
+
+def test_llm_questions_from_the_real_default_model_parse(store):
+    from workbench.retrieval.evaluate import llm_questions
+
+    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
+    added = llm_questions(store, "hc", n=3, limit=2, max_tokens=96)
+    rows = store.conn.execute("SELECT question, meta FROM samples WHERE id LIKE 'llm:%'").fetchall()
+    assert added == len(rows) > 0
+    import json
+
+    assert all(q.strip() and json.loads(m)["strategy"] == "llm" for q, m in rows)
+    # Greedy decoding: a second pass adds nothing (documents with questions are skipped, the rest
+    # get the same empty answer again).
+    assert llm_questions(store, "hc", n=3, limit=2, max_tokens=96) == 0

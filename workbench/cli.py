@@ -385,8 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("generate", parents=[common], help="one question per document from its file name")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
-    q.add_argument("--strategy", choices=("filename",), default="filename")
+    q.add_argument("--strategy", choices=("filename", "llm"), default="filename",
+                   help="filename: a template per language; llm: the local model writes N questions per document")
     q.add_argument("--lang", choices=("zh", "en"), default="zh", help="template: 如何做{菜名}？ or How do I make {name}?")
+    q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
+    q.add_argument("--limit", type=int, help="llm: only the first N documents")
     q.set_defaults(func=cmd_questions_generate)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
@@ -475,9 +478,12 @@ def cmd_retrieval_export(args) -> int:
 
 
 def cmd_questions_generate(args) -> int:
-    from workbench.retrieval.evaluate import filename_questions
+    from workbench.retrieval.evaluate import filename_questions, llm_questions
 
-    added = filename_questions(_store(args), args.dataset, lang=args.lang)
+    if args.strategy == "llm":
+        added = llm_questions(_store(args), args.dataset, n=args.n, limit=args.limit)
+    else:
+        added = filename_questions(_store(args), args.dataset, lang=args.lang)
     print(f"{added:,} {args.strategy} questions added")
     return 0
 

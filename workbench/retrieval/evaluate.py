@@ -97,3 +97,61 @@ def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str 
                               "retrieved": [d for d, _ in doc_run.get(qid, [])[:3]]}
                              for qid, h, s in zip(per_query.query_ids, hits, samples) if h == 0]
     return report
+
+
+QUESTION_SCHEMA = {"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}},
+                   "required": ["questions"]}
+_LLM_PROMPT = (
+    "Here is a recipe document.\n\n{text}\n\n"
+    "Write {n} different questions a cook could ask that this document answers: about the ingredients, "
+    "the difficulty and the steps. Reply with JSON {{\"questions\": [...]}}."
+)
+
+
+def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit: int | None = None,
+                  backend=None, max_chars: int = 1200, max_tokens: int = 160) -> int:
+    """Strategy ``llm``: the local model writes ``n`` questions per document (grammar-constrained JSON list).
+
+    Each question becomes a sample with ``meta.strategy = "llm"`` and the document as gold.
+    ``backend`` defaults to the default llama.cpp model. Returns how many were added.
+    """
+    from workbench.models.base import Sampling
+    from workbench.runs.answers import _strings_after
+
+    ds = get_dataset(store, dataset)
+    docs = store.conn.execute("SELECT doc_id, title, category FROM documents WHERE dataset_id = ? ORDER BY doc_id",
+                              (ds.id,)).fetchall()[:limit]
+    if not docs:
+        raise ValueError(f"dataset {ds.name!r} is not a Markdown corpus (import one with `workbench corpus import`)")
+    if backend is None:
+        from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+
+        backend = make_backend(GenerationConfig(n_ctx=2048), ExecOptions(), store)
+    existing = {s.id for s in load_samples(store, ds.id)}
+    next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
+                                  (ds.id,)).fetchone()[0]
+    added = 0
+    for doc_id, title, category in docs:
+        if f"llm:{doc_id}:0" in existing:
+            continue
+        chunks = store.conn.execute("SELECT uid, text FROM units WHERE dataset_id = ? AND doc_id = ? ORDER BY uid",
+                                    (ds.id, doc_id)).fetchall()
+        text = "\n".join(t for _, t in chunks)[:max_chars]
+        prompt = backend.render([{"role": "user", "content": _LLM_PROMPT.format(text=text, n=n)}])
+        output = backend.generate(prompt, Sampling(max_tokens=max_tokens), QUESTION_SCHEMA).text
+        try:
+            questions = [q for q in json.loads(output).get("questions", []) if isinstance(q, str)]
+        except (json.JSONDecodeError, AttributeError):
+            questions = _strings_after(output, "questions")  # cut off by max_tokens: keep the complete ones
+        questions = list(dict.fromkeys(q.strip() for q in questions if q.strip()))[:n]
+        rows = []
+        for i, question in enumerate(questions):
+            next_sid += 1
+            meta = {"strategy": "llm", "doc_id": doc_id, "category": category}
+            rows.append((ds.id, next_sid, f"llm:{doc_id}:{i}", question, json.dumps([title], ensure_ascii=False),
+                         json.dumps([[u] for u, _ in chunks]), json.dumps(meta, ensure_ascii=False)))
+        with store.transaction() as conn:  # one document at a time: an interrupted run keeps what it made
+            conn.executemany("INSERT INTO samples (dataset_id, sid, id, question, answers, gold_paths, meta)"
+                             " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        added += len(rows)
+    return added
