@@ -285,3 +285,31 @@ async def test_the_command_palette_switches_screens(swept_db):
         await pilot.pause(0.5)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "samples")
+
+
+async def test_retrieval_screen_shows_curves_and_opens_a_miss(tmp_path):
+    from workbench.data.corpus import import_corpus
+    from workbench.retrieval.evaluate import filename_questions
+    from workbench.retrieval.runs import retrieve
+
+    from conftest import REPO
+
+    db = tmp_path / "hc.db"
+    store = open_store(db)
+    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
+    filename_questions(store, "hc")
+    filename_questions(store, "hc", lang="en")  # English questions over Chinese recipes: some misses
+    retrieve(store, "hc", k=5)
+    store.close()
+    app = WorkbenchApp(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
+        assert "Recall@k" in str(app.screen.query_one("#curves").render())
+        assert "recall@5" in str(app.screen.query_one("#side").render())
+        assert app.screen.query_one("#misses").row_count == len(app.screen.report.misses) > 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
+        assert "Gold document" in str(app.screen.query_one("Static").render())
+        await pilot.press("escape", "c")
+        await wait_for(pilot, lambda: "chunk-level" in heading(app))

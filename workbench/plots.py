@@ -98,3 +98,19 @@ def save(figure: str, path: str | Path, title: str = "Dissipation Workbench") ->
                 + "</title></head>\n<body><pre style=\"font-family: monospace; line-height: 1.1\">\n"
                 + html.escape(text) + "\n</pre></body></html>\n")
     path.write_text(text, encoding="utf-8")
+
+
+def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]], *, width: int = 78,
+                   height: int = 16, colors: bool = False, title: str = "Retrieval at k") -> str:
+    """Metric curves over k (e.g. doc-level Recall@k and MRR@k)."""
+    xs = list(range(1, len(ks) + 1))
+    _begin(width, height, colors)
+    markers = iter("ox+*.#")
+    for label, ys in series.items():
+        PLAIN_MARKERS.setdefault(label, next(markers))
+        _line(xs, list(ys), label, label=label)
+    plt.xticks(xs, [str(k) for k in ks])
+    plt.ylim(0, 1)
+    plt.xlabel("k")
+    plt.title(title)
+    return _finish(colors)

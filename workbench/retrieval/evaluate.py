@@ -155,3 +155,22 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
                              " VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         added += len(rows)
     return added
+
+
+def latest_corpus(store: Store) -> str | None:
+    """The most recently imported dataset that is a Markdown corpus, or None."""
+    row = store.conn.execute("SELECT d.name FROM datasets d WHERE EXISTS (SELECT 1 FROM documents x"
+                             " WHERE x.dataset_id = d.id) ORDER BY d.id DESC LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def document_preview(store: Store, dataset: str, doc_id: str, chars: int = 400) -> str:
+    """A document's title and the beginning of its text, for triaging a miss."""
+    ds = get_dataset(store, dataset)
+    row = store.conn.execute("SELECT title, category FROM documents WHERE dataset_id = ? AND doc_id = ?",
+                             (ds.id, doc_id)).fetchone()
+    if row is None:
+        return f"{doc_id}: not in {dataset}"
+    text = "\n".join(t for (t,) in store.conn.execute(
+        "SELECT text FROM units WHERE dataset_id = ? AND doc_id = ? ORDER BY uid", (ds.id, doc_id)))
+    return f"{row[0]} ({row[1]}) · {doc_id}\n{text[:chars]}"

@@ -92,6 +92,7 @@ class WorkbenchApp(App):
         Binding("r", "switch_mode('runs')", "Runs"),
         Binding("l", "switch_mode('ledger')", "Ledger"),
         Binding("s", "switch_mode('samples')", "Samples"),
+        Binding("v", "switch_mode('retrieval')", "Retrieval"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -100,10 +101,11 @@ class WorkbenchApp(App):
         from workbench.tui.screens.datasets import DatasetsScreen
         from workbench.tui.screens.ledger import LedgerScreen
         from workbench.tui.screens.runs import RunsScreen
+        from workbench.tui.screens.retrieval import RetrievalScreen
         from workbench.tui.screens.samples import SamplesScreen
 
         self.MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
-                      "samples": SamplesScreen}
+                      "samples": SamplesScreen, "retrieval": RetrievalScreen}
         super().__init__()
         self.store = open_store(db_path)
         self.db_path = self.store.path

@@ -73,7 +73,7 @@ class PromptDialog(ModalScreen[str | None]):
 
 HELP = """\
 [b]Everywhere[/b]
-  d Datasets   r Runs   l Ledger   s Samples   ? this help   ctrl+p command palette   q quit
+  d Datasets   r Runs   l Ledger   s Samples   v Retrieval   ? this help   ctrl+p command palette   q quit
 
 [b]Datasets[/b]   i import a directory (kb/samples/retrieval.jsonl)   enter: runs of the dataset
 [b]Runs[/b]       n new run   enter open its ledger   p pause   u resume   x delete (asks first)
@@ -83,6 +83,7 @@ HELP = """\
 [b]Samples[/b]    1 all  2 dissipation  3 leakage  4 interface loss  5 retrieval miss  6 right  7 unscored  8 errors
              / search   t filter by tag   pgdn/pgup or ] / \\[ page   g/G first/last page   enter detail
              A annotation-error  L alias-miss  R reasoning-fail  F format-fail  N note   X export tagged
+[b]Retrieval[/b]  c doc/chunk level   enter open the highlighted miss (gold document vs retrieved)
 [b]Detail[/b]     left/right previous/next cell   j/k next/previous sample   A L R F N tags and note   esc back
 """
 

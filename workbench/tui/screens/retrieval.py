@@ -1,0 +1,127 @@
+"""Retrieval evaluation: metrics at k with CIs, Recall@k and MRR@k curves, and the misses to triage."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from workbench.tables import fmt_estimate
+from workbench.tui.app import WorkbenchScreen
+from workbench.tui.markup import esc
+from workbench.tui.messages import DataChanged, Loaded
+
+
+def _evaluation(store, retriever: str):
+    from workbench.retrieval.evaluate import evaluate_retrieval, latest_corpus
+
+    name = latest_corpus(store)
+    if name is None:
+        return None
+    return evaluate_retrieval(store, name, retriever, (1, 3, 5, 10), resamples=1000)
+
+
+def _miss(store, dataset, miss):
+    from workbench.retrieval.evaluate import document_preview
+
+    return miss, document_preview(store, dataset, miss["gold"]), [document_preview(store, dataset, d)
+                                                                  for d in miss["retrieved"]]
+
+
+class MissScreen(ModalScreen[None]):
+    """A question the retriever missed: its gold document and what came back instead."""
+
+    BINDINGS = [Binding("escape", "dismiss", "Back")]
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog help"), VerticalScroll():
+            yield Static(self.text)
+
+
+class RetrievalScreen(WorkbenchScreen):
+    """Doc- or chunk-level metrics of the built-in retriever on the latest corpus."""
+
+    BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("enter", "open_miss", "Open miss")]
+
+    def __init__(self):
+        super().__init__()
+        self.level = "doc"
+        self.report = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="heading", classes="title")
+        with Horizontal(id="plots"):
+            yield Static("", id="curves", classes="plot")
+            yield Static("", id="side", classes="side")
+        table = DataTable(id="misses", cursor_type="row", zebra_stripes=True)
+        table.add_columns("missed question", "gold document", "retrieved instead")
+        yield table
+        yield Footer()
+
+    def on_screen_resume(self) -> None:
+        self.load("eval", _evaluation, "bm25")
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.load("eval", _evaluation, "bm25")
+
+    def on_loaded(self, message: Loaded) -> None:
+        if message.what == "eval":
+            self.report = message.payload
+            self._draw()
+        elif message.what == "miss":
+            miss, gold, got = message.payload
+            text = (f"[b]{esc(miss['question'])}[/b]\n\n[b]Gold document[/b]\n{esc(gold)}\n\n"
+                    "[b]Retrieved instead[/b]\n" + "\n\n".join(esc(g) for g in got))
+            self.app.push_screen(MissScreen(text))
+
+    def _draw(self) -> None:
+        from workbench import plots
+
+        heading = self.query_one("#heading", Static)
+        if self.report is None:
+            heading.update("No corpus yet: `workbench corpus import DIR`, `workbench questions generate`, "
+                           "`workbench retrieve` (then this screen fills in).")
+            return
+        r = self.report
+        overall = r.levels[self.level]["overall"]
+        heading.update(f"[b]Retrieval[/b]  {esc(r.dataset)} · {esc(r.retriever)} · {r.n:,} questions · "
+                       f"{self.level}-level · {len(r.misses):,} doc-level misses at @{max(r.ks)}")
+        curves = self.query_one("#curves", Static)
+        width, height = max(40, (curves.size.width or 80) - 1), max(10, curves.size.height or 14)
+        figure = plots.retrieval_plot(r.ks, {"Recall@k": [overall[("recall", k)].value for k in r.ks],
+                                             "MRR@k": [overall[("mrr", k)].value for k in r.ks]},
+                                      width=width, height=height, colors=True,
+                                      title=f"{self.level}-level Recall@k and MRR@k")
+        curves.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
+        lines = [f"[b]{self.level}-level, 95% CI[/b]"]
+        for metric in ("recall", "precision", "hit_rate", "mrr", "f1", "ndcg"):
+            for k in r.ks:
+                lines.append(f"{metric:>9}@{k:<2} {fmt_estimate(overall[(metric, k)])}")
+        self.query_one("#side", Static).update("\n".join(lines))
+        table = self.query_one(DataTable)
+        table.clear()
+        for i, miss in enumerate(r.misses):
+            table.add_row(miss["question"], miss["gold"], ", ".join(miss["retrieved"]) or "—", key=str(i))
+
+    def action_toggle_level(self) -> None:
+        self.level = "chunk" if self.level == "doc" else "doc"
+        if self.report:
+            self._draw()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_miss()
+
+    def action_open_miss(self) -> None:
+        table = self.query_one(DataTable)
+        if self.report is None or table.row_count == 0:
+            return
+        i = int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        self.load("miss", _miss, self.report.dataset, self.report.misses[i])
