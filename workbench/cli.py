@@ -358,7 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("retrieve", parents=[common],
                        help="run the built-in BM25 retriever over a dataset's units for every question")
     p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    p.add_argument("--name", default="bm25", help="retriever name to store the results under (default bm25)")
+    p.add_argument("--name", help="retriever name to store the results under (default bm25, or dense)")
+    p.add_argument("--dense-model", help="dense retrieval with this GGUF model's embeddings (nothing is downloaded; "
+                                          "without it, BM25 runs)")
     p.add_argument("--k", type=int, default=50, help="results per question (default 50)")
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
     p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
@@ -450,7 +452,8 @@ def cmd_retrieve(args) -> int:
 
     from workbench.retrieval.runs import retrieve
 
-    report = retrieve(_store(args), args.dataset, name=args.name, k=args.k, mode=args.mode, replace=args.replace)
+    report = retrieve(_store(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
+                      dense_model=args.dense_model, replace=args.replace)
     if args.json:
         _emit_json(asdict(report))
         return 0

@@ -7,6 +7,7 @@ the ranked units land in ``retrievals`` under the retriever's name, in one trans
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,22 +47,48 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto") -> tuple[BM25I
     return index, True, directory
 
 
-def retrieve(store: Store, dataset: str | None = None, *, name: str = "bm25", k: int = 50, mode: str = "auto",
-             replace: bool = False) -> RetrievalRunReport:
-    """Run BM25 for every sample question and store the top ``k`` as retriever ``name``."""
+def open_dense_index(store: Store, dataset_id: int, model: str):
+    """The dataset's dense index for ``model`` (a GGUF path): loaded when the corpus is unchanged."""
+    from workbench.models.locate import resolve_model
+    from workbench.retrieval.dense import META_NAME, DenseIndex
+
+    path = str(resolve_model(model))
+    docs = _docs(store, dataset_id)
+    fp = fingerprint(docs)
+    tag = hashlib.sha256(path.encode()).hexdigest()[:8]
+    directory = Path(f"{store.path}.indexes") / f"dense-{dataset_id}-{tag}-{fp[:16]}"
+    if (directory / META_NAME).is_file():
+        return DenseIndex.load(directory), False, directory
+    index = DenseIndex.build(docs, path, fp)
+    index.save(directory)
+    return index, True, directory
+
+
+def retrieve(store: Store, dataset: str | None = None, *, name: str | None = None, k: int = 50, mode: str = "auto",
+             dense_model: str | None = None, replace: bool = False) -> RetrievalRunReport:
+    """Run BM25 (or, with ``dense_model``, dense retrieval) for every question; store the top ``k``.
+
+    The results are stored as retriever ``name`` (default ``bm25``, or ``dense``).
+    """
     if k < 1:
         raise ValueError("--k must be at least 1")
+    name = name or ("dense" if dense_model else "bm25")
     ds = get_dataset(store, dataset)
     samples = load_samples(store, ds.id)
     if not samples:
         raise ValueError(f"dataset {ds.name!r} has no questions to retrieve for")
-    index, built, directory = open_index(store, ds.id, mode)
+    if dense_model:
+        index, built, directory = open_dense_index(store, ds.id, dense_model)
+        mode = "dense"
+    else:
+        index, built, directory = open_index(store, ds.id, mode)
+        mode = index.mode
     results = index.search_many([s.question for s in samples], k)
     rows = [(ds.id, name, s.sid, json.dumps([int(u) for u, _ in ranked]), json.dumps([float(x) for _, x in ranked]))
             for s, ranked in zip(samples, results)]
     existing = store.conn.execute("SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?",
                                   (ds.id, name)).fetchall()
-    report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory), index.mode)
+    report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory), mode)
     if existing:
         if sorted(existing) == sorted(r[2:] for r in rows):
             report.unchanged = True
