@@ -498,15 +498,25 @@ def cmd_retrieval_eval(args) -> int:
 
     report = evaluate_retrieval(_store(args), args.dataset, args.retriever, args.k, resamples=args.resamples)
     if args.json:
+        def named(d):
+            return {f"{m}@{k}": est for (m, k), est in d.items()}
+
         _emit_json({"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
-                    "levels": {lvl: {f"{m}@{k}": est for (m, k), est in d["overall"].items()}
+                    "levels": {lvl: {"overall": named(d["overall"]),
+                                     **{g: {name: named(v) for name, v in d[g].items()}
+                                        for g in ("by_strategy", "by_category")}}
                                for lvl, d in report.levels.items()},
+                    "per_question": {lvl: pq.as_dict() for lvl, pq in report.per_query.items()},
                     "misses": report.misses})
         return 0
     print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
     for level, data in report.levels.items():
         rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
         print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+    k = 5 if 5 in report.ks else max(report.ks)
+    for group in ("by_strategy", "by_category"):
+        parts = [f"{name} {fmt_estimate(v[('recall', k)], 2)}" for name, v in report.levels["doc"][group].items()]
+        print(f"\ndoc-level recall@{k} {group.replace('_', ' ')}: " + "; ".join(parts))
     print(f"\ndoc-level misses at @{max(report.ks)}: {len(report.misses):,}")
     for miss in report.misses[: args.misses]:
         print(f"  {miss['question']}  gold {miss['gold']}  got {', '.join(miss['retrieved']) or '—'}")

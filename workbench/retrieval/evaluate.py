@@ -60,6 +60,7 @@ class RetrievalEval:
     n: int
     levels: dict = field(default_factory=dict)
     misses: list[dict] = field(default_factory=list)
+    per_query: dict = field(default_factory=dict)   # level -> PerQuery (one row per question)
 
 
 def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str = "bm25",
@@ -86,6 +87,7 @@ def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str 
     report = RetrievalEval(ds.name, retriever, tuple(ks), len(samples))
     for level, qrels, run in (("doc", doc_qrels, doc_run), ("chunk", chunk_qrels, chunk_run)):
         per_query = evaluate(qrels, run, ks)
+        report.per_query[level] = per_query
         report.levels[level] = {
             "overall": aggregate(per_query, resamples=resamples, seed=seed).overall,
             **{f"by_{g}": aggregate(per_query, resamples=resamples, seed=seed, groups=labels).by_group
