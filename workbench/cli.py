@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from workbench import cli_run
+from workbench import cli_retrieval, cli_run
 from workbench.data.errors import InputRejected
 from workbench.store.queries import NotFound
 
@@ -36,6 +36,17 @@ def _store(args):
 def _emit_json(obj) -> None:
     json.dump(obj, sys.stdout, ensure_ascii=False, indent=2, default=_json_default)
     sys.stdout.write("\n")
+
+
+def _write_out(out: str, text: str, what: str) -> None:
+    """Write ``text`` to exactly the path the user named (atomically), or to stdout for ``-``."""
+    from workbench.data.exports import write_atomic
+
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomic(out, [text])
+        print(f"wrote {what} to {out}")
 
 
 def _json_default(value):
@@ -353,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
     q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cmd_corpus_import)
+    q.set_defaults(func=cli_retrieval.cmd_corpus_import)
 
     p = sub.add_parser("retrieve", parents=[common],
                        help="run the built-in BM25 retriever over a dataset's units for every question")
@@ -365,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
     p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_retrieve)
+    p.set_defaults(func=cli_retrieval.cmd_retrieve)
 
     p = sub.add_parser("retrieval", parents=[common], help="retrieval runs: export")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -376,12 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--resamples", type=int, default=2000)
     q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cmd_retrieval_eval)
+    q.set_defaults(func=cli_retrieval.cmd_retrieval_eval)
     q = psub.add_parser("export", parents=[common], help="write retrieval results as retrieval.jsonl")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--retriever", help="only this retriever (default: all)")
     q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
-    q.set_defaults(func=cmd_retrieval_export)
+    q.set_defaults(func=cli_retrieval.cmd_retrieval_export)
 
     p = sub.add_parser("questions", parents=[common], help="generate questions for a Markdown corpus")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -392,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--lang", choices=("zh", "en"), default="zh", help="template: 如何做{菜名}？ or How do I make {name}?")
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
     q.add_argument("--limit", type=int, help="llm: only the first N documents")
-    q.set_defaults(func=cmd_questions_generate)
+    q.set_defaults(func=cli_retrieval.cmd_questions_generate)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")
@@ -426,101 +437,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_corpus_import(args) -> int:
-    from dataclasses import asdict
-
-    from workbench.data.corpus import ChunkConfig, import_corpus
-
-    config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
-                         category_depth=args.category_depth)
-    name = args.name or Path(args.directory).resolve().name
-    report = import_corpus(_store(args), args.directory, name, config)
-    if args.json:
-        _emit_json(asdict(report))
-        return 0
-    for problem in report.unreadable:
-        print(f"warning: unreadable, skipped: {problem}", file=sys.stderr)
-    verb = "unchanged (already imported)" if report.unchanged else "imported"
-    cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
-    print(f"{report.dataset}: {verb}: {report.documents:,} documents, {report.chunks:,} chunks"
-          + (f" ({cats})" if cats else ""))
-    return 0
 
 
-def cmd_retrieve(args) -> int:
-    from dataclasses import asdict
-
-    from workbench.retrieval.runs import retrieve
-
-    report = retrieve(_store(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
-                      dense_model=args.dense_model, replace=args.replace)
-    if args.json:
-        _emit_json(asdict(report))
-        return 0
-    index = "built" if report.index_built else "loaded (corpus unchanged)"
-    state = "unchanged" if report.unchanged else "stored"
-    print(f"{report.dataset}: retriever {report.retriever} ({report.mode} tokens): {report.queries:,} questions "
-          f"{state}; index {index} at {report.index_dir}")
-    return 0
 
 
-def cmd_retrieval_export(args) -> int:
-    import io
-
-    from workbench.data.exports import write_atomic
-    from workbench.retrieval.runs import export_retrieval
-
-    buf = io.StringIO()
-    count = export_retrieval(_store(args), buf, args.dataset, args.retriever)
-    if str(args.out) == "-":
-        sys.stdout.write(buf.getvalue())
-    else:
-        write_atomic(args.out, [buf.getvalue()])
-        print(f"wrote {count:,} retrieval rows to {args.out}")
-    return 0
 
 
-def cmd_questions_generate(args) -> int:
-    from workbench.retrieval.evaluate import filename_questions, llm_questions
-
-    if args.strategy == "llm":
-        added = llm_questions(_store(args), args.dataset, n=args.n, limit=args.limit)
-    else:
-        added = filename_questions(_store(args), args.dataset, lang=args.lang)
-    print(f"{added:,} {args.strategy} questions added")
-    return 0
 
 
-def cmd_retrieval_eval(args) -> int:
-    from workbench.metrics.ir import METRICS
-    from workbench.retrieval.evaluate import evaluate_retrieval
-    from workbench.tables import fmt_estimate, table
-
-    report = evaluate_retrieval(_store(args), args.dataset, args.retriever, args.k, resamples=args.resamples)
-    if args.json:
-        def named(d):
-            return {f"{m}@{k}": est for (m, k), est in d.items()}
-
-        _emit_json({"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
-                    "levels": {lvl: {"overall": named(d["overall"]),
-                                     **{g: {name: named(v) for name, v in d[g].items()}
-                                        for g in ("by_strategy", "by_category")}}
-                               for lvl, d in report.levels.items()},
-                    "per_question": {lvl: pq.as_dict() for lvl, pq in report.per_query.items()},
-                    "misses": report.misses})
-        return 0
-    print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
-    for level, data in report.levels.items():
-        rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
-        print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
-    k = 5 if 5 in report.ks else max(report.ks)
-    for group in ("by_strategy", "by_category"):
-        parts = [f"{name} {fmt_estimate(v[('recall', k)], 2)}" for name, v in report.levels["doc"][group].items()]
-        print(f"\ndoc-level recall@{k} {group.replace('_', ' ')}: " + "; ".join(parts))
-    print(f"\ndoc-level misses at @{max(report.ks)}: {len(report.misses):,}")
-    for miss in report.misses[: args.misses]:
-        print(f"  {miss['question']}  gold {miss['gold']}  got {', '.join(miss['retrieved']) or '—'}")
-    return 0
 
 
 def cmd_tag(args) -> int:
@@ -541,7 +465,6 @@ def cmd_tag(args) -> int:
 def cmd_tags_export(args) -> int:
     import io
 
-    from workbench.data.exports import write_atomic
     from workbench.store.queries import get_dataset
     from workbench.triage import export_tagged
 
@@ -549,11 +472,7 @@ def cmd_tags_export(args) -> int:
     ds = get_dataset(store, args.dataset)
     buf = io.StringIO()
     count = export_tagged(store, ds.id, buf, args.tag)
-    if str(args.out) == "-":
-        sys.stdout.write(buf.getvalue())
-    else:
-        write_atomic(args.out, [buf.getvalue()])
-        print(f"wrote {count:,} tagged samples to {args.out}")
+    _write_out(args.out, buf.getvalue(), f"{count:,} tagged samples")
     return 0
 
 
