@@ -108,13 +108,20 @@ def test_grounded_mode_scores_zero_without_a_visible_citation():
 def test_grounded_runs_record_citations(tiny_store):
     run = _plan(tiny_store, "g", ks=(2,), answer_format="grounded", max_tokens=40)
     execute(tiny_store, run)
-    rows = tiny_store.conn.execute("SELECT citations, score, visible FROM events WHERE run_id = ?",
-                                   (run.id,)).fetchall()
-    for citations, score, visible in rows:
+    from workbench.metrics.scoring import score_acc
+
+    rows = tiny_store.conn.execute(
+        "SELECT e.citations, e.score, e.visible, e.prediction, s.answers, s.aliases FROM events e"
+        " JOIN samples s ON s.dataset_id = ? AND s.sid = e.sid WHERE e.run_id = ?",
+        (run.dataset_id, run.id)).fetchall()
+    assert len(rows) == 3
+    for citations, score, visible, prediction, answers, aliases in rows:
         cited = json.loads(citations)
         assert isinstance(cited, list)
         if not cited or not {int(c[1:]) for c in cited} <= set(json.loads(visible)):
-            assert score == 0.0
+            assert score == 0.0  # missing or invisible citation
+        else:
+            assert score == score_acc(prediction, json.loads(answers), json.loads(aliases))
 
 
 def test_a_missing_model_is_recorded_on_the_jobs_and_the_run_stays_resumable(tiny_store, tmp_path):

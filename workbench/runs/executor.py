@@ -143,8 +143,6 @@ class _Execution:
         groups = self._group(jobs)
         pending: list[tuple[str, list[_Job], object]] = []
         for key, (prompt, members) in groups.items():
-            if prompt is None:
-                continue
             cached = self._cached(key)
             if cached is not None:
                 for job in members:
