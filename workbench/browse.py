@@ -26,6 +26,10 @@ QUADRANTS: dict[str, tuple[str, str]] = {
     "right": ("e.score = 1", "scored 1"),
     "unscored": ("e.score IS NULL AND e.status != 'error'", "not generated yet"),
     "error": ("e.status = 'error'", "generation failed"),
+    # Bound to the latest claim run (one parameter, see list_samples).
+    "unsupported": ("EXISTS (SELECT 1 FROM claim_jobs cj WHERE cj.claim_run_id = ? AND cj.cell_id = e.cell_id"
+                    " AND cj.sid = e.sid AND cj.status = 'done' AND cj.n_supported < cj.n_claims)",
+                    "an answer with unsupported claims"),
 }
 
 
@@ -60,6 +64,11 @@ def list_samples(store: Store, run: Run, cell_id: str, *, quadrant: str = "all",
         raise ValueError(f"unknown quadrant {quadrant!r}; choose from {', '.join(QUADRANTS)}")
     where = [QUADRANTS[quadrant][0]]
     params: list[Any] = [run.dataset_id, run.id, cell_id]
+    if quadrant == "unsupported":
+        from workbench.claims.report import latest_claim_run
+
+        info = latest_claim_run(store, run)
+        params.append(info.id if info else -1)
     if search.strip():
         pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         # Questions and sample ids only: matching predictions would read every event row.
@@ -102,6 +111,7 @@ class SampleDetail:
     output: str | None
     tags: list[str] = field(default_factory=list)
     note: str = ""
+    claims: dict[str, Any] | None = None    # the latest claim run's verdicts on this answer (claims.report)
 
 
 def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetail:
@@ -136,9 +146,12 @@ def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetai
     if event["gen_key"]:
         hit = store.conn.execute("SELECT output FROM generations WHERE key = ?", (event["gen_key"],)).fetchone()
         output = hit[0] if hit else None
+    from workbench.claims.report import answer_claims
+
     return SampleDetail(sample, cell_id, cells, gold_paths, evidence, event,
                         template.messages(event["window"], sample.question), output,
-                        tags_of(store, run.dataset_id, sid), note_of(store, run.dataset_id, sid))
+                        tags_of(store, run.dataset_id, sid), note_of(store, run.dataset_id, sid),
+                        answer_claims(store, run, cell_id, sid))
 
 
 def _ranked(store: Store, run: Run, sid: int) -> list[int]:

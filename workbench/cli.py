@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from workbench import cli_retrieval, cli_run
+from workbench import cli_claims, cli_retrieval, cli_run
 from workbench.data.errors import InputRejected
 from workbench.store.queries import NotFound
 
@@ -404,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
     q.add_argument("--limit", type=int, help="llm: only the first N documents")
     q.set_defaults(func=cli_retrieval.cmd_questions_generate)
+
+    cli_claims.register(sub, common)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")

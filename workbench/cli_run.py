@@ -45,34 +45,20 @@ def cmd_resume(args) -> int:
 
 
 def _execute(args, store, run) -> int:
-    import signal
-    import threading
-
     from workbench.models.registry import ExecOptions
-    from workbench.progress import ProgressBar
+    from workbench.progress import ProgressBar, StopOnSigint
     from workbench.runs.executor import execute, run_stats
 
-    stop = threading.Event()
-
-    def on_sigint(signum, frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        print("\nstopping after the job in progress (Ctrl-C again to abort now)…", file=sys.stderr)
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     bar = ProgressBar("run")
 
     def show(p):
         bar(p.done, p.total, p.completion_tokens,
             f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""))
 
-    try:
+    with StopOnSigint() as interrupt:
         report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
                                                       concurrency=args.concurrency),
-                         retry_errors=args.retry_errors, stop=stop, progress=None if args.json else show)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+                         retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show)
     stats = run_stats(store, run)
     if args.json:
         _emit_json({"execution": report, "run": stats})

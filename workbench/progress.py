@@ -37,3 +37,31 @@ def _eta(seconds: float) -> str:
         return "?"
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class StopOnSigint:
+    """A context manager: the first Ctrl-C sets ``.stop`` (finish the job in progress), the second aborts."""
+
+    def __init__(self, stream=None):
+        import threading
+
+        self.stop = threading.Event()
+        self.stream = stream or sys.stderr
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.stop.set()
+        print("\nstopping after the job in progress (Ctrl-C again to abort now)…", file=self.stream)
+
+    def __enter__(self) -> "StopOnSigint":
+        import signal
+
+        self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        signal.signal(signal.SIGINT, self._previous)

@@ -70,4 +70,19 @@ def ledger_tables(report) -> str:
                 ["K", "B", "", "n paired", "L_noise (paired)", "L_noise (unpaired)"],
                 [[str(r["k"]), str(b), "", fmt_number(r["n"], 0), fmt_estimate(r["L_noise"]), fmt_estimate(r["L_noise_unpaired"])]
                  for b, r in noise]))
+    if getattr(report, "claims", None):
+        parts.append(claims_table(report))
     return "\n\n".join(parts)
+
+
+def claims_table(report) -> str:
+    """Per cell, how much of the answers the shown evidence supports (the latest claim run)."""
+    cfg = report.claims["config"]
+    title = (f"Claims (claim run {report.claims['claim_run']}: {cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
+             f"ties → {cfg['ties']}; {report.claims['done']:,} of {report.claims['jobs']:,} answers verified)")
+    return title + "\n" + table(
+        ["K", "B", "format", "answers", "support", "faithful", "halluc", "self_know", "ctx_util"],
+        [[str(r["k"]), str(r["budget"]), r["format"], str(r.get("claims_n", 0))]
+         + [fmt_estimate(r.get(t)) for t in ("support_ratio", "faithfulness", "hallucination", "self_knowledge",
+                                             "context_utilization")]
+         for r in report.rows])

@@ -40,6 +40,7 @@ class LedgerReport:
     jobs_total: int = 0
     excluded: int = 0
     exclude_tags: list[str] = field(default_factory=list)
+    claims: dict[str, Any] | None = None    # the claim run whose metrics the rows carry: id, config
 
 
 _CACHE_MIN_EVENTS = 20_000  # smaller runs scan faster than they would read and write the cache
@@ -151,6 +152,7 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     for cid, cell in sorted(retrieval.items(), key=lambda kv: _cell_sort_key(kv[1])):
         report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
                             **{t: ledger[cid][t] for t in TERMS}})
+    _attach_claims(store, run, report, excluded, resamples, seed)
     for budget in sorted({c.budget for c in ra.cells.values() if c.kind == "oracle"}):
         struct = next(cid for cid, c in ra.cells.items() if c.kind == "oracle" and c.budget == budget
                       and c.format == "struct")
@@ -166,6 +168,23 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
                               **{t: terms[t] for t in ("n", "Acc_struct", "Acc_linear", "L_struct")},
                               "L_noise": noise})
     return report
+
+
+def _attach_claims(store: Store, run: Run, report: LedgerReport, excluded, resamples: int, seed: int) -> None:
+    """Add the latest claim run's per-cell metrics (support ratio, faithfulness, ...) to the rows."""
+    from workbench.claims.report import LEDGER_METRICS, claims_by_cell, latest_claim_run
+
+    info = latest_claim_run(store, run)
+    if info is None:
+        return
+    by_cell = claims_by_cell(store, run, info.id, exclude=excluded, resamples=resamples, seed=seed)
+    report.claims = {"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done}
+    for row in report.rows:
+        cell = by_cell.get(row["cell_id"])
+        row["claims_n"] = cell["jobs"] if cell else 0
+        for name in LEDGER_METRICS:
+            m = cell.get(name) if cell else None
+            row[name] = Estimate(m.mean, m.low, m.high) if m is not None else Estimate(None, None, None)
 
 
 def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score: str | None = None,

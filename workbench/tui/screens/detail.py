@@ -55,7 +55,31 @@ def render_detail(d) -> str:
                                                             else "—"),
             f"[b]Parsed[/b] {escape(e['prediction'] or '—')}   [b]score[/b] {score}"
             + (f"   citations {escape(e['citations'])}" if e["citations"] else "")]
+    out += ["", *render_claims(d.claims)]
     return "\n".join(out)
+
+
+def render_claims(claims: dict | None) -> list[str]:
+    """The Claims view: each claim coloured by its verdict, with the unit it is attributed to."""
+    if claims is None:
+        return ["[b]Claims[/b] [dim]— not verified (`workbench claims run`)[/dim]"]
+    if claims["status"] != "done":
+        return [f"[b]Claims[/b] [red]{escape(claims['error'] or claims['status'])}[/red]"]
+    ratio = claims["support_ratio"]
+    head = (f"[b]Claims[/b]  support {'—' if ratio is None else f'{ratio:.2f}'} "
+            f"({claims['n_supported']}/{claims['n_claims']})" + ("  [red]rejected[/red]" if claims["rejected"] else ""))
+    out = [head]
+    for c in claims["claims"]:
+        colour, mark = ("green", "✔") if c["supported"] else ("red", "✘")
+        votes = " ".join(f"{v}:{'y' if x['supported'] else 'n'}" for v, x in c["verifiers"].items())
+        out.append(f"  [{colour}]{mark} {escape(c['text'])}[/{colour}]  [dim]{votes}"
+                   + ("  gold" if c["correct"] else "") + "[/dim]")
+        if c["best_unit"]:
+            b = c["best_unit"]
+            out.append(f"      [dim]← {escape(b['label'])} {escape(' '.join(b['text'].split())[:120])}[/dim]")
+    if claims["filtered_answer"]:
+        out.append(f"  filtered: {escape(claims['filtered_answer'])}")
+    return out
 
 
 class SampleDetailScreen(WorkbenchScreen):

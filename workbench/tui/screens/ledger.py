@@ -10,12 +10,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
+from workbench.claims.report import LEDGER_METRICS
 from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.messages import DataChanged, Loaded
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
-           "D_mass", "L_leak", "K_eff")
+           "D_mass", "L_leak", "K_eff", "Faith")
 QUICK_RESAMPLES = 100
 
 
@@ -149,7 +150,8 @@ class LedgerScreen(WorkbenchScreen):
         for r in report.rows:
             mark = "● " if r["cell_id"] in self.marked else ""
             table.add_row(f"{mark}{r['k']}", str(r["budget"]), r["format"], fmt_number(r["n"], 0),
-                          *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]), key=r["cell_id"])
+                          *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]),
+                          _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
 
@@ -161,6 +163,11 @@ class LedgerScreen(WorkbenchScreen):
         if row is not None:
             lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
             lines += [f"{t:>15} {fmt_estimate(row[t], 3)}" for t in CI_TERMS]
+            if report.claims:
+                cfg = report.claims["config"]
+                lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
+                             f"{row.get('claims_n', 0)} answers[/dim]")
+                lines += [f"{t:>15} {fmt_estimate(row.get(t), 3)}" for t in LEDGER_METRICS]
             lines.append("")
         lines.append("[b]Oracle (only p*)[/b]")
         for o in report.oracle:

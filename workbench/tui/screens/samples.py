@@ -12,7 +12,8 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 
 PAGE = 50
-QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error")
+QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",
+                 "unsupported")
 TAG_KEYS = {"A": "annotation-error", "L": "alias-miss", "R": "reasoning-fail", "F": "format-fail"}
 
 

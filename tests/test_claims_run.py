@@ -1,0 +1,174 @@
+"""`claims run` over real runs: every answer verified, verdicts stored, resumable, in the ledger.
+
+The generation runs use the real default model (SmolLM2-135M), as the claim runs with the
+``llm`` decomposer and the ``llm_judge`` verifier do.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from workbench.claims.report import answer_claims, claims_by_cell
+from workbench.claims.runner import ClaimsConfig, list_answer, run_claims, sample_table
+from workbench.claims.types import Claim
+from workbench.claims.vote import ClaimResult
+from workbench.cli import main
+from workbench.models.cached import default_llm
+from workbench.models.registry import GenerationConfig
+from workbench.runs.executor import execute
+from workbench.runs.report import run_ledger
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store.queries import Sample, get_run
+
+
+def _generated_run(store, name="gen", answer_format="text", ks=(1, 2)):
+    plan_sweep(store, SweepConfig(ks=ks, budgets=(256,), formats=("score",)), name=name,
+               generation=GenerationConfig(max_tokens=24, n_ctx=1024, answer_format=answer_format).as_dict())
+    run = get_run(store, name)
+    report = execute(store, run)
+    assert report.errors == 0
+    return run
+
+
+@pytest.fixture
+def text_run(tiny_store):
+    """The tiny dataset answered in free text by SmolLM2 at K = 1, 2 (6 answers)."""
+    return tiny_store, _generated_run(tiny_store)
+
+
+def test_a_list_answer_is_its_items_each_with_its_span():
+    text, claims = list_answer('["William Dieterle", "Kismet", "William Dieterle"]')
+    assert text == "William Dieterle; Kismet"
+    assert [(c.text, text[c.start:c.end], c.source) for c in claims] == [
+        ("William Dieterle", "William Dieterle", "item"), ("Kismet", "Kismet", "item")]
+    assert list_answer("Dieterle directed it.") == ("Dieterle directed it.", None)
+
+
+def test_the_verdict_table_of_one_answer_follows_the_ragchecker_layout():
+    sample = Sample(1, "q", "who directed Kismet", ["William Dieterle"], {"William Dieterle": ["W. Dieterle"]},
+                    [[10]], {})
+    units = ["Kismet | directed_by | William Dieterle", "Kismet | release_year | 1944"]
+    results = [ClaimResult(Claim("Kismet was directed by W. Dieterle", 0, 10), True, 0, 1.0, [True, False], {}),
+               ClaimResult(Claim("Kismet is from 1950", 11, 20), False, None, None, [False, False], {})]
+    table = sample_table("Kismet was directed by W. Dieterle. Kismet is from 1950.", results, sample, units, [10, 11])
+    assert table.claim_unit.tolist() == [[True, False], [False, False]]
+    assert table.claim_correct.tolist() == [True, False]      # the alias counts as the gold answer
+    assert table.gold_unit.tolist() == [[True, False]]
+    assert table.gold_in_response.tolist() == [True]
+    assert table.relevant.tolist() == [True, False]           # T10 is on the gold path
+
+
+def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdict(text_run):
+    store, run = text_run
+    config = ClaimsConfig(decomposer="llm", verifiers=("llm_judge",))
+    report = run_claims(store, run, config)
+    assert (report.jobs, report.done, report.errors) == (6, 6, 0)
+    assert report.model_calls > 0
+    jobs = store.conn.execute("SELECT cell_id, sid, n_claims, n_supported, support_ratio, metrics FROM claim_jobs"
+                              " WHERE claim_run_id = ? AND status = 'done'", (report.claim_run,)).fetchall()
+    assert len(jobs) == 6
+    for cell_id, sid, n_claims, n_supported, ratio, metrics in jobs:
+        visible = json.loads(store.conn.execute("SELECT visible FROM events WHERE run_id = ? AND cell_id = ? AND"
+                                                " sid = ?", (run.id, cell_id, sid)).fetchone()[0])
+        stored = store.conn.execute("SELECT count(*) FROM claim_verdicts WHERE claim_run_id = ? AND cell_id = ?"
+                                    " AND sid = ?", (report.claim_run, cell_id, sid)).fetchone()[0]
+        # One verdict per (claim, shown unit) from the judge, plus the vote.
+        assert stored == n_claims * len(visible) * 2
+        assert ratio == (n_supported / n_claims if n_claims else None)
+        assert set(json.loads(metrics)) >= {"faithfulness", "hallucination", "self_knowledge"}
+    sources = {s for (s,) in store.conn.execute("SELECT DISTINCT source FROM claims WHERE claim_run_id = ?",
+                                                (report.claim_run,))}
+    assert sources <= {"llm"} and sources
+    again = run_claims(store, run, config)
+    assert (again.jobs, again.model_calls) == (0, 0)
+
+
+def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run):
+    store, run = text_run
+    config = ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge"))
+    stop = threading.Event()
+    llm = default_llm(store)
+    first = run_claims(store, run, config, llm=llm, stop=stop,
+                       progress=lambda done, total, r: stop.set() if done == 2 else None)
+    assert first.stopped and first.done == 2
+    finished = dict(((c, s), t) for c, s, t in store.conn.execute(
+        "SELECT cell_id, sid, finished_at FROM claim_jobs WHERE claim_run_id = ? AND status = 'done'",
+        (first.claim_run,)))
+    calls_before = llm.model_calls
+    generations_before = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+
+    second = run_claims(store, run, config, llm=default_llm(store))
+    assert (second.jobs, second.done) == (4, 4)
+    # Finished jobs were not redone, and no model call was repeated: every call made a new cache row.
+    assert dict(((c, s), t) for c, s, t in store.conn.execute(
+        "SELECT cell_id, sid, finished_at FROM claim_jobs WHERE claim_run_id = ? AND (cell_id, sid) IN"
+        " (SELECT cell_id, sid FROM claim_jobs WHERE claim_run_id = ?)", (first.claim_run, first.claim_run))
+        if (c, s) in finished) == finished
+    generations_after = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+    assert generations_after - generations_before == second.model_calls
+    assert calls_before == first.model_calls  # the counters are per pass
+
+
+def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_run, capsys):
+    store, run = text_run
+    assert run_ledger(store, run, resamples=50).claims is None
+    run_claims(store, run, ClaimsConfig(decomposer="rule", verifiers=("lexical",)))
+    report = run_ledger(store, run, resamples=50)
+    assert report.claims["config"]["verifiers"] == ["lexical"]
+    by_cell = claims_by_cell(store, run, resamples=50)
+    for row in report.rows:
+        expected = by_cell[row["cell_id"]]["faithfulness"].mean
+        assert row["faithfulness"].value == expected
+        assert row["claims_n"] == 3
+    from workbench.tables import ledger_tables
+
+    text = ledger_tables(report)
+    assert "Claims (claim run" in text and "faithful" in text
+
+
+def test_the_cli_runs_reports_and_shows_claims_and_the_samples_filter_finds_unsupported_ones(tiny_store, tmp_path,
+                                                                                           capsys):
+    from workbench.browse import list_samples
+
+    run = _generated_run(tiny_store, "json-run", answer_format="json")
+    db = str(tiny_store.path)
+    assert main(["--db", db, "claims", "run", "json-run", "--decomposer", "rule", "--verifiers", "lexical"]) == 0
+    assert main(["--db", db, "claims", "report", "json-run", "--json", "--resamples", "50"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["cells"]) == {"k1-b256-score", "k2-b256-score"} and out["done"] == 6
+    assert main(["--db", db, "claims", "show", "json-run", "q1", "--cell", "k1-b256-score", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == answer_claims(tiny_store, run, "k1-b256-score", 1)
+    unsupported = tiny_store.conn.execute(
+        "SELECT count(*) FROM claim_jobs WHERE cell_id = 'k1-b256-score' AND n_supported < n_claims").fetchone()[0]
+    assert list_samples(tiny_store, run, "k1-b256-score", quadrant="unsupported").total == unsupported
+
+
+def test_claims_check_decomposes_and_verifies_a_chinese_answer(store, capsys):
+    context = "感冒的常见症状包括流鼻涕、咳嗽、发热和喉咙痛。"
+    assert main(["--db", str(store.path), "claims", "check", "感冒的症状包括流鼻涕、咳嗽和发热。患者应该多喝水。",
+                 "--context", context, "--decomposer", "rule", "--verifiers", "lexical", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(c["text"], c["supported"]) for c in out["claims"]] == [
+        ("感冒的症状包括流鼻涕", True), ("感冒的症状包括咳嗽", True), ("感冒的症状包括发热", True),
+        ("患者应该多喝水", False)]
+    assert out["support_ratio"] == 0.75 and out["claims"][0]["best_unit"]["label"] == "X1"
+    assert out["filtered_answer"] == "感冒的症状包括流鼻涕；感冒的症状包括咳嗽；感冒的症状包括发热"
+
+
+def test_bad_claims_options_are_refused_by_name(tiny_store, capsys):
+    _generated_run(tiny_store, "r")
+    db = str(tiny_store.path)
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "lexical,telepathy"]) == 2
+    assert "--verifiers: 'telepathy'" in capsys.readouterr().err
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "embedding"]) == 2
+    assert "embedding: no --embedding-model given" in capsys.readouterr().err
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "nli"]) == 2
+    assert "nli: unavailable" in capsys.readouterr().err
+    assert main(["--db", db, "claims", "run", "r", "--cell", "k9-b1-score", "--verifiers", "lexical"]) == 2
+    assert "--cell: k9-b1-score not in run 'r'" in capsys.readouterr().err
+    assert tiny_store.conn.execute("SELECT count(*) FROM claim_jobs").fetchone()[0] == 0

@@ -1,0 +1,296 @@
+"""Claim verification: verifiers (lexical, embedding, llm_judge, nli) and the vote (DESIGN §6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from workbench.claims.types import Claim, Verdict
+from workbench.claims.verify import (JUDGE_SCHEMA, VERIFIERS, EmbeddingVerifier, LexicalVerifier, LLMJudgeVerifier,
+                                     NLIVerifier, VerifierUnavailable, lexical_score, lexical_tokens,
+                                     make_verifiers, nli_status, parse_judgement)
+from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize, vote
+from workbench.models.base import ModelError
+from workbench.models.locate import default_model_path
+
+COLD = "感冒的常见症状包括流鼻涕、咳嗽、发热和喉咙痛。"
+
+
+def V(supported: bool, score: float | None = None, verifier: str = "lexical") -> Verdict:
+    """A verdict; the score defaults to 1.0 / 0.0."""
+    return Verdict(verifier, supported, (1.0 if supported else 0.0) if score is None else score)
+
+
+def claim(text: str) -> Claim:
+    return Claim(text, None, None)             # span-less: verification never looks at spans
+
+
+# ---------------------------------------------------------------- vote
+
+@pytest.mark.parametrize("ties, expected", [("unsupported", False), ("supported", True)])
+def test_vote_one_verifier_is_its_verdict_two_split_go_to_the_tie_policy(ties, expected):
+    assert (vote([V(True)], ties), vote([V(False)], ties)) == (True, False)
+    assert vote([V(True), V(False)], ties) is expected
+    assert vote([V(True), V(True)], ties) is True          # agreement is not a tie
+    assert vote([V(False), V(False)], ties) is False
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_vote_three_verifiers_is_a_strict_majority_whatever_the_tie_policy(ties):
+    assert vote([V(True), V(True), V(False)], ties) is True
+    assert vote([V(True), V(False), V(False)], ties) is False
+
+
+def test_vote_rejects_no_verdicts_and_unknown_tie_policy():
+    with pytest.raises(ValueError, match="at least one"):
+        vote([])
+    with pytest.raises(ValueError, match="tie policy 'maybe'"):
+        vote([V(True)], "maybe")
+
+
+# ---------------------------------------------------------------- judge_claim (attribution)
+
+def test_attribution_is_the_supported_unit_with_the_highest_mean_score():
+    # Three units, two verifiers. Unit 0: both support, mean 0.7. Unit 1: only one supports
+    # (a split, unsupported under the default policy) although its mean is highest, 0.9.
+    # Unit 2: both support, mean 0.8 → the attribution.
+    verdicts = {"lexical": [V(True, 0.6), V(True, 1.0), V(True, 0.8)],
+                "embedding": [V(True, 0.8, "embedding"), V(False, 0.8, "embedding"), V(True, 0.8, "embedding")]}
+    result = judge_claim(claim("c"), verdicts)
+    assert result.supported is True
+    assert result.unit_votes == [True, False, True]
+    assert result.best_unit == 2
+    assert result.best_score == pytest.approx(0.8)
+    assert result.verdicts == verdicts                 # each verifier's own verdicts are kept
+    # Under the "supported" tie policy unit 1 votes yes, and its mean 0.9 wins.
+    assert judge_claim(claim("c"), verdicts, ties="supported").best_unit == 1
+
+
+def test_attribution_ties_go_to_the_earlier_unit():
+    verdicts = {"lexical": [V(False, 0.9), V(True, 0.75), V(True, 0.75)]}
+    result = judge_claim(claim("c"), verdicts)
+    assert (result.best_unit, result.best_score) == (1, 0.75)
+
+
+def test_unsupported_claim_has_no_attribution():
+    result = judge_claim(claim("c"), {"lexical": [V(False, 0.5), V(False, 0.2)]})
+    assert (result.supported, result.best_unit, result.best_score) == (False, None, None)
+    assert result.unit_votes == [False, False]
+
+
+def test_no_units_means_unsupported():
+    result = judge_claim(claim("c"), {"lexical": [], "embedding": []})
+    assert (result.supported, result.best_unit, result.unit_votes) == (False, None, [])
+
+
+def test_judge_claim_rejects_ragged_or_empty_verdicts():
+    with pytest.raises(ValueError, match="different numbers of units"):
+        judge_claim(claim("c"), {"lexical": [V(True)], "embedding": []})
+    with pytest.raises(ValueError, match="at least one verifier"):
+        judge_claim(claim("c"), {})
+
+
+# ---------------------------------------------------------------- summarize
+
+def results(*pairs: tuple[str, bool]) -> list[ClaimResult]:
+    return [judge_claim(claim(text), {"lexical": [V(ok)]}) for text, ok in pairs]
+
+
+def test_summarize_worked_example_six_claims_four_supported():
+    answer = "红烧肉要先焯水。再炒糖色。加生抽。加老抽。小火炖一小时。最后撒葱花。"
+    rs = results(("红烧肉要先焯水。", True), ("再炒糖色", True), ("加生抽", False),
+                 ("加老抽", True), ("小火炖一小时", False), ("最后撒葱花", True))
+    out = summarize(answer, rs)
+    assert out.support_ratio == pytest.approx(4 / 6)          # 0.667
+    assert [c.text for c in out.unsupported] == ["加生抽", "小火炖一小时"]
+    assert out.rejected is False
+    # CJK answer → "；" joiner; the trailing "。" of the first claim is dropped before joining.
+    assert out.filtered_answer == "红烧肉要先焯水；再炒糖色；加老抽；最后撒葱花"
+    assert out.claims == rs
+
+    rejected = summarize(answer, rs, reject_below=0.7)         # 0.667 < 0.7
+    assert (rejected.rejected, rejected.filtered_answer) == (True, None)
+    assert rejected.support_ratio == pytest.approx(4 / 6)
+    assert len(rejected.unsupported) == 2
+
+
+def test_summarize_english_joiner_and_explicit_joiner():
+    rs = results(("Tom Hanks starred in Forrest Gump.", True), ("It won six Oscars", True), ("It flopped", False))
+    answer = "Tom Hanks starred in Forrest Gump. It won six Oscars, but it flopped."
+    assert summarize(answer, rs).filtered_answer == "Tom Hanks starred in Forrest Gump; It won six Oscars"
+    explicit = summarize(answer, rs, joiner=" | ").filtered_answer
+    assert explicit == "Tom Hanks starred in Forrest Gump | It won six Oscars"
+
+
+def test_summarize_no_claims_is_neither_supported_nor_rejected():
+    out = summarize("", [])
+    assert (out.support_ratio, out.rejected, out.filtered_answer, out.unsupported) == (None, False, None, [])
+
+
+def test_summarize_threshold_is_inclusive():
+    rs = results(("A", True), ("B", False))
+    assert summarize("A. B.", rs, reject_below=0.5).rejected is False     # 0.5 is not below 0.5
+    assert summarize("A. B.", rs, reject_below=0.51).rejected is True
+
+
+# ---------------------------------------------------------------- lexical
+
+def test_lexical_chinese_claim_covered_by_unit():
+    # Claim bigrams (10 characters → 9): 感冒 冒的 的症 症状 状包 包括 括流 流鼻 鼻涕.
+    # The unit reads "感冒的常见症状…", so 的症 is missing: it has 8 of the 9. 8/9 ≈ 0.889 ≥ 0.6.
+    assert len(lexical_tokens("感冒的症状包括流鼻涕")) == 9
+    [verdict] = LexicalVerifier().verify("感冒的症状包括流鼻涕", [COLD])
+    assert verdict == Verdict("lexical", True, pytest.approx(8 / 9))
+
+
+def test_lexical_chinese_claim_not_in_unit():
+    # 患者 者应 应该 该多 多喝 喝水: none occurs in the unit.
+    [verdict] = LexicalVerifier().verify("患者应该多喝水", [COLD])
+    assert (verdict.supported, verdict.score) == (False, 0.0)
+
+
+def test_lexical_punctuation_breaks_bigrams():
+    # "、" separates 流鼻涕 and 咳嗽, so "涕咳" is no token of the unit.
+    assert "涕咳" not in lexical_tokens(COLD)
+    assert lexical_score("鼻涕咳嗽", COLD) == pytest.approx(2 / 3)     # 鼻涕, 咳嗽 of 鼻涕 涕咳 咳嗽
+
+
+def test_lexical_metaqa_triple():
+    unit = "Forrest Gump | starred_actors | Tom Hanks"
+    assert lexical_tokens(unit) == {"forrest", "gump", "starred", "actors", "tom", "hanks"}
+    [verdict] = LexicalVerifier().verify("Tom Hanks", [unit])
+    assert (verdict.supported, verdict.score) == (True, 1.0)
+    # Stopwords do not count: {tom, hanks, starred, forrest, gump} are all in the unit.
+    assert lexical_score("Tom Hanks starred in the Forrest Gump", unit) == 1.0
+    # Coverage of the claim, not of the unit: {tom, hanks, forrest, gump} of {tom, hanks, directed, forrest, gump}.
+    assert lexical_score("Tom Hanks directed Forrest Gump", unit) == pytest.approx(4 / 5)
+
+
+def test_lexical_threshold_and_empty_claim():
+    unit = "Forrest Gump | directed_by | Robert Zemeckis"
+    # {forrest, gump, starred, tom, hanks} ∩ unit = {forrest, gump}: 2/5 = 0.4.
+    assert [v.supported for v in LexicalVerifier(0.4).verify("Tom Hanks starred Forrest Gump", [unit])] == [True]
+    assert [v.supported for v in LexicalVerifier(0.41).verify("Tom Hanks starred Forrest Gump", [unit])] == [False]
+    assert LexicalVerifier().verify("。。。 the of", [unit]) == [Verdict("lexical", False, 0.0)]
+    assert LexicalVerifier().verify("anything", []) == []
+
+
+# ---------------------------------------------------------------- llm_judge
+
+@dataclass
+class Reply:
+    text: str
+
+
+class ScriptedLLM:
+    """Returns the scripted outputs in order and records every call."""
+
+    def __init__(self, *outputs: str):
+        self.outputs = list(outputs)
+        self.calls: list[dict] = []
+
+    def ask(self, messages, *, max_tokens, schema=None, temperature=0.0):
+        self.calls.append({"messages": messages, "max_tokens": max_tokens, "schema": schema})
+        return Reply(self.outputs.pop(0))
+
+
+def test_llm_judge_one_call_per_unit_with_the_schema_and_the_texts():
+    llm = ScriptedLLM('{"verdict": "supported"}', '{"verdict":"unsupported"}', "I think so")
+    units = ["Forrest Gump | starred_actors | Tom Hanks", "Forrest Gump | directed_by | Robert Zemeckis", "x"]
+    judge = LLMJudgeVerifier(llm)
+    verdicts = judge.verify("Tom Hanks starred in Forrest Gump", units, question="who starred in Forrest Gump")
+    assert verdicts == [Verdict("llm_judge", True, 1.0), Verdict("llm_judge", False, 0.0),
+                        Verdict("llm_judge", False, 0.0)]       # unparseable → unsupported, score 0
+    assert judge.unparsed == 1
+    assert len(llm.calls) == 3
+    for call, unit in zip(llm.calls, units):
+        assert call["schema"] is JUDGE_SCHEMA and call["max_tokens"] == 12
+        prompt = "\n".join(m["content"] for m in call["messages"])
+        assert "Tom Hanks starred in Forrest Gump" in prompt and unit in prompt
+        assert "Background question (not evidence): who starred in Forrest Gump" in prompt
+    llm = ScriptedLLM("supported")
+    LLMJudgeVerifier(llm).verify("c", ["u"])                  # no question: no background line
+    assert "Background question" not in llm.calls[0]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"verdict": "supported"}', True),
+    ('{"verdict": "unsupported"}', False),
+    ('  {"verdict" : "Supported"}\n', True),
+    ('Answer: {"verdict": "unsupported"} because', False),      # fragment inside chatter
+    ("supported", True),
+    ("Unsupported.", False),
+    ('{"verdict": "maybe"}', None),
+    ('{"verdict": "unsupp', None),                                # cut off by max_tokens
+    ("", None),
+    ("the claim is supported", None),                             # no guessing from prose
+])
+def test_parse_judgement(text, expected):
+    assert parse_judgement(text) is expected
+
+
+# ---------------------------------------------------------------- nli and make_verifiers
+
+def test_nli_status_reasons(tmp_path):
+    ok, reason = nli_status(None)
+    assert not ok and reason.startswith("no --nli-model given")
+    ok, reason = nli_status(str(tmp_path / "missing"))
+    assert not ok and "not a local model directory" in reason
+    ok, reason = nli_status(str(tmp_path))               # a directory, but transformers is not installed here
+    assert (ok, reason) == (False, "the transformers package is not installed")
+
+
+def test_nli_verifier_never_constructs(tmp_path):
+    with pytest.raises(VerifierUnavailable, match="^nli: unavailable — the transformers package is not installed$"):
+        NLIVerifier(str(tmp_path))
+
+
+def test_make_verifiers_builds_in_order():
+    llm = ScriptedLLM()
+    vs = make_verifiers(["llm_judge", "lexical"], llm=llm, lexical_threshold=0.5)
+    assert [v.name for v in vs] == ["llm_judge", "lexical"]
+    assert vs[0].llm is llm and vs[1].threshold == 0.5
+    assert VERIFIERS == ("lexical", "embedding", "llm_judge", "nli")
+
+
+@pytest.mark.parametrize("names, kwargs, error, pattern", [
+    (["lexical", "bleu"], {}, ValueError, r"unknown verifier 'bleu'; choose from lexical, embedding, llm_judge, nli"),
+    ([], {}, ValueError, "no verifiers requested"),
+    (["lexical", "lexical"], {}, ValueError, "'lexical' is listed more than once"),
+    (["embedding"], {}, VerifierUnavailable, "^embedding: no --embedding-model given$"),
+    (["llm_judge"], {}, VerifierUnavailable, "^llm_judge: no LLM given$"),
+    (["lexical", "nli"], {}, VerifierUnavailable, "^nli: unavailable — no --nli-model given"),
+    (["nli"], {"nli_model": "/no/such/dir"}, VerifierUnavailable, "^nli: unavailable — /no/such/dir: not a local"),
+])
+def test_make_verifiers_errors(names, kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        make_verifiers(names, **kwargs)
+    assert issubclass(VerifierUnavailable, ValueError)    # one except clause catches both at the CLI
+
+
+# ---------------------------------------------------------------- embedding (real model)
+
+def test_embedding_verifier_with_the_default_model():
+    verifier = make_verifiers(["embedding"], embedding_model=str(default_model_path()))[0]
+    assert isinstance(verifier, EmbeddingVerifier)
+    text = "Tom Hanks starred in Forrest Gump"
+    units = [text, "红烧肉要先焯水"]
+    same, other = verifier.verify(text, units)
+    assert same.verifier == "embedding"
+    assert same.score == pytest.approx(1.0, abs=1e-3) and same.supported
+    assert 0.0 <= other.score < same.score
+    # The claim and both units were embedded once; a second claim over the same units adds only itself.
+    assert len(verifier._vectors) == 2
+    verifier.verify("Forrest Gump", units)
+    assert len(verifier._vectors) == 3
+
+
+def test_embedding_verifier_missing_or_broken_model(tmp_path):
+    with pytest.raises(ModelError, match="not found"):
+        EmbeddingVerifier(str(tmp_path / "nope.gguf"))
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(default_model_path().read_bytes()[:4096])      # GGUF magic, truncated body
+    verifier = EmbeddingVerifier(str(broken))                          # loading is lazy ...
+    with pytest.raises(ModelError, match="could not load the embedding model"):
+        verifier.verify("c", ["u"])                                    # ... and fails clearly on first use

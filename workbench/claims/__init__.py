@@ -1,0 +1,1 @@
+"""Claim decomposition and atomic verification (DESIGN §6, seed 003)."""

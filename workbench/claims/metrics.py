@@ -1,0 +1,238 @@
+"""RAGChecker-style claim metrics (DESIGN §6, seed 003) over a claim × unit verdict table.
+
+The formulas are those of amazon-science/RAGChecker ``ragchecker/computation.py``, per
+sample (one answer), then averaged over samples. Inputs of one sample, all boolean:
+
+======================  ======  ==========================================  ==================
+field                   shape   true when                                   RAGChecker name
+======================  ======  ==========================================  ==================
+``claim_unit[i, j]``    (I, J)  response claim i is supported by unit j     retrieved2response
+``claim_correct[i]``    (I,)    response claim i is entailed by the gold    answer2response
+``gold_unit[g, j]``     (G, J)  gold answer item g is contained in unit j   retrieved2answer
+``gold_in_response[g]`` (G,)    gold answer item g is entailed by response  response2answer
+``relevant[j]``         (J,)    unit j is on a gold path (optional)         (none)
+======================  ======  ==========================================  ==================
+
+Units j are the shown units (those visible in the evidence window).
+``relevant`` overrides RAGChecker's notion of a relevant unit (one that contains some gold
+item, ``any_g gold_unit[g, j]``) when the gold units are known; without it that notion is
+used. See :data:`FORMULAS` for every metric in one line.
+
+Undefined cases — where we deliberately differ from RAGChecker. RAGChecker returns ``0.``
+whenever an input is empty, which silently drags averages down; here an undefined value is
+``None`` (shown as ``—``) and is left out of the cell mean. The rule is: *a mean over an
+empty set, or a ratio with a zero denominator, is None; a max over an empty set is False*
+(with nothing shown, a claim is supported by nothing). Hence:
+
+* no claims (I = 0): faithfulness, hallucination, self_knowledge, both noise
+  sensitivities and precision are None;
+* claims but no units (J = 0): faithfulness = 0.0, hallucination + self_knowledge = 1
+  (split by ``claim_correct``) and both noise sensitivities = 0.0 — all defined, where
+  RAGChecker's empty-input guard reports 0 for all five; claim_recall = 0.0 if there are gold items;
+* no gold items (G = 0): claim_recall, context_utilization and recall are None, and so
+  are context_precision and — when ``relevant`` is not given — the noise sensitivities,
+  because relevance is defined by gold items;
+* context_utilization is None when no gold item is recalled by the units;
+* context_precision is None with no units;
+* f1 is None if precision or recall is None, and 0.0 when both are 0 (as RAGChecker).
+
+Aggregation. A cell's value is the mean of the per-sample values over the samples where the
+metric is defined (RAGChecker averages per-sample values too), with a 95 % percentile
+bootstrap interval over those samples: one resample-count matrix W (from
+:func:`workbench.metrics.ledger.iter_resample_counts`), means ``W @ v / n``, no Python loop
+over resamples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from workbench.metrics.ledger import iter_resample_counts
+
+__all__ = ["METRICS", "FORMULAS", "SampleClaims", "CellMetric", "sample_metrics", "aggregate"]
+
+METRICS: tuple[str, ...] = (
+    "faithfulness",
+    "hallucination",
+    "self_knowledge",
+    "context_utilization",
+    "noise_sensitivity_relevant",
+    "noise_sensitivity_irrelevant",
+    "claim_recall",
+    "context_precision",
+    "precision",
+    "recall",
+    "f1",
+)
+
+#: One human-readable formula per metric (i: response claims, j: shown units, g: gold items).
+FORMULAS: dict[str, str] = {
+    "faithfulness": "mean_i faithful_i, faithful_i = any_j claim_unit[i,j]",
+    "hallucination": "mean_i (not faithful_i and not correct_i)",
+    "self_knowledge": "mean_i (not faithful_i and correct_i)",
+    "context_utilization": "#{g: recalled_g and in_response_g} / #{g: recalled_g}, "
+                           "recalled_g = any_j gold_unit[g,j]",
+    "noise_sensitivity_relevant": "mean_i (rel_faithful_i and not correct_i), "
+                                  "rel_faithful_i = any_j (relevant_j and claim_unit[i,j])",
+    "noise_sensitivity_irrelevant": "mean_i (irr_faithful_i and not rel_faithful_i and not "
+                                    "correct_i), irr_faithful_i = any_j (not relevant_j and "
+                                    "claim_unit[i,j])",
+    "claim_recall": "mean_g recalled_g (gold items contained in some shown unit)",
+    "context_precision": "mean_j any_g gold_unit[g,j] (shown units containing some gold item)",
+    "precision": "mean_i correct_i (response claims entailed by the gold answer)",
+    "recall": "mean_g in_response_g (gold items entailed by the response)",
+    "f1": "2·precision·recall / (precision + recall); 0 if both are 0",
+}
+
+
+def _bool_array(name: str, value: object, ndim: int) -> np.ndarray:
+    """``value`` as a read-only boolean array of ``ndim`` dimensions (0/1 numbers accepted)."""
+    arr = np.asarray(value)
+    if arr.ndim != ndim:
+        raise ValueError(f"SampleClaims.{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.dtype != np.bool_:
+        # An empty list arrives as float64; anything non-numeric or not 0/1 is a caller bug.
+        if arr.dtype.kind not in "biuf" or (arr.size and not np.isin(arr, (0, 1)).all()):
+            raise ValueError(
+                f"SampleClaims.{name} must be boolean (or 0/1), got dtype {arr.dtype}"
+            )
+    arr = arr.astype(np.bool_, copy=True)
+    arr.flags.writeable = False  # the dataclass is frozen; so are its arrays
+    return arr
+
+
+@dataclass(frozen=True)
+class SampleClaims:
+    """The verdict table of one sample (one answer); see the module doc for the fields."""
+
+    claim_unit: np.ndarray
+    claim_correct: np.ndarray
+    gold_unit: np.ndarray
+    gold_in_response: np.ndarray
+    relevant: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise the fields once, here
+        set_(self, "claim_unit", _bool_array("claim_unit", self.claim_unit, 2))
+        set_(self, "claim_correct", _bool_array("claim_correct", self.claim_correct, 1))
+        set_(self, "gold_unit", _bool_array("gold_unit", self.gold_unit, 2))
+        set_(self, "gold_in_response", _bool_array("gold_in_response", self.gold_in_response, 1))
+        if self.relevant is not None:
+            set_(self, "relevant", _bool_array("relevant", self.relevant, 1))
+        n_claims, n_units = self.claim_unit.shape
+        n_gold = self.gold_unit.shape[0]
+        expected = {
+            "claim_correct": (self.claim_correct.shape, (n_claims,)),
+            "gold_unit": (self.gold_unit.shape, (n_gold, n_units)),
+            "gold_in_response": (self.gold_in_response.shape, (n_gold,)),
+        }
+        if self.relevant is not None:
+            expected["relevant"] = (self.relevant.shape, (n_units,))
+        for name, (got, want) in expected.items():
+            if got != want:
+                raise ValueError(
+                    f"SampleClaims.{name} has shape {got}, expected {want} "
+                    f"({n_claims} claims, {n_units} units, {n_gold} gold items)"
+                )
+
+
+def _mean(x: np.ndarray) -> float | None:
+    """Mean of a boolean vector; None over an empty set."""
+    return float(np.mean(x)) if x.size else None
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return float(num) / float(den) if den else None
+
+
+def _f1(p: float | None, r: float | None) -> float | None:
+    if p is None or r is None:
+        return None
+    return 0.0 if p + r == 0 else 2.0 * p * r / (p + r)
+
+
+def sample_metrics(s: SampleClaims) -> dict[str, float | None]:
+    """Every metric of :data:`METRICS` for one sample; ``None`` = undefined (module doc)."""
+    n_gold = s.gold_unit.shape[0]
+    # np.any over an empty axis is False: with no units shown, no claim is supported.
+    faithful = s.claim_unit.any(axis=1)
+    correct = s.claim_correct
+    recalled = s.gold_unit.any(axis=1)  # gold item g is in some shown unit
+    useful = s.gold_unit.any(axis=0)  # unit j contains some gold item
+    relevant = useful if s.relevant is None else s.relevant
+    relevance_known = s.relevant is not None or n_gold > 0
+    rel_faithful = (s.claim_unit & relevant).any(axis=1)
+    # RAGChecker makes the two kinds exclusive: a claim backed by any relevant unit is "relevant".
+    irr_faithful = (s.claim_unit & ~relevant).any(axis=1) & ~rel_faithful
+    precision = _mean(correct)
+    recall = _mean(s.gold_in_response)
+    return {
+        "faithfulness": _mean(faithful),
+        "hallucination": _mean(~faithful & ~correct),
+        "self_knowledge": _mean(~faithful & correct),
+        "context_utilization": _ratio(int(np.sum(recalled & s.gold_in_response)),
+                                      int(np.sum(recalled))),
+        "noise_sensitivity_relevant": _mean(rel_faithful & ~correct) if relevance_known else None,
+        "noise_sensitivity_irrelevant": _mean(irr_faithful & ~correct) if relevance_known else None,
+        "claim_recall": _mean(recalled),
+        "context_precision": _mean(useful) if n_gold else None,
+        "precision": precision,
+        "recall": recall,
+        "f1": _f1(precision, recall),
+    }
+
+
+@dataclass
+class CellMetric:
+    """A metric over a cell: ``n`` samples where it is defined, their mean and 95 % interval."""
+
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+def _bootstrap_mean(values: np.ndarray, resamples: int, seed: int, alpha: float) -> CellMetric:
+    n = len(values)
+    if n == 0:
+        return CellMetric(0, None, None, None)
+    mean = float(np.mean(values))
+    if n < 2 or resamples == 0:  # one sample has no spread to resample
+        return CellMetric(n, mean, None, None)
+    boot = np.empty(resamples, dtype=np.float64)
+    for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
+        boot[start : start + w.shape[0]] = w @ values / n
+    low, high = np.percentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    # Round-off can put the mean a hair outside a degenerate (constant-values) interval.
+    return CellMetric(n, mean, float(min(low, mean)), float(max(high, mean)))
+
+
+def aggregate(
+    per_sample: Sequence[dict[str, float | None]],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    names: Sequence[str] = METRICS,
+) -> dict[str, CellMetric]:
+    """Each metric of ``names`` (default :data:`METRICS`) over a cell of samples (outputs of :func:`sample_metrics`).
+
+    The value is the mean over the samples where the metric is defined (a missing key counts
+    as undefined); the interval is a percentile bootstrap over those samples, reproducible
+    from ``seed``. Fewer than 2 defined samples, or ``resamples=0``, give no interval.
+    """
+    if isinstance(resamples, bool) or int(resamples) != resamples or resamples < 0:
+        raise ValueError(f"resamples must be a non-negative integer, got {resamples!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    out: dict[str, CellMetric] = {}
+    for name in names:
+        defined = [d[name] for d in per_sample if d.get(name) is not None]
+        values = np.array(defined, dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"metric {name!r} has a non-finite value; use None for undefined")
+        out[name] = _bootstrap_mean(values, int(resamples), seed, alpha)
+    return out

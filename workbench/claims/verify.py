@@ -1,0 +1,295 @@
+"""Verifiers: one :class:`~workbench.claims.types.Verdict` per (claim, context unit) (DESIGN §6).
+
+Every verifier has a ``name`` and ``verify(claim, units, *, question="") -> list[Verdict]``,
+one verdict per unit, in the units' order. Aggregation across verifiers is in
+:mod:`workbench.claims.vote`.
+
+- ``lexical``: a token-overlap entailment proxy, see :func:`lexical_score`.
+- ``embedding``: cosine similarity of mean-pooled llama.cpp embeddings (a GGUF the user names).
+- ``llm_judge``: one grammar-constrained yes/no call to the local model per (claim, unit).
+- ``nli``: a slot for a local NLI model. No NLI runtime is wired: see :func:`nli_status`.
+
+Nothing here ever downloads a model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from workbench.claims.types import LLM, Verdict
+from workbench.models.base import ModelError
+from workbench.retrieval.text import tokenize
+
+VERIFIERS = ("lexical", "embedding", "llm_judge", "nli")
+
+# Function words only: they would let any two English sentences "overlap".
+LEXICAL_STOPWORDS = frozenset("a an the of is are was were to in on for and or by with as at it its".split())
+
+
+class VerifierUnavailable(ValueError):
+    """A requested verifier cannot be built (missing model option, missing runtime)."""
+
+
+class Verifier(Protocol):
+    name: str
+
+    def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
+        """One verdict per unit, in the units' order."""
+        ...
+
+
+# ---------------------------------------------------------------- lexical
+
+def lexical_tokens(text: str) -> set[str]:
+    """The content tokens of ``text`` as a set: CJK character bigrams plus Latin/digit words.
+
+    NFKC, lower-case; punctuation and symbols (``|`` included) become spaces so that they
+    separate tokens (a CJK bigram never spans ``、`` or ``。``); ``_`` separates words
+    (``starred_actors`` → ``starred``, ``actors``); a lone CJK character is a unigram;
+    :data:`LEXICAL_STOPWORDS` are dropped.
+
+    >>> sorted(lexical_tokens("Forrest Gump | starred_actors | Tom Hanks"))
+    ['actors', 'forrest', 'gump', 'hanks', 'starred', 'tom']
+    >>> sorted(lexical_tokens("多喝水。"))
+    ['喝水', '多喝']
+    """
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in text)
+    return {t for t in tokenize(text, "bigram") if t not in LEXICAL_STOPWORDS}
+
+
+def lexical_score(claim: str, unit: str) -> float:
+    """Coverage of the claim by the unit: ``|claim ∩ unit| / |claim|`` over :func:`lexical_tokens`.
+
+    Asymmetric on purpose (entailment-like): the unit must contain the claim's content, while
+    extra content in the unit costs nothing. A claim without tokens scores 0.
+    """
+    claim_tokens = lexical_tokens(claim)
+    if not claim_tokens:
+        return 0.0
+    return len(claim_tokens & lexical_tokens(unit)) / len(claim_tokens)
+
+
+class LexicalVerifier:
+    """Supported when :func:`lexical_score` is at least ``threshold``."""
+
+    name = "lexical"
+
+    def __init__(self, threshold: float = 0.6):
+        self.threshold = threshold
+
+    def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
+        """One verdict per unit; ``question`` is not used (the claim alone must be covered)."""
+        claim_tokens = lexical_tokens(claim)
+        out = []
+        for unit in units:
+            score = len(claim_tokens & lexical_tokens(unit)) / len(claim_tokens) if claim_tokens else 0.0
+            out.append(Verdict(self.name, bool(claim_tokens) and score >= self.threshold, score))
+        return out
+
+
+# ---------------------------------------------------------------- embedding
+
+class EmbeddingVerifier:
+    """Cosine similarity of mean-pooled llama.cpp embeddings; supported when ≥ ``threshold``.
+
+    ``model_path`` is resolved like every model option (``default`` or a GGUF path); a missing
+    or non-GGUF file raises :class:`ModelError` at once, an unloadable one on first use. The
+    model is loaded once, on first use. Vectors are cached by text, since the same units
+    recur across the claims of an answer. The score is the cosine clipped to ``[0, 1]``
+    (a negative cosine is no support at all). Texts past the context are truncated.
+    """
+
+    name = "embedding"
+
+    def __init__(self, model_path: str, threshold: float = 0.75, *, n_ctx: int = 512):
+        from workbench.models.locate import resolve_model
+
+        self.model_path = str(resolve_model(model_path))
+        self.threshold = threshold
+        self.n_ctx = n_ctx
+        self._llm = None
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def _model(self):
+        if self._llm is None:
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise ModelError(f"{self.model_path}: llama-cpp-python is not installed ({exc})") from exc
+            try:
+                self._llm = llama_cpp.Llama(model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
+                                            verbose=False, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelError(f"{self.model_path}: llama.cpp could not load the embedding model ({exc})") from exc
+        return self._llm
+
+    def vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Unit-length vectors of ``texts``; only texts not seen before are embedded."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            for text, vec in zip(missing, self._model().embed(missing, truncate=True)):
+                v = np.asarray(vec, dtype=np.float32)
+                norm = float(np.linalg.norm(v))
+                self._vectors[text] = v / norm if norm else v
+        return [self._vectors[t] for t in texts]
+
+    def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
+        """One verdict per unit; ``question`` is not used."""
+        if not units:
+            return []
+        claim_vec, *unit_vecs = self.vectors([claim, *units])
+        out = []
+        for vec in unit_vecs:
+            score = min(1.0, max(0.0, float(claim_vec @ vec)))
+            out.append(Verdict(self.name, score >= self.threshold, score))
+        return out
+
+
+# ---------------------------------------------------------------- llm_judge
+
+JUDGE_SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string", "enum": ["supported", "unsupported"]}},
+                "required": ["verdict"]}
+
+_JUDGE_SYSTEM = (
+    "You check a claim against one line of evidence. Decide only from the evidence: ignore what you "
+    "know yourself. The claim is supported only if the evidence states it or directly implies it. "
+    'Reply with JSON: {"verdict": "supported"} or {"verdict": "unsupported"}.'
+)
+_VERDICT_RE = re.compile(r'"verdict"\s*:\s*"(supported|unsupported)"', re.IGNORECASE)
+
+
+def judge_messages(claim: str, unit: str, question: str = "") -> list[dict[str, str]]:
+    """The chat messages of one judge call: the question as background, the evidence, the claim."""
+    parts = []
+    if question:
+        parts.append(f"Background question (not evidence): {question}")
+    parts.append(f"Evidence: {unit}")
+    parts.append(f"Claim: {claim}")
+    parts.append("Does the evidence alone support the claim?")
+    return [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def parse_judgement(text: str) -> bool | None:
+    """``True`` for supported, ``False`` for unsupported, ``None`` when the output says neither.
+
+    Accepts the schema's JSON, a ``"verdict": "..."`` fragment inside other text, or the bare word.
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("verdict"), str):
+        word = data["verdict"].strip().lower()
+    else:
+        m = _VERDICT_RE.search(text or "")
+        word = m.group(1).lower() if m else (text or "").strip().strip("\"'.。").lower()
+    return {"supported": True, "unsupported": False}.get(word)
+
+
+class LLMJudgeVerifier:
+    """One ``llm.ask`` per (claim, unit), constrained by :data:`JUDGE_SCHEMA`.
+
+    Score 1.0 for supported, 0.0 for unsupported. An output that :func:`parse_judgement`
+    cannot read (e.g. cut off by ``max_tokens``) counts as unsupported with score 0.0: the
+    judge did not vouch for the claim. ``unparsed`` counts those outputs.
+    """
+
+    name = "llm_judge"
+
+    def __init__(self, llm: LLM, max_tokens: int = 12):
+        self.llm = llm
+        self.max_tokens = max_tokens
+        self.unparsed = 0
+
+    def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
+        """One judge call per unit (served from the generation cache when already made)."""
+        out = []
+        for unit in units:
+            call = self.llm.ask(judge_messages(claim, unit, question), max_tokens=self.max_tokens,
+                                schema=JUDGE_SCHEMA)
+            verdict = parse_judgement(call.text)
+            if verdict is None:
+                self.unparsed += 1
+            out.append(Verdict(self.name, bool(verdict), 1.0 if verdict else 0.0))
+        return out
+
+
+# ---------------------------------------------------------------- nli
+
+def nli_status(model_path: str | None) -> tuple[bool, str]:
+    """Whether an NLI verifier could run: ``(available, reason)``.
+
+    Available only when ``model_path`` names an existing local directory and ``transformers``
+    can be imported. Nothing is ever downloaded, so a model name is not enough.
+    """
+    if not model_path:
+        return False, "no --nli-model given (a local model directory is needed; nothing is downloaded)"
+    path = Path(model_path).expanduser()
+    if not path.is_dir():
+        return False, f"{path}: not a local model directory"
+    if importlib.util.find_spec("transformers") is None:
+        return False, "the transformers package is not installed"
+    return True, f"{path}: local model directory and transformers found"
+
+
+class NLIVerifier:
+    """The ``nli`` slot. Construction always raises :class:`VerifierUnavailable`.
+
+    No NLI runtime is wired into the workbench: this machine has neither an NLI model nor
+    ``transformers``, and an inference path that was never run would be untested code. When
+    :func:`nli_status` reports a usable model the error says so, rather than pretending to verify.
+    """
+
+    name = "nli"
+
+    def __init__(self, model_path: str | None):
+        available, reason = nli_status(model_path)
+        if not available:
+            raise VerifierUnavailable(f"nli: unavailable — {reason}")
+        raise VerifierUnavailable("nli: a local NLI model was found but no runtime is wired yet")
+
+
+# ---------------------------------------------------------------- factory
+
+def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_model: str | None = None,
+                   nli_model: str | None = None, lexical_threshold: float = 0.6,
+                   embedding_threshold: float = 0.75) -> list:
+    """Build the named verifiers, in order.
+
+    Raises ``ValueError`` for an unknown or repeated name (a repeat would count twice in the
+    vote) or an empty list, and :class:`VerifierUnavailable` when ``embedding`` has no model,
+    ``llm_judge`` no LLM, or ``nli`` no usable local model. Every name is checked before any
+    verifier is built.
+    """
+    names = list(names)
+    if not names:
+        raise ValueError(f"no verifiers requested; choose from {', '.join(VERIFIERS)}")
+    for name in names:
+        if name not in VERIFIERS:
+            raise ValueError(f"unknown verifier {name!r}; choose from {', '.join(VERIFIERS)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"verifier {repeated[0]!r} is listed more than once")
+    if "embedding" in names and not embedding_model:
+        raise VerifierUnavailable("embedding: no --embedding-model given")
+    if "llm_judge" in names and llm is None:
+        raise VerifierUnavailable("llm_judge: no LLM given")
+    if "nli" in names:
+        NLIVerifier(nli_model)      # always raises for now (see NLIVerifier): fail before loading anything
+    out = []
+    for name in names:
+        if name == "lexical":
+            out.append(LexicalVerifier(lexical_threshold))
+        elif name == "embedding":
+            out.append(EmbeddingVerifier(embedding_model, embedding_threshold))
+        elif name == "llm_judge":
+            out.append(LLMJudgeVerifier(llm))
+    return out

@@ -1,0 +1,224 @@
+"""Verbs for claim verification: claims run / report / show / check (DESIGN §6)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _store(args):
+    from workbench.cli import _store as store
+
+    return store(args)
+
+
+def _emit_json(obj) -> None:
+    from workbench.cli import _emit_json as emit
+
+    emit(obj)
+
+
+def _config(args):
+    from workbench.claims.runner import ClaimsConfig
+
+    config = ClaimsConfig(decomposer=args.decomposer, verifiers=tuple(v for v in args.verifiers.split(",") if v),
+                          ties=args.ties, reject_below=args.reject_below, lexical_threshold=args.lexical_threshold,
+                          embedding_threshold=args.embedding_threshold, long_clause=args.long_clause,
+                          model=args.model, embedding_model=args.embedding_model, nli_model=args.nli_model)
+    config.validate()
+    return config
+
+
+def cmd_claims_run(args) -> int:
+    from workbench.claims.runner import run_claims
+    from workbench.models.cached import default_llm
+    from workbench.progress import ProgressBar, StopOnSigint
+    from workbench.store.queries import get_run
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    config = _config(args)
+    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
+        if config.needs_llm else None
+    bar = ProgressBar("claims")
+
+    def show(done, total, report):
+        bar(done, total, None, f" · {report.claims} claims" + (f", {report.errors} errors" if report.errors else ""))
+
+    with StopOnSigint() as interrupt:
+        try:
+            report = run_claims(store, run, config, cells=args.cell, limit=args.limit, llm=llm,
+                                retry_errors=args.retry_errors, stop=interrupt.stop,
+                                progress=None if args.json else show)
+        finally:
+            if llm is not None:
+                llm.close()
+    if args.json:
+        _emit_json({"config": config, "report": report})
+    else:
+        if report.jobs == 0:
+            print(f"claims {run.name} (claim run {report.claim_run}): nothing to do", file=sys.stderr)
+        else:
+            print(f"claims {run.name} (claim run {report.claim_run}): {report.done:,} of {report.jobs:,} answers "
+                  f"verified in {report.seconds:,.1f}s: {report.claims:,} claims, {report.model_calls:,} model calls, "
+                  f"{report.cache_hits:,} from the cache, {report.errors:,} errors"
+                  + (" (stopped early; run it again to continue)" if report.stopped else ""), file=sys.stderr)
+        for line in report.error_samples:
+            print(f"  error: {line}", file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nThe claim run stays resumable: fix the model, then run it again "
+              "with --retry-errors.", file=sys.stderr)
+        return 1
+    return 130 if report.stopped else 0
+
+
+def cmd_claims_report(args) -> int:
+    from workbench.claims.metrics import FORMULAS, METRICS
+    from workbench.claims.report import claim_runs, claims_by_cell
+    from workbench.store.queries import get_run
+    from workbench.tables import fmt_estimate, table
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    runs = claim_runs(store, run)
+    if not runs:
+        raise ValueError(f"run {run.name!r} has no claim run yet (`workbench claims run {run.name}`)")
+    info = next((r for r in runs if r.id == args.claim_run), None) if args.claim_run else runs[0]
+    if info is None:
+        raise ValueError(f"--claim-run: {args.claim_run} is not a claim run of {run.name!r} "
+                         f"(it has {', '.join(str(r.id) for r in runs)})")
+    by_cell = claims_by_cell(store, run, info.id, resamples=args.resamples, seed=args.seed)
+    names = ("support_ratio", *METRICS)
+    if args.json:
+        _emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
+                    "cells": by_cell})
+        return 0
+    cfg = info.config
+    print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "
+          f"(ties → {cfg['ties']}) · {info.done:,} of {info.jobs:,} answers, {info.claims:,} claims · "
+          f"95% bootstrap CI over samples")
+    cells = sorted(by_cell)
+    print(table(["metric", "", ""] + cells,
+                [[n, "", ""] + [fmt_estimate(_est(by_cell[c].get(n))) for c in cells] for n in names]))
+    print("\n" + "\n".join(f"  {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
+    return 0
+
+
+def _est(metric):
+    from workbench.metrics.ledger import Estimate
+
+    return Estimate(None, None, None) if metric is None else Estimate(metric.mean, metric.low, metric.high)
+
+
+def cmd_claims_show(args) -> int:
+    from workbench.claims.report import answer_claims
+    from workbench.runs.report import first_cell
+    from workbench.store.queries import get_run, sample_sid
+
+    store = _store(args)
+    run = get_run(store, args.run)
+    cell = args.cell or first_cell(store, run)
+    sid = sample_sid(store, run.dataset_id, args.sample)
+    detail = answer_claims(store, run, cell, sid)
+    if detail is None:
+        raise ValueError(f"sample {args.sample!r} in cell {cell} has no verified claims "
+                         f"(`workbench claims run {run.name} --cell {cell}`)")
+    if args.json:
+        _emit_json(detail)
+        return 0
+    print(_render_claims(detail))
+    return 0
+
+
+def _render_claims(detail: dict) -> str:
+    ratio = detail["support_ratio"]
+    lines = [f"support {'—' if ratio is None else f'{ratio:.3f}'} ({detail['n_supported']} of "
+             f"{detail['n_claims']} claims)" + (" · rejected" if detail["rejected"] else "")]
+    for c in detail["claims"]:
+        mark = "✔ supported  " if c["supported"] else "✘ unsupported"
+        votes = ", ".join(f"{v} {'yes' if x['supported'] else 'no'} {x['score']:.2f}"
+                          for v, x in c["verifiers"].items())
+        lines.append(f"{c['idx'] + 1}. {mark} {c['text']}   [{votes}]")
+        if c["best_unit"]:
+            b = c["best_unit"]
+            lines.append(f"     ← [{b['label']}] {' '.join(b['text'].split())[:160]}")
+    if detail["filtered_answer"]:
+        lines.append(f"filtered answer: {detail['filtered_answer']}")
+    return "\n".join(lines)
+
+
+def cmd_claims_check(args) -> int:
+    """Decompose and verify one answer against a given context (units of a dataset, a document, or text)."""
+    from workbench.claims.check import check_answer, context_units
+
+    store = _store(args)
+    config = _config(args)
+    labels, texts = context_units(store, dataset=args.dataset, doc=args.doc, units=args.units, texts=args.context)
+    result = check_answer(store, args.answer, labels, texts, config, question=args.question or "",
+                          threads=args.threads)
+    if args.json:
+        _emit_json(result)
+        return 0
+    print(f"{len(result['claims'])} claims from {len(labels)} context units in {result['seconds']:.1f}s "
+          f"({result['model_calls']} model calls, {result['cache_hits']} cached)")
+    print(_render_claims(result))
+    return 0
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    """Add ``claims run|report|show|check`` to the CLI."""
+    from workbench.claims.decompose import DECOMPOSERS
+    from workbench.claims.vote import TIES
+
+    verify = argparse.ArgumentParser(add_help=False)
+    verify.add_argument("--decomposer", choices=DECOMPOSERS, default="hybrid", help="claim decomposer (default hybrid)")
+    verify.add_argument("--verifiers", default="lexical,llm_judge",
+                        help="comma list of lexical,embedding,llm_judge,nli (default lexical,llm_judge)")
+    verify.add_argument("--ties", choices=TIES, default="unsupported",
+                        help="a tied vote between verifiers counts as (default unsupported)")
+    verify.add_argument("--reject-below", type=float, default=0.5,
+                        help="reject an answer whose support ratio is below this (default 0.5)")
+    verify.add_argument("--lexical-threshold", type=float, default=0.6, help="lexical coverage for support (0.6)")
+    verify.add_argument("--embedding-threshold", type=float, default=0.75, help="cosine for support (0.75)")
+    verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
+    verify.add_argument("--model", default="default", help="GGUF of the LLM decomposer and judge (default SmolLM2)")
+    verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")
+    verify.add_argument("--nli-model", help="local NLI model for the nli verifier (never downloaded)")
+    verify.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    verify.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("claims", parents=[common], help="claim decomposition and atomic verification")
+    psub = p.add_subparsers(dest="claims_verb", metavar="VERB", required=True)
+    q = psub.add_parser("run", parents=[common, verify],
+                        help="decompose and verify every finished answer of a run (resumable, cached)")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--cell", action="append", help="only this cell (repeatable), e.g. k5-b128-linear")
+    q.add_argument("--limit", type=int, help="only the first N samples")
+    q.add_argument("--retry-errors", action="store_true", help="also redo answers whose verification failed")
+    q.set_defaults(func=cmd_claims_run)
+
+    q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95% CIs")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--claim-run", type=int, help="claim run id (default: the latest)")
+    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_claims_report)
+
+    q = psub.add_parser("show", parents=[common], help="the claims of one answer: verdicts and attribution")
+    q.add_argument("run", help="run name")
+    q.add_argument("sample", help="sample id")
+    q.add_argument("--cell", help="cell id (default: the run's first)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_claims_show)
+
+    q = psub.add_parser("check", parents=[common, verify],
+                        help="decompose and verify one answer against a document, units or text")
+    q.add_argument("answer", help="the answer text to verify")
+    q.add_argument("--dataset", help="dataset holding the context (with --doc or --units)")
+    q.add_argument("--doc", help="a corpus document id (its chunks are the context), e.g. dishes/meat_dish/红烧肉.md")
+    q.add_argument("--units", help="comma list of unit labels, e.g. C12,C13 or T5")
+    q.add_argument("--context", action="append", help="a context passage (repeatable)")
+    q.add_argument("--question", help="the question, shown to the judge as background")
+    q.set_defaults(func=cmd_claims_check)

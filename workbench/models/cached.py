@@ -1,0 +1,89 @@
+"""One cached LLM call, for the multi-step pipelines (claims, SearChain, dedup judge).
+
+Runs cache whole jobs; a pipeline makes several calls per item, and an interrupted item
+must not pay again for the calls it already made. Every call goes through the same
+content-addressed ``generations`` table as runs (key: model sha256, chat template, exact
+prompt, sampling, schema) and is committed on its own, so a kill between two calls of one
+item loses nothing and a resume replays the finished calls from the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from workbench.models.base import Backend, Sampling
+from workbench.store.db import Store, utcnow
+
+
+@dataclass(frozen=True)
+class Call:
+    """The outcome of one cached call."""
+
+    text: str
+    key: str
+    cached: bool            # True when served from the cache, False when the model ran
+    seconds: float          # the model's time when it ran (the original time on a cache hit)
+
+
+class CachedLLM:
+    """A backend wrapped with the store's generation cache.
+
+    The backend is built on first use (``factory``), so a command with nothing left to do
+    (every item finished) never loads a model.
+    """
+
+    def __init__(self, store: Store, factory, *, seed: int = 0):
+        self.store = store
+        self._factory = factory
+        self._backend: Backend | None = None
+        self.seed = seed
+        self.model_calls = 0
+        self.cache_hits = 0
+        self._lock = threading.Lock()
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = self._factory()
+        return self._backend
+
+    def ask(self, messages: Sequence[dict[str, str]], *, max_tokens: int, schema: dict | None = None,
+            temperature: float = 0.0) -> Call:
+        """Generate (or replay) one completion of ``messages``; commits it before returning."""
+        from workbench.runs.executor import cache_key
+
+        backend = self.backend
+        prompt = backend.render(messages)
+        sampling = Sampling(max_tokens=max_tokens, temperature=temperature, seed=self.seed)
+        key = cache_key(backend.model_id, backend.chat_template, prompt.text, sampling.as_dict(), schema)
+        row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            self.cache_hits += 1
+            return Call(row[0], key, True, row[1])
+        with self._lock:
+            generation = backend.generate(prompt, sampling, schema)
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, backend.model_id, generation.text, generation.prompt_tokens, generation.completion_tokens,
+                 generation.seconds, generation.finish_reason, utcnow()))
+        self.model_calls += 1
+        return Call(generation.text, key, False, generation.seconds)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+
+def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_threads: int | None = None,
+                n_gpu_layers: int = 0, seed: int = 0) -> CachedLLM:
+    """A :class:`CachedLLM` over a llama.cpp GGUF (``default``: SmolLM2-135M), loaded on first use."""
+    from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+
+    gen = GenerationConfig(model=model, n_ctx=n_ctx, seed=seed)
+    return CachedLLM(store, lambda: make_backend(gen, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers),
+                                                 store), seed=seed)
