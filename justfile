@@ -28,11 +28,13 @@ install:
     touch "$stamp"
 
 # Import the sample data, run a K×B sweep with the default local model (SmolLM2-135M, CPU),
-# print the full ledger and both plots. A second `just demo` is served from the cache.
+# verify the answers' claims (hybrid decomposer, lexical + LLM-judge vote), print the full
+# ledger (with faithfulness per cell) and both plots. A second `just demo` is served from the cache.
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
     {{wb}} run metaqa --limit 20 --k 1,2,5,10,20 --budget 32,64,128 --format linear --oracle --shuffles 2 --max-tokens 32 --name demo
+    {{wb}} claims run demo --decomposer hybrid --verifiers lexical,llm_judge
     {{wb}} ledger demo
     {{wb}} plot demo --budget 128
     {{wb}} plot demo --oracle

@@ -75,6 +75,7 @@ def cmd_claims_run(args) -> int:
 def cmd_claims_report(args) -> int:
     from workbench.claims.metrics import FORMULAS, METRICS
     from workbench.claims.report import claim_runs, claims_by_cell
+    from workbench.runs.report import cell_order
     from workbench.store.queries import get_run
     from workbench.tables import fmt_estimate, table
 
@@ -88,7 +89,6 @@ def cmd_claims_report(args) -> int:
         raise ValueError(f"--claim-run: {args.claim_run} is not a claim run of {run.name!r} "
                          f"(it has {', '.join(str(r.id) for r in runs)})")
     by_cell = claims_by_cell(store, run, info.id, resamples=args.resamples, seed=args.seed)
-    names = ("support_ratio", *METRICS)
     if args.json:
         _emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
                     "cells": by_cell})
@@ -97,11 +97,19 @@ def cmd_claims_report(args) -> int:
     print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "
           f"(ties → {cfg['ties']}) · {info.done:,} of {info.jobs:,} answers, {info.claims:,} claims · "
           f"95% bootstrap CI over samples")
-    cells = sorted(by_cell)
-    print(table(["metric", "", ""] + cells,
-                [[n, "", ""] + [fmt_estimate(_est(by_cell[c].get(n))) for c in cells] for n in names]))
-    print("\n" + "\n".join(f"  {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
+    half = (len(METRICS) + 1) // 2
+    for names in (METRICS[:half], METRICS[half:]):
+        print()
+        print(table(["cell", "", "answers", *(_SHORT.get(n, n) for n in names)],
+                    [[c, "", str(by_cell[c]["jobs"]), *(fmt_estimate(_est(by_cell[c].get(n))) for n in names)]
+                     for c in cell_order(store, run) if c in by_cell]))
+    print("\n" + "\n".join(f"  {_SHORT.get(n, n)} = {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
     return 0
+
+
+_SHORT = {"faithfulness": "faithful", "hallucination": "halluc", "self_knowledge": "self_know",
+          "noise_sensitivity_relevant": "noise_rel", "noise_sensitivity_irrelevant": "noise_irr",
+          "context_utilization": "ctx_util", "context_precision": "ctx_prec"}
 
 
 def _est(metric):

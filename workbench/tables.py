@@ -81,8 +81,8 @@ def claims_table(report) -> str:
     title = (f"Claims (claim run {report.claims['claim_run']}: {cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
              f"ties → {cfg['ties']}; {report.claims['done']:,} of {report.claims['jobs']:,} answers verified)")
     return title + "\n" + table(
-        ["K", "B", "format", "answers", "support", "faithful", "halluc", "self_know", "ctx_util"],
+        ["K", "B", "format", "answers", "faithful", "halluc", "self_know", "noise_rel", "ctx_util"],
         [[str(r["k"]), str(r["budget"]), r["format"], str(r.get("claims_n", 0))]
-         + [fmt_estimate(r.get(t)) for t in ("support_ratio", "faithfulness", "hallucination", "self_knowledge",
-                                             "context_utilization")]
+         + [fmt_estimate(r.get(t)) for t in ("faithfulness", "hallucination", "self_knowledge",
+                                             "noise_sensitivity_relevant", "context_utilization")]
          for r in report.rows])

@@ -10,8 +10,10 @@ from workbench.claims.metrics import METRICS, aggregate
 from workbench.store.db import Store
 from workbench.store.queries import Run
 
-# The columns a ledger view shows beside the dissipation terms.
-LEDGER_METRICS = ("support_ratio", "faithfulness", "hallucination", "self_knowledge", "context_utilization")
+# The columns a ledger view shows beside the dissipation terms. An answer's support ratio
+# (supported claims / claims) is its faithfulness, so it is not shown twice.
+LEDGER_METRICS = ("faithfulness", "hallucination", "self_knowledge", "noise_sensitivity_relevant",
+                  "context_utilization")
 
 
 @dataclass(frozen=True)

@@ -201,11 +201,16 @@ def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score:
     return paired_difference(ra.arrays, a, b, term, resamples=resamples, seed=seed)
 
 
-def first_cell(store: Store, run: Run) -> str:
-    """The run's first retrieval cell in ledger order (format, budget, K): the samples view's default."""
+def cell_order(store: Store, run: Run) -> list[str]:
+    """The run's cell ids in ledger order: retrieval cells by (format, budget, K), then oracle cells."""
     cells = [Cell(kind, budget, fmt, k=k, shuffle=m) for kind, k, budget, fmt, m in store.conn.execute(
         "SELECT kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))]
-    retrieval = [c for c in cells if c.kind == "retrieval"] or cells
-    if not retrieval:
+    return [c.cell_id for c in sorted(cells, key=lambda c: (c.kind != "retrieval", _cell_sort_key(c)))]
+
+
+def first_cell(store: Store, run: Run) -> str:
+    """The run's first retrieval cell in ledger order (format, budget, K): the samples view's default."""
+    order = cell_order(store, run)
+    if not order:
         raise ValueError(f"run {run.name!r} has no cells")
-    return min(retrieval, key=_cell_sort_key).cell_id
+    return order[0]
