@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from workbench import cli_claims, cli_retrieval, cli_run
+from workbench import cli_claims, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
 from workbench.store.queries import NotFound
 
@@ -406,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cli_retrieval.cmd_questions_generate)
 
     cli_claims.register(sub, common)
+    cli_searchain.register(sub, common)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")

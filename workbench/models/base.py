@@ -69,8 +69,9 @@ class Backend(Protocol):
         """Apply the chat template. Raises :class:`PromptError` if it cannot fit the context."""
         ...
 
-    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
-        """Generate one completion, constrained by ``json_schema`` when given (grammar)."""
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,
+                 grammar: str | None = None) -> Generation:
+        """Generate one completion, constrained by ``json_schema`` or a GBNF ``grammar`` when given."""
         ...
 
     def close(self) -> None:

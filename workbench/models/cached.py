@@ -50,20 +50,27 @@ class CachedLLM:
         return self._backend
 
     def ask(self, messages: Sequence[dict[str, str]], *, max_tokens: int, schema: dict | None = None,
-            temperature: float = 0.0) -> Call:
-        """Generate (or replay) one completion of ``messages``; commits it before returning."""
+            grammar: str | None = None, temperature: float = 0.0, repeat_penalty: float = 1.0) -> Call:
+        """Generate (or replay) one completion of ``messages``; commits it before returning.
+
+        ``schema`` (JSON schema) or ``grammar`` (GBNF) constrain the output; either is part
+        of the cache key.
+        """
         from workbench.runs.executor import cache_key
 
         backend = self.backend
         prompt = backend.render(messages)
-        sampling = Sampling(max_tokens=max_tokens, temperature=temperature, seed=self.seed)
-        key = cache_key(backend.model_id, backend.chat_template, prompt.text, sampling.as_dict(), schema)
+        sampling = Sampling(max_tokens=max_tokens, temperature=temperature, seed=self.seed,
+                            repeat_penalty=repeat_penalty)
+        constraint = {"gbnf": grammar} if grammar is not None else schema
+        key = cache_key(backend.model_id, backend.chat_template, prompt.text, sampling.as_dict(), constraint)
         row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
         if row is not None:
             self.cache_hits += 1
             return Call(row[0], key, True, row[1])
         with self._lock:
-            generation = backend.generate(prompt, sampling, schema)
+            generation = (backend.generate(prompt, sampling, schema, grammar=grammar) if grammar is not None
+                          else backend.generate(prompt, sampling, schema))
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"

@@ -68,16 +68,20 @@ class LlamaCppBackend:
         # The Jinja2 formatter writes any BOS itself (added_special), so none is added here.
         return self.llm.tokenize(prompt.text.encode("utf-8"), add_bos=False, special=True)
 
-    def _grammar(self, schema: dict):
+    def _grammar(self, schema: dict | None, gbnf: str | None = None):
         from llama_cpp import LlamaGrammar
 
-        key = json.dumps(schema, sort_keys=True)
+        if schema is None and gbnf is None:
+            return None
+        key = gbnf if gbnf is not None else json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
-            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            self._grammars[key] = (LlamaGrammar.from_string(gbnf, verbose=False) if gbnf is not None
+                                   else LlamaGrammar.from_json_schema(key, verbose=False))
         return self._grammars[key]
 
-    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
-        """Greedy unless ``sampling.temperature`` > 0; grammar-constrained when ``json_schema`` is given."""
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,
+                 grammar: str | None = None) -> Generation:
+        """Greedy unless ``sampling.temperature`` > 0; constrained by ``json_schema`` or a GBNF ``grammar``."""
         tokens = self._tokens(prompt)
         if len(tokens) + sampling.max_tokens > self.n_ctx:
             raise PromptError(f"prompt is {len(tokens)} tokens; with max_tokens {sampling.max_tokens} it exceeds "
@@ -88,7 +92,7 @@ class LlamaCppBackend:
             out = self.llm.create_completion(
                 prompt=tokens, max_tokens=sampling.max_tokens, temperature=sampling.temperature,
                 top_p=sampling.top_p, top_k=sampling.top_k, repeat_penalty=sampling.repeat_penalty,
-                seed=sampling.seed, grammar=self._grammar(json_schema) if json_schema else None,
+                seed=sampling.seed, grammar=self._grammar(json_schema, grammar),
                 stop=[self._formatter.eos_token] if self._formatter.eos_token else None)
             seconds = time.perf_counter() - start
         choice = out["choices"][0]

@@ -111,7 +111,8 @@ class OpenAIBackend:
         text = json.dumps(msgs, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return Prompt(messages=tuple((m["role"], m["content"]) for m in msgs), text=text, tokens=None)
 
-    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None) -> Generation:
+    def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,
+                 grammar: str | None = None) -> Generation:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": role, "content": content} for role, content in prompt.messages],
@@ -131,6 +132,8 @@ class OpenAIBackend:
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": "answer", "schema": json_schema,
                                                            "strict": True}}
+        if grammar is not None:
+            body["grammar"] = grammar  # llama.cpp's server takes GBNF as-is; other servers ignore it
         started = time.perf_counter()
         data = self._request("POST", "/chat/completions", body)
         seconds = time.perf_counter() - started

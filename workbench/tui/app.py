@@ -1,4 +1,4 @@
-"""The Workbench app: four modes (Datasets, Runs, Ledger, Samples) over one SQLite file.
+"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain) over one SQLite file.
 
 Screens never touch SQL or llama.cpp: they call core functions from thread workers,
 each with its own connection, and get results back as messages. A 1 s timer watches
@@ -93,6 +93,7 @@ class WorkbenchApp(App):
         Binding("l", "switch_mode('ledger')", "Ledger"),
         Binding("s", "switch_mode('samples')", "Samples"),
         Binding("v", "switch_mode('retrieval')", "Retrieval"),
+        Binding("h", "switch_mode('searchain')", "SearChain"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -103,9 +104,11 @@ class WorkbenchApp(App):
         from workbench.tui.screens.runs import RunsScreen
         from workbench.tui.screens.retrieval import RetrievalScreen
         from workbench.tui.screens.samples import SamplesScreen
+        from workbench.tui.screens.searchain import SearChainScreen
 
         self.MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
-                      "samples": SamplesScreen, "retrieval": RetrievalScreen}
+                      "samples": SamplesScreen, "retrieval": RetrievalScreen,
+                      "searchain": SearChainScreen}
         super().__init__()
         self.store = open_store(db_path)
         self.db_path = self.store.path

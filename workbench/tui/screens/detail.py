@@ -23,6 +23,13 @@ def _detail(store, run_name, sid, cell_id):
     return sample_detail(store, get_run(store, run_name), sid, cell_id)
 
 
+def _chain_for(store, run_name, sid):
+    from workbench.pipelines.report import chain_for_sample
+    from workbench.store.queries import get_run
+
+    return chain_for_sample(store, get_run(store, run_name).dataset_id, sid)
+
+
 def render_detail(d) -> str:
     """The detail as Rich markup (also used by the README's text capture)."""
     e = d.event
@@ -91,6 +98,7 @@ class SampleDetailScreen(WorkbenchScreen):
         Binding("j", "sample(1)", "Next sample"), Binding("k", "sample(-1)", "Prev sample"),
         *[Binding(k, f"tag('{t}')", t) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note"),
+        Binding("c", "chain", "SearChain tree"),
     ]
 
     def __init__(self, run_name: str, sid: int, cell_id: str, sids: list[int]):
@@ -120,6 +128,13 @@ class SampleDetailScreen(WorkbenchScreen):
             self.reload()
         elif message.what == "note":
             self.reload()
+        elif message.what == "chain":
+            if message.payload is None:
+                self.notify("no SearChain run has this sample (`workbench searchain run`)")
+            else:
+                from workbench.tui.screens.searchain import ChainTreeScreen
+
+                self.app.push_screen(ChainTreeScreen(message.payload, self.sid))
 
     def action_cell(self, step: int) -> None:
         if self.detail:
@@ -133,6 +148,9 @@ class SampleDetailScreen(WorkbenchScreen):
             if 0 <= i < len(self.sids):
                 self.sid = self.sids[i]
                 self.reload()
+
+    def action_chain(self) -> None:
+        self.load("chain", _chain_for, self.run_name, self.sid)
 
     def action_tag(self, tag: str) -> None:
         self.load("tag", _toggle, self.run_name, self.sid, tag)

@@ -1,0 +1,129 @@
+"""SearChain end to end with the real default model on MetaQA 2-hop samples.
+
+Every test here runs SmolLM2-135M through llama.cpp: a stored tree, metrics that
+compute, a resume (also after ``kill -9``) that recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from workbench.cli import main
+from workbench.data.importer import import_dataset
+from workbench.models.cached import default_llm
+from workbench.pipelines.report import chain_tree, searchain_report
+from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
+from workbench.store import open_store
+
+from conftest import SAMPLE_METAQA
+
+
+@pytest.fixture
+def metaqa(tmp_path):
+    db = tmp_path / "sc.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    yield store
+    store.close()
+
+
+def test_searchain_stores_a_tree_and_its_metrics_compute(metaqa):
+    name, created = plan_searchain(metaqa, "metaqa", SearChainConfig(hops=2, limit=3), "sc")
+    assert created
+    report = execute_searchain(metaqa, name)
+    assert (report.jobs, report.done, report.errors) == (3, 3, 0) and report.model_calls >= 3 * 2
+    for (sid,) in metaqa.conn.execute("SELECT sid FROM pipeline_samples WHERE prun_id = 1"):
+        tree = chain_tree(metaqa, name, sid)
+        assert tree["status"] == "done" and tree["branches"] and tree["branches"][0]["output"]
+        assert tree["outcome"] in ("verified", "max_rounds", "unparseable", "context_full")
+        if tree["outcome"] != "unparseable":
+            assert tree["nodes"] and all(n["status"] in ("model", "verified", "corrected", "completed")
+                                         for n in tree["nodes"])
+            assert sum(n["in_final"] for n in tree["nodes"]) == tree["steps"]
+            # The tree is rooted: every parent is the question (0) or an earlier node.
+            assert all(n["parent"] < n["node"] for n in tree["nodes"])
+        assert tree["baseline_prediction"] is not None
+    r = searchain_report(metaqa, name, resamples=200)
+    assert r["n"] == 3 and r["cover_em"].value is not None and r["rounds"].value is not None
+    shares = [r["sources"][k].value for k in ("model", "corrected", "completed", "unchecked")]
+    if r["steps"].value:
+        assert sum(shares) == pytest.approx(1.0)
+    diff = r["baseline"]["cover_em_difference"].value
+    assert diff == pytest.approx(r["cover_em"].value - r["baseline"]["cover_em"].value)
+
+
+def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
+    name, _ = plan_searchain(metaqa, "metaqa", SearChainConfig(hops=2, limit=3), "resumable")
+    stop = threading.Event()
+    first = execute_searchain(metaqa, name, llm=default_llm(metaqa, n_ctx=4096), stop=stop,
+                              progress=lambda done, total, r: stop.set())
+    assert first.stopped and first.done == 1
+    finished = metaqa.conn.execute("SELECT sid, finished_at FROM pipeline_samples WHERE status = 'done'").fetchall()
+    generations = metaqa.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+    assert generations == first.model_calls
+    second = execute_searchain(metaqa, name)
+    assert (second.jobs, second.done) == (2, 2)
+    assert metaqa.conn.execute("SELECT count(*) FROM generations").fetchone()[0] == generations + second.model_calls
+    sid, at = finished[0]
+    assert metaqa.conn.execute("SELECT finished_at FROM pipeline_samples WHERE sid = ?", (sid,)).fetchone()[0] == at
+    assert execute_searchain(metaqa, name).jobs == 0
+
+
+def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa):
+    db = metaqa.path
+    cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
+           "--limit", "3", "--name", "killed"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:   # wait for the first model call of the run to be committed
+        assert proc.poll() is None, "the run ended before it could be killed"
+        try:
+            con = sqlite3.connect(db, timeout=5)
+            calls = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+            con.close()
+        except sqlite3.OperationalError:
+            calls = 0
+        if calls >= 1:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    con = sqlite3.connect(db)
+    before = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    done_before = con.execute("SELECT count(*) FROM pipeline_samples WHERE status = 'done'").fetchone()[0]
+    con.close()
+    resumed = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "resume",
+                              "killed", "--json"], capture_output=True, text=True, check=True)
+    result = json.loads(resumed.stdout)
+    assert result["jobs"] == 3 - done_before and result["done"] == result["jobs"]
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # Calls made before the kill were served from the cache: the model never ran them twice.
+    assert con.execute("SELECT count(*) FROM generations").fetchone()[0] == before + result["model_calls"]
+    assert result["cache_hits"] >= 1 or done_before == 3
+
+
+def test_the_cli_refuses_a_changed_config_under_the_same_name_and_shows_a_tree(metaqa, capsys):
+    db = str(metaqa.path)
+    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one"]) == 0
+    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one"]) == 0
+    assert "nothing to do" in capsys.readouterr().err
+    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one",
+                 "--max-rounds", "2"]) == 2
+    assert "max_rounds: 5 → 2" in capsys.readouterr().err
+    sample = metaqa.conn.execute("SELECT s.id FROM pipeline_samples p JOIN samples s ON s.sid = p.sid").fetchone()[0]
+    assert main(["--db", db, "searchain", "show", "one", sample]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(sample) and "final content:" in out and "plain RAG" in out
+    assert main(["--db", db, "searchain", "report", "one", "--resamples", "100"]) == 0
+    report = capsys.readouterr().out
+    assert "cover-EM" in report and "SearChain − RAG" in report and "knowledge sources" in report

@@ -1,0 +1,92 @@
+"""The SearChain view: the report, the samples, and a tree expanded by keyboard."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Tree
+
+from workbench.data.importer import import_dataset
+from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.tui.app import WorkbenchApp
+
+from conftest import SAMPLE_METAQA
+from test_tui import SIZE, heading, wait_for
+
+
+@pytest.fixture
+def chained_db(tmp_path):
+    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep."""
+    db = tmp_path / "chains.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
+    name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
+    assert execute_searchain(store, name).done == 2
+    store.close()
+    return db
+
+
+async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chained_db):
+    app = WorkbenchApp(chained_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("h")
+        await wait_for(pilot, lambda: app.current_mode == "searchain" and "chains" in heading(app))
+        report = str(app.screen.query_one("#report").render())
+        assert "cover-EM" in report and "knowledge sources" in report and "SearChain − RAG" in report
+        assert app.screen.query_one("#chains").row_count == 2
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ChainTreeScreen"
+                       and app.screen.tree_data is not None)
+        tree = app.screen.query_one(Tree)
+        data = app.screen.tree_data
+        assert len(tree.root.children) >= 1
+        labels = []
+
+        def walk(node):
+            for child in node.children:
+                labels.append(str(child.label))
+                walk(child)
+
+        walk(tree.root)
+        assert any(n["query"] in " ".join(labels) for n in data["nodes"])
+        # The first sample's first step was corrected by retrieval (greedy SmolLM2, deterministic):
+        # its reference and its collapsed feedback hang under it; "e" expands everything.
+        assert any(n["feedback"] for n in data["nodes"])
+        assert any(lab.startswith("reference") or "reference" in lab for lab in labels)
+        feedback = [c for c in _all(tree.root) if "feedback" in str(c.label)]
+        assert feedback and not any(c.is_expanded for c in feedback)
+        await pilot.press("e")
+        await pilot.pause(0.2)
+        assert all(c.is_expanded for c in feedback)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.current_mode == "searchain" and type(app.screen).__name__ ==
+                       "SearChainScreen")
+
+
+async def test_sample_detail_opens_the_samples_searchain_tree(chained_db):
+    from workbench.pipelines.report import chain_for_sample
+    from workbench.store import open_store as reopen
+
+    store = reopen(chained_db)
+    sid = store.conn.execute("SELECT sid FROM pipeline_samples ORDER BY sid LIMIT 1").fetchone()[0]
+    assert chain_for_sample(store, 1, sid) == "chains"
+    store.close()
+    app = WorkbenchApp(chained_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.current_mode == "samples" and app.screen.rows)
+        from workbench.tui.screens.detail import SampleDetailScreen
+
+        app.push_screen(SampleDetailScreen("sweep", sid, "k5-b64-score", [sid]))
+        await wait_for(pilot, lambda: isinstance(app.screen, SampleDetailScreen) and app.screen.detail is not None)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ChainTreeScreen"
+                       and app.screen.tree_data is not None and app.screen.tree_data["status"] == "done")
+
+
+def _all(node):
+    for child in node.children:
+        yield child
+        yield from _all(child)

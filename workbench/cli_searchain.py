@@ -1,0 +1,150 @@
+"""Verbs for SearChain: searchain run / resume / report / show (DESIGN §7)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _store(args):
+    from workbench.cli import _store as store
+
+    return store(args)
+
+
+def _emit_json(obj) -> None:
+    from workbench.cli import _emit_json as emit
+
+    emit(obj)
+
+
+def cmd_searchain_run(args) -> int:
+    from workbench.pipelines.runner import SearChainConfig, plan_searchain
+
+    config = SearChainConfig(model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
+                             threshold=args.threshold,
+                             max_rounds=args.max_rounds, reader=args.reader, baseline_k=args.baseline_k,
+                             baseline_retriever=args.baseline_retriever, hops=args.hops, limit=args.limit,
+                             seed=args.seed)
+    store = _store(args)
+    name, created = plan_searchain(store, args.dataset, config, args.name)
+    if not args.json:
+        print(f"searchain {name}: {'planned' if created else 'found (same config): resuming'}", file=sys.stderr)
+    args.run = name
+    return _execute(args, store)
+
+
+def cmd_searchain_resume(args) -> int:
+    return _execute(args, _store(args))
+
+
+def _execute(args, store) -> int:
+    from workbench.models.cached import default_llm
+    from workbench.pipelines.runner import execute_searchain, get_pipeline_run
+    from workbench.progress import ProgressBar, StopOnSigint
+
+    _, name, _, config = get_pipeline_run(store, args.run)
+    llm = default_llm(store, config.model, n_ctx=config.n_ctx, n_threads=args.threads,
+                      n_gpu_layers=args.n_gpu_layers, seed=config.seed)
+    bar = ProgressBar("searchain")
+
+    def show(done, total, report):
+        bar(done, total, None, f" · {report.model_calls} generated, {report.cache_hits} cached"
+            + (f", {report.errors} errors" if report.errors else ""))
+
+    with StopOnSigint() as interrupt:
+        report = execute_searchain(store, name, llm=llm, retry_errors=args.retry_errors, stop=interrupt.stop,
+                                   progress=None if args.json else show)
+    llm.close()
+    if args.json:
+        _emit_json(report)
+    elif report.jobs == 0:
+        print(f"searchain {name}: nothing to do", file=sys.stderr)
+    else:
+        print(f"searchain {name}: {report.done:,} of {report.jobs:,} samples done in {report.seconds:,.1f}s: "
+              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
+              + (" (stopped early; `workbench searchain resume` continues)" if report.stopped else ""),
+              file=sys.stderr)
+        for line in report.error_samples:
+            print(f"  error: {line}", file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nThe run stays resumable: fix the model, then "
+              f"`workbench searchain resume {name} --retry-errors`.", file=sys.stderr)
+        return 1
+    return 130 if report.stopped else 0
+
+
+def cmd_searchain_report(args) -> int:
+    from workbench.pipelines.render import render_report
+    from workbench.pipelines.report import searchain_report
+
+    report = searchain_report(_store(args), args.run, resamples=args.resamples, seed=args.seed)
+    if args.json:
+        _emit_json(report)
+        return 0
+    print(render_report(report))
+    return 0
+
+
+def cmd_searchain_show(args) -> int:
+    from workbench.pipelines.render import render_tree
+    from workbench.pipelines.report import chain_tree
+    from workbench.pipelines.runner import get_pipeline_run
+    from workbench.store.queries import sample_sid
+
+    store = _store(args)
+    _, name, dataset_id, _ = get_pipeline_run(store, args.run)
+    tree = chain_tree(store, name, sample_sid(store, dataset_id, args.sample))
+    if args.json:
+        _emit_json(tree)
+        return 0
+    print(render_tree(tree))
+    return 0
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    """Add ``searchain run|resume|report|show`` to the CLI."""
+    execution = argparse.ArgumentParser(add_help=False)
+    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    execution.add_argument("--retry-errors", action="store_true", help="also redo samples that failed")
+    execution.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("searchain", parents=[common], help="SearChain (Chain-of-Query + retrieval) as a system under test")
+    psub = p.add_subparsers(dest="searchain_verb", metavar="VERB", required=True)
+    q = psub.add_parser("run", parents=[common, execution], help="plan and run SearChain over a dataset's samples")
+    q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    q.add_argument("--hops", type=int, help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
+    q.add_argument("--limit", type=int, help="only the first N (selected) samples")
+    q.add_argument("--name", help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
+    q.add_argument("--reader", choices=("extractive", "llm"), default="extractive",
+                   help="who answers a step from its top-1 unit (default extractive)")
+    q.add_argument("--threshold", type=float, default=0.75, help="reader confidence needed to correct (0.75)")
+    q.add_argument("--max-rounds", type=int, default=5, help="feedback rounds before stopping (5)")
+    q.add_argument("--baseline-k", type=int, default=10, help="plain-RAG baseline over the top-K units (10; 0: none)")
+    q.add_argument("--baseline-retriever", help="stored retriever for the baseline (default: the dataset's first)")
+    q.add_argument("--model", default="default", help="GGUF path (default: SmolLM2-135M)")
+    q.add_argument("--n-ctx", type=int, default=4096, help="context window (4096: the chat grows each round)")
+    q.add_argument("--max-tokens", type=int, default=200, help="tokens per chain (200)")
+    q.add_argument("--no-grammar", dest="grammar", action="store_false",
+                   help="let the model write chains freely (default: a GBNF grammar holds them to the CoQ format)")
+    q.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    q.set_defaults(func=cmd_searchain_run)
+
+    q = psub.add_parser("resume", parents=[common, execution], help="continue a SearChain run's pending samples")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.set_defaults(func=cmd_searchain_resume)
+
+    q = psub.add_parser("report", parents=[common],
+                        help="cover-EM, rounds, knowledge sources, citations, and the paired difference vs plain RAG")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_searchain_report)
+
+    q = psub.add_parser("show", parents=[common], help="one sample's reasoning tree with feedback and evidence")
+    q.add_argument("run", help="run name")
+    q.add_argument("sample", help="sample id")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_searchain_show)

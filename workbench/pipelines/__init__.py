@@ -1,0 +1,1 @@
+"""Multi-step systems under test (DESIGN §7): SearChain."""
