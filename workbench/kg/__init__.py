@@ -1,0 +1,1 @@
+"""Entity deduplication for KG construction (DESIGN §8, seed 004)."""

@@ -1,0 +1,184 @@
+"""Importing a KG for deduplication: triples with provenance, their chunks, gold clusters.
+
+A directory holds:
+- ``kb.jsonl``: ``{"triple": [h, r, t], "source_chunks": ["c1", ...]}``, the DESIGN §2
+  KB line with an optional ``source_chunks`` (the chunks the triple was extracted from);
+- ``chunks.jsonl`` (optional): ``{"chunk_id": str, "text": str}``;
+- ``gold_clusters.jsonl`` (optional): ``{"entity": str, "cluster": str}``, for evaluation.
+
+Entities are the distinct head and tail strings (after Unicode NFC only: NFKC or case
+folding would already merge some of the very duplicates the run is meant to find). The
+import is one transaction; any bad line is reported as ``file:line: field: reason`` and
+nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.data.errors import ProblemLog
+from workbench.data.fields import check_str, check_str_list, check_triple
+from workbench.data.importer import content_sha256
+from workbench.data.jsonl import read_jsonl
+from workbench.store.db import Store, utcnow
+
+FILES = ("kb.jsonl", "chunks.jsonl", "gold_clusters.jsonl")
+
+
+@dataclass
+class KGImportReport:
+    kg: str
+    triples: int
+    entities: int
+    chunks: int
+    gold: int
+    unchanged: bool = False
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool = False) -> KGImportReport:
+    """Import ``directory`` as KG ``name`` in one transaction (re-importing the same files is a no-op)."""
+    directory = Path(directory)
+    if not directory.is_dir() or not (directory / "kb.jsonl").is_file():
+        raise ValueError(f"{directory}: not a KG directory (expected kb.jsonl, optionally chunks.jsonl and "
+                         "gold_clusters.jsonl)")
+    paths = [directory / f for f in FILES if (directory / f).is_file()]
+    sha = content_sha256(paths)
+    existing = store.conn.execute("SELECT id, content_sha256 FROM kgs WHERE name = ?", (name,)).fetchone()
+    if existing and existing[1] == sha:
+        return _counts(store, name, existing[0], unchanged=True)
+    if existing and not replace:
+        raise ValueError(f"KG {name!r} already exists with different content; pass --replace to replace it "
+                         "(its dedup runs are deleted with it)")
+    log = ProblemLog()
+    chunks = _read_chunks(directory, log)
+    triples, names = _read_kb(directory, log, chunks)
+    gold = _read_gold(directory, log, names)
+    log.raise_if_any()
+    degree = [0] * len(names)
+    for h, _, t, _ in triples:
+        degree[h] += 1
+        degree[t] += 1
+    with store.transaction() as conn:
+        if existing:
+            conn.execute("DELETE FROM kgs WHERE id = ?", (existing[0],))
+        kg_id = conn.execute("INSERT INTO kgs (name, source, content_sha256, created_at) VALUES (?, ?, ?, ?)",
+                             (name, str(directory), sha, utcnow())).lastrowid
+        conn.executemany("INSERT INTO kg_entities VALUES (?, ?, ?, ?)",
+                         [(kg_id, eid, n, degree[eid]) for n, eid in names.items()])
+        conn.executemany("INSERT INTO kg_triples VALUES (?, ?, ?, ?, ?, ?)",
+                         [(kg_id, tid, h, r, t, json.dumps(c)) for tid, (h, r, t, c) in enumerate(triples)])
+        conn.executemany("INSERT INTO kg_chunks VALUES (?, ?, ?)", [(kg_id, c, t) for c, t in chunks.items()])
+        conn.executemany("INSERT INTO kg_gold VALUES (?, ?, ?)", [(kg_id, eid, c) for eid, c in gold.items()])
+    return _counts(store, name, kg_id)
+
+
+def _read_chunks(directory: Path, log: ProblemLog) -> dict[str, str]:
+    path = directory / "chunks.jsonl"
+    chunks: dict[str, str] = {}
+    if not path.is_file():
+        return chunks
+    first: dict[str, int] = {}
+    for lineno, rec in read_jsonl(path, log, display=str(path)):
+        if not isinstance(rec, dict):
+            log.add(str(path), lineno, "$", "expected an object {\"chunk_id\", \"text\"}")
+            continue
+        bad = False
+        for fld in ("chunk_id", "text"):
+            if fld not in rec:
+                log.add(str(path), lineno, f"$.{fld}", "missing")
+                bad = True
+            elif found := check_str(rec[fld]):
+                log.add(str(path), lineno, f"$.{fld}{found[0]}", found[1])
+                bad = True
+        if bad:
+            continue
+        cid = rec["chunk_id"]
+        if cid in first:
+            log.add(str(path), lineno, "$.chunk_id", f"duplicate chunk id {cid!r} (first on line {first[cid]})")
+            continue
+        first[cid] = lineno
+        chunks[cid] = rec["text"]
+    return chunks
+
+
+def _read_kb(directory: Path, log: ProblemLog, chunks: dict[str, str]):
+    path = directory / "kb.jsonl"
+    names: dict[str, int] = {}
+    triples: list[tuple[int, str, int, list[str]]] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for lineno, rec in read_jsonl(path, log, display=str(path)):
+        if not isinstance(rec, dict):
+            log.add(str(path), lineno, "$", "expected an object {\"triple\": [h, r, t], \"source_chunks\": [...]}")
+            continue
+        if "triple" not in rec:
+            log.add(str(path), lineno, "$.triple", "missing (a dedup KG holds triples)")
+            continue
+        if found := check_triple(rec["triple"]):
+            log.add(str(path), lineno, f"$.triple{found[0]}", found[1])
+            continue
+        source = rec.get("source_chunks", [])
+        if found := check_str_list(source, allow_empty=True):
+            log.add(str(path), lineno, f"$.source_chunks{found[0]}", found[1])
+            continue
+        missing = [c for c in source if c not in chunks]
+        if missing:
+            log.add(str(path), lineno, "$.source_chunks",
+                    f"chunk {missing[0]!r} is not in chunks.jsonl" if chunks else "no chunks.jsonl to resolve it")
+            continue
+        h, r, t = (_nfc(x) for x in rec["triple"])  # exact: "John  Smith" may be another entity
+        if (h, r, t) in seen:
+            log.add(str(path), lineno, "$.triple", f"duplicate triple (first on line {seen[(h, r, t)]})")
+            continue
+        seen[(h, r, t)] = lineno
+        for n in (h, t):
+            names.setdefault(n, len(names))
+        triples.append((names[h], r, names[t], list(dict.fromkeys(source))))
+    return triples, names
+
+
+def _read_gold(directory: Path, log: ProblemLog, names: dict[str, int]) -> dict[int, str]:
+    path = directory / "gold_clusters.jsonl"
+    gold: dict[int, str] = {}
+    if not path.is_file():
+        return gold
+    first: dict[int, int] = {}
+    for lineno, rec in read_jsonl(path, log, display=str(path)):
+        if not isinstance(rec, dict):
+            log.add(str(path), lineno, "$", "expected an object {\"entity\", \"cluster\"}")
+            continue
+        bad = False
+        for fld in ("entity", "cluster"):
+            if fld not in rec:
+                log.add(str(path), lineno, f"$.{fld}", "missing")
+                bad = True
+            elif found := check_str(rec[fld]):
+                log.add(str(path), lineno, f"$.{fld}{found[0]}", found[1])
+                bad = True
+        if bad:
+            continue
+        eid = names.get(_nfc(rec["entity"]))
+        if eid is None:
+            log.add(str(path), lineno, "$.entity", f"{rec['entity']!r} is not an entity of kb.jsonl")
+            continue
+        if eid in first:
+            log.add(str(path), lineno, "$.entity", f"entity {rec['entity']!r} already has a cluster (line "
+                                                   f"{first[eid]})")
+            continue
+        first[eid] = lineno
+        gold[eid] = rec["cluster"]
+    return gold
+
+
+def _counts(store: Store, name: str, kg_id: int, unchanged: bool = False) -> KGImportReport:
+    q = lambda sql: store.conn.execute(sql, (kg_id,)).fetchone()[0]  # noqa: E731
+    return KGImportReport(name, q("SELECT count(*) FROM kg_triples WHERE kg_id = ?"),
+                          q("SELECT count(*) FROM kg_entities WHERE kg_id = ?"),
+                          q("SELECT count(*) FROM kg_chunks WHERE kg_id = ?"),
+                          q("SELECT count(*) FROM kg_gold WHERE kg_id = ?"), unchanged)
