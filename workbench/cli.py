@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from workbench import cli_claims, cli_retrieval, cli_run, cli_searchain
+from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
 from workbench.store.queries import NotFound
 
@@ -407,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_claims.register(sub, common)
     cli_searchain.register(sub, common)
+    cli_dedup.register(sub, common)
 
     p = sub.add_parser("tag", parents=[common], help="tag (or untag) a sample for triage")
     p.add_argument("sample_id")

@@ -36,7 +36,9 @@ _SYSTEM = (
     "- Relations that agree (same films, same roles, same years) support the same object; ones that "
     "contradict it (a person who directs vs a film that is directed) rule it out.\n"
     "- If unsure, answer false.\n"
-    'Reply with JSON: {"is_coreferent": true|false, "confidence": 0.0-1.0, "rationale": "one short sentence"}.'
+    # No literal example object: SmolLM2 copies one verbatim ("false, 0.0") whatever the pair.
+    'Reply with a JSON object with three fields: "is_coreferent" (a boolean), "confidence" (how sure you '
+    'are, from 0 to 1) and "rationale" (why, in a few words).'
 )
 
 

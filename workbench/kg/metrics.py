@@ -39,25 +39,11 @@ import numpy as np
 
 from workbench.metrics.ledger import Estimate, iter_resample_counts
 
-__all__ = [
-    "METRICS",
-    "ClusterScores",
-    "pair_counts",
-    "pairwise",
-    "bcubed",
-    "per_entity",
-    "cluster_scores",
-    "paired_difference",
-]
+__all__ = ["METRICS", "ClusterScores", "pair_counts", "pairwise", "bcubed", "per_entity",
+           "cluster_scores", "paired_difference"]
 
-METRICS: tuple[str, ...] = (
-    "pairwise_precision",
-    "pairwise_recall",
-    "pairwise_f1",
-    "bcubed_precision",
-    "bcubed_recall",
-    "bcubed_f1",
-)
+METRICS: tuple[str, ...] = ("pairwise_precision", "pairwise_recall", "pairwise_f1",
+                            "bcubed_precision", "bcubed_recall", "bcubed_f1")
 
 # The per-entity columns, in the order they are stacked into X for W @ X.
 _COLUMNS: tuple[str, ...] = ("tp", "pred", "gold", "bp", "br")
@@ -93,7 +79,7 @@ def _sizes(pred: Sequence[object], gold: Sequence[object]) -> tuple[np.ndarray, 
     """Per entity: (|C_pred(e)|, |C_gold(e)|, |C_pred(e) ∩ C_gold(e)|), int64 arrays."""
     p, g = _codes(pred, "pred"), _codes(gold, "gold")
     if len(p) != len(g):
-        raise ValueError(f"pred and gold must label the same entities; lengths {len(p)} != {len(g)}")
+        raise ValueError(f"pred and gold must label the same entities; {len(p)} != {len(g)}")
     if len(p) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty

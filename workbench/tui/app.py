@@ -1,4 +1,4 @@
-"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain) over one SQLite file.
+"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup) over one SQLite file.
 
 Screens never touch SQL or llama.cpp: they call core functions from thread workers,
 each with its own connection, and get results back as messages. A 1 s timer watches
@@ -94,12 +94,14 @@ class WorkbenchApp(App):
         Binding("s", "switch_mode('samples')", "Samples"),
         Binding("v", "switch_mode('retrieval')", "Retrieval"),
         Binding("h", "switch_mode('searchain')", "SearChain"),
+        Binding("D", "switch_mode('dedup')", "Dedup"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
 
     def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 1.0):
         from workbench.tui.screens.datasets import DatasetsScreen
+        from workbench.tui.screens.dedup import DedupScreen
         from workbench.tui.screens.ledger import LedgerScreen
         from workbench.tui.screens.runs import RunsScreen
         from workbench.tui.screens.retrieval import RetrievalScreen
@@ -108,7 +110,7 @@ class WorkbenchApp(App):
 
         self.MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
                       "samples": SamplesScreen, "retrieval": RetrievalScreen,
-                      "searchain": SearChainScreen}
+                      "searchain": SearChainScreen, "dedup": DedupScreen}
         super().__init__()
         self.store = open_store(db_path)
         self.db_path = self.store.path

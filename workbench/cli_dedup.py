@@ -1,0 +1,238 @@
+"""Verbs for entity deduplication: dedup import / run / resume / eval / review / decide / export (DESIGN §8)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _store(args):
+    from workbench.cli import _store as store
+
+    return store(args)
+
+
+def _emit_json(obj) -> None:
+    from workbench.cli import _emit_json as emit
+
+    emit(obj)
+
+
+def cmd_dedup_import(args) -> int:
+    from pathlib import Path
+
+    from workbench.kg.importer import import_kg
+
+    name = args.name or Path(args.directory).resolve().name
+    report = import_kg(_store(args), args.directory, name, replace=args.replace)
+    if args.json:
+        _emit_json(report)
+    else:
+        state = "unchanged (already imported)" if report.unchanged else "imported"
+        print(f"{report.kg}: {state}: {report.triples:,} triples, {report.entities:,} entities, "
+              f"{report.chunks:,} chunks, {report.gold:,} gold cluster lines")
+    return 0
+
+
+def cmd_dedup_run(args) -> int:
+    from workbench.kg.runner import DedupConfig, plan_dedup
+
+    config = DedupConfig(modes=tuple(m for m in args.modes.split(",") if m), max_relations=args.max_relations,
+                         max_text_chunks=args.max_text_chunks, chunk_max_chars=args.chunk_max_chars,
+                         fuzzy_threshold=args.fuzzy_threshold, use_neighbours=not args.no_neighbours,
+                         model=args.model, max_tokens=args.max_tokens, embedding_model=args.embedding_model,
+                         embedding_threshold=args.embedding_threshold)
+    store = _store(args)
+    name, created, stats = plan_dedup(store, args.kg, config, args.name)
+    if not args.json:
+        pc = stats.get("pairs_completeness")
+        print(f"dedup {name}: {'planned' if created else 'found (same config): resuming'}: "
+              f"{stats['candidate_pairs']:,} candidate pairs of {stats['all_pairs']:,} "
+              f"(reduction ratio {stats['reduction_ratio']:.4f}"
+              + (f", pairs-completeness {pc:.3f}" if pc is not None else "") + f") × {len(config.modes)} modes",
+              file=sys.stderr)
+    args.run = name
+    return _execute(args, store)
+
+
+def cmd_dedup_resume(args) -> int:
+    return _execute(args, _store(args))
+
+
+def _execute(args, store) -> int:
+    from workbench.kg.runner import execute_dedup, get_dedup_run
+    from workbench.models.cached import default_llm
+    from workbench.progress import ProgressBar, StopOnSigint
+
+    _, name, _, config = get_dedup_run(store, args.run)
+    llm = (default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+           if any(m != "embedding" for m in config.modes) else None)
+    bar = ProgressBar("dedup")
+
+    def show(done, total, report):
+        bar(done, total, None, f" · {report.model_calls} judged, {report.cache_hits} cached"
+            + (f", {report.errors} errors" if report.errors else ""))
+
+    with StopOnSigint() as interrupt:
+        report = execute_dedup(store, name, llm=llm, retry_errors=args.retry_errors, stop=interrupt.stop,
+                               progress=None if args.json else show)
+    if llm is not None:
+        llm.close()
+    if args.json:
+        _emit_json(report)
+    elif report.jobs == 0:
+        print(f"dedup {name}: nothing to do", file=sys.stderr)
+    else:
+        print(f"dedup {name}: {report.done:,} of {report.jobs:,} verdicts in {report.seconds:,.1f}s: "
+              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
+              + (" (stopped early; `workbench dedup resume` continues)" if report.stopped else ""), file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nThe run stays resumable (`workbench dedup resume {name} --retry-errors`).",
+              file=sys.stderr)
+        return 1
+    return 130 if report.stopped else 0
+
+
+def cmd_dedup_eval(args) -> int:
+    from workbench.kg.merges import METRIC_NAMES, evaluate
+    from workbench.tables import fmt_estimate, table
+
+    r = evaluate(_store(args), args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
+    if args.json:
+        _emit_json(r)
+        return 0
+    c = r["candidates"]
+    pc = c.get("pairs_completeness")
+    print(f"dedup {r['run']} · {r['entities']:,} entities · merge threshold {r['threshold']} · verdicts "
+          + ", ".join(f"{k} {v:,}" for k, v in r["verdicts"].items()) + " · 95% bootstrap CI over entities")
+    print(f"candidates: {c['candidate_pairs']:,} pairs of {c['all_pairs']:,} (reduction ratio "
+          f"{c['reduction_ratio']:.4f}); pairs-completeness " + ("—" if pc is None else f"{pc:.3f}")
+          + " · by reason " + ", ".join(f"{k} {v}" for k, v in c.get("by_reason", {}).items()))
+    short = {"pairwise_precision": "pair P", "pairwise_recall": "pair R", "pairwise_f1": "pair F1",
+             "bcubed_precision": "B³ P", "bcubed_recall": "B³ R", "bcubed_f1": "B³ F1"}
+    rows = [[mode, "", ""] + [fmt_estimate(getattr(s, m)) for m in METRIC_NAMES] for mode, s in r["modes"].items()]
+    if "graph+text − graph" in r:
+        rows.append(["graph+text − graph", "", ""] + [fmt_estimate(r["graph+text − graph"][m]) for m in METRIC_NAMES])
+    print(table(["mode", "", ""] + [short[m] for m in METRIC_NAMES], rows))
+    return 0
+
+
+def cmd_dedup_review(args) -> int:
+    from workbench.kg.merges import proposals
+
+    items = proposals(_store(args), args.run, args.mode, threshold=args.threshold, band=args.band,
+                      only_coreferent=not args.all)
+    if args.json:
+        _emit_json(items)
+        return 0
+    for p in items:
+        state = p.decision or ("merge" if p.merged else "no merge")
+        print(f"{p.confidence:.2f}  {'same' if p.is_coreferent else 'different':9}  {state:9}  "
+              f"{p.name_a!r} ~ {p.name_b!r}  [{p.reasons}]  {p.rationale[:80]}")
+    print(f"{len(items)} pairs", file=sys.stderr)
+    return 0
+
+
+def cmd_dedup_decide(args) -> int:
+    from workbench.kg.merges import decide
+    from workbench.kg.runner import get_dedup_run
+
+    store = _store(args)
+    _, name, kg_id, _ = get_dedup_run(store, args.run)
+    ids = []
+    for entity in (args.a, args.b):
+        row = store.conn.execute("SELECT eid FROM kg_entities WHERE kg_id = ? AND name = ?", (kg_id, entity)).fetchone()
+        if row is None:
+            raise ValueError(f"{entity!r} is not an entity of the run's KG")
+        ids.append(row[0])
+    decision = {"accept": "accepted", "reject": "rejected", "revert": "rejected", "clear": None}[args.decision]
+    decide(store, name, ids[0], ids[1], args.mode, decision)
+    print(f"{args.a!r} ~ {args.b!r} ({args.mode}): {decision or 'decision cleared'}", file=sys.stderr)
+    return 0
+
+
+def cmd_dedup_export(args) -> int:
+    from workbench.kg.merges import export_kg
+
+    result = export_kg(_store(args), args.run, args.mode, args.out, threshold=args.threshold)
+    if args.json:
+        _emit_json(result)
+    else:
+        print(f"{result['out']}: {result['triples']:,} triples over {result['entities']:,} entities; "
+              f"{result['merged_clusters']:,} merged clusters in aliases.jsonl, {result['merges']:,} merges with "
+              "provenance in merges.jsonl", file=sys.stderr)
+    return 0
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    """Add the ``dedup`` verbs to the CLI."""
+    execution = argparse.ArgumentParser(add_help=False)
+    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    execution.add_argument("--retry-errors", action="store_true", help="also redo pairs whose verdict failed")
+    execution.add_argument("--json", action="store_true", help="machine-readable output")
+    merge = argparse.ArgumentParser(add_help=False)
+    merge.add_argument("--threshold", type=float, default=0.5, help="judge confidence needed to merge (0.5)")
+
+    p = sub.add_parser("dedup", parents=[common], help="entity deduplication for KG construction")
+    psub = p.add_subparsers(dest="dedup_verb", metavar="VERB", required=True)
+    q = psub.add_parser("import", parents=[common], help="import a KG: kb.jsonl (+source_chunks), chunks.jsonl, "
+                                                          "gold_clusters.jsonl")
+    q.add_argument("directory")
+    q.add_argument("--name", help="KG name (default: the directory name)")
+    q.add_argument("--replace", action="store_true", help="replace a KG of that name holding other content")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_dedup_import)
+
+    q = psub.add_parser("run", parents=[common, execution], help="candidates by blocking, then the judge per mode")
+    q.add_argument("kg", nargs="?", help="KG name (default: the latest import)")
+    q.add_argument("--name", help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
+    q.add_argument("--modes", default="graph,graph+text", help="graph,graph+text,embedding (default graph,graph+text)")
+    q.add_argument("--max-relations", type=int, default=10, help="relations per entity shown to the judge (10)")
+    q.add_argument("--max-text-chunks", type=int, default=5, help="text chunks per entity in graph+text (5)")
+    q.add_argument("--chunk-max-chars", type=int, default=200, help="characters per chunk (200)")
+    q.add_argument("--fuzzy-threshold", type=float, default=0.85, help="name similarity within a block (0.85)")
+    q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
+    q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
+    q.add_argument("--max-tokens", type=int, default=64, help="tokens per verdict (64)")
+    q.add_argument("--embedding-model", help="GGUF for the embedding mode")
+    q.add_argument("--embedding-threshold", type=float, default=0.9, help="cosine for the embedding mode (0.9)")
+    q.set_defaults(func=cmd_dedup_run)
+
+    q = psub.add_parser("resume", parents=[common, execution], help="continue a dedup run's pending verdicts")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.set_defaults(func=cmd_dedup_resume)
+
+    q = psub.add_parser("eval", parents=[common, merge], help="pairwise and B-cubed P/R/F1 per mode vs gold clusters")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_dedup_eval)
+
+    q = psub.add_parser("review", parents=[common, merge], help="list proposed merges by confidence band")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--mode", default="graph+text", help="graph | graph+text | embedding (default graph+text)")
+    q.add_argument("--band", default="all", choices=("all", "high", "mid", "low", "below"),
+                   help="high ≥0.9, mid 0.7–0.9, low 0.5–0.7, below <0.5")
+    q.add_argument("--all", action="store_true", help="also pairs judged different")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_dedup_review)
+
+    for verb, text in (("accept", "accept a merge"), ("reject", "reject a merge"),
+                       ("revert", "revert a merge (= reject it; clusters are recomputed)"),
+                       ("clear", "clear a decision (the threshold decides again)")):
+        q = psub.add_parser(verb, parents=[common], help=text)
+        q.add_argument("run", help="run name")
+        q.add_argument("a", help="entity name")
+        q.add_argument("b", help="entity name")
+        q.add_argument("--mode", default="graph+text", help="the mode whose merge it is (default graph+text)")
+        q.set_defaults(func=cmd_dedup_decide, decision=verb)
+
+    q = psub.add_parser("export", parents=[common, merge],
+                        help="write the deduplicated KG, the alias map and the merges with provenance")
+    q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    q.add_argument("--mode", default="graph+text", help="whose merges (default graph+text)")
+    q.add_argument("--out", required=True, help="output directory")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_dedup_export)

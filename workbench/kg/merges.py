@@ -1,0 +1,172 @@
+"""Merges of a dedup run: proposals by confidence, reviewer decisions, clusters, export, evaluation.
+
+A pair is merged in a mode when the judge said coreferent with confidence ≥ the
+threshold and no reviewer rejected it, or when a reviewer accepted it. Clusters are the
+transitive closure of the merged pairs (union-find); reverting a merge is rejecting it,
+after which the clusters are recomputed from the remaining merges. Every merge keeps its
+provenance: the pair, both contexts exactly as the judge saw them, and the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.kg.metrics import cluster_scores, paired_difference
+from workbench.kg.runner import KG, get_dedup_run
+from workbench.kg.unionfind import choose_representative, merge_clusters
+from workbench.store.db import Store, utcnow
+
+BANDS = {"all": (0.0, 1.01), "high": (0.9, 1.01), "mid": (0.7, 0.9), "low": (0.5, 0.7), "below": (0.0, 0.5)}
+METRIC_NAMES = ("pairwise_precision", "pairwise_recall", "pairwise_f1", "bcubed_precision", "bcubed_recall",
+                "bcubed_f1")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A judged pair with its verdict, the reviewer's decision and whether it merges."""
+
+    a: int
+    b: int
+    name_a: str
+    name_b: str
+    mode: str
+    is_coreferent: bool
+    confidence: float
+    rationale: str
+    reasons: str
+    decision: str | None        # accepted | rejected | None
+    merged: bool
+    context_a: str
+    context_b: str
+
+
+def proposals(store: Store, run: str | None, mode: str, *, threshold: float = 0.5, band: str = "all",
+              only_coreferent: bool = True, limit: int = 500) -> list[Proposal]:
+    """The run's judged pairs in ``mode``, by confidence (highest first), within a confidence band."""
+    run_id, _, kg_id, config = get_dedup_run(store, run)
+    if mode not in config.modes:
+        raise ValueError(f"mode {mode!r} was not run (this run has {', '.join(config.modes)})")
+    if band not in BANDS:
+        raise ValueError(f"band {band!r} is not one of {', '.join(BANDS)}")
+    lo, hi = BANDS[band]
+    rows = store.conn.execute(
+        "SELECT v.a, v.b, ea.name, eb.name, v.is_coreferent, v.confidence, v.rationale, p.reasons, d.decision,"
+        " v.context_a, v.context_b FROM dedup_verdicts v"
+        " JOIN dedup_pairs p ON p.run_id = v.run_id AND p.a = v.a AND p.b = v.b"
+        " JOIN kg_entities ea ON ea.kg_id = ? AND ea.eid = v.a JOIN kg_entities eb ON eb.kg_id = ? AND eb.eid = v.b"
+        " LEFT JOIN dedup_decisions d ON d.run_id = v.run_id AND d.a = v.a AND d.b = v.b AND d.mode = v.mode"
+        " WHERE v.run_id = ? AND v.mode = ? AND v.status = 'done' AND v.confidence >= ? AND v.confidence < ?"
+        + (" AND v.is_coreferent = 1" if only_coreferent else "")
+        + " ORDER BY v.confidence DESC, v.a, v.b LIMIT ?", (kg_id, kg_id, run_id, mode, lo, hi, limit)).fetchall()
+    return [Proposal(a, b, na, nb, mode, bool(co), conf, why or "", reasons, dec,
+                     _merged(bool(co), conf, dec, threshold), ca or "", cb or "")
+            for a, b, na, nb, co, conf, why, reasons, dec, ca, cb in rows]
+
+
+def _merged(coreferent: bool, confidence: float, decision: str | None, threshold: float) -> bool:
+    if decision is not None:
+        return decision == "accepted"
+    return coreferent and confidence >= threshold
+
+
+def decide(store: Store, run: str | None, a: int, b: int, mode: str, decision: str | None) -> None:
+    """Record a reviewer's decision on a pair (``None`` clears it; ``rejected`` also reverts a merge)."""
+    run_id, _, _, config = get_dedup_run(store, run)
+    a, b = min(a, b), max(a, b)
+    if mode not in config.modes:
+        raise ValueError(f"mode {mode!r} was not run (this run has {', '.join(config.modes)})")
+    if store.conn.execute("SELECT 1 FROM dedup_pairs WHERE run_id = ? AND a = ? AND b = ?",
+                          (run_id, a, b)).fetchone() is None:
+        raise ValueError(f"({a}, {b}) is not a candidate pair of this run")
+    if decision not in (None, "accepted", "rejected"):
+        raise ValueError(f"decision {decision!r} is not accepted, rejected or None")
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM dedup_decisions WHERE run_id = ? AND a = ? AND b = ? AND mode = ?",
+                     (run_id, a, b, mode))
+        if decision is not None:
+            conn.execute("INSERT INTO dedup_decisions VALUES (?, ?, ?, ?, ?, ?)",
+                         (run_id, a, b, mode, decision, utcnow()))
+
+
+def merged_pairs(store: Store, run_id: int, mode: str, threshold: float) -> list[tuple[int, int]]:
+    """The pairs that merge in ``mode``: judged coreferent ≥ threshold and not rejected, or accepted."""
+    rows = store.conn.execute(
+        "SELECT v.a, v.b, v.is_coreferent, v.confidence, d.decision FROM dedup_verdicts v"
+        " LEFT JOIN dedup_decisions d ON d.run_id = v.run_id AND d.a = v.a AND d.b = v.b AND d.mode = v.mode"
+        " WHERE v.run_id = ? AND v.mode = ? AND v.status = 'done' ORDER BY v.a, v.b", (run_id, mode)).fetchall()
+    return [(a, b) for a, b, co, conf, dec in rows if _merged(bool(co), conf or 0.0, dec, threshold)]
+
+
+def clusters(store: Store, run: str | None, mode: str, threshold: float = 0.5) -> tuple[KG, list[int]]:
+    """The KG and each entity's cluster label after the mode's merges."""
+    run_id, _, kg_id, _ = get_dedup_run(store, run)
+    graph = KG(store, kg_id)
+    return graph, merge_clusters(len(graph.names), merged_pairs(store, run_id, mode, threshold))
+
+
+def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, threshold: float = 0.5) -> dict:
+    """Write the deduplicated KG (kb.jsonl), the alias map (aliases.jsonl) and the merges with provenance."""
+    from workbench.data.exports import write_atomic
+
+    run_id, name, kg_id, _ = get_dedup_run(store, run)
+    graph, labels = clusters(store, name, mode, threshold)
+    members: dict[int, list[int]] = {}
+    for eid, label in enumerate(labels):
+        members.setdefault(label, []).append(eid)
+    rep = {}
+    for group in members.values():
+        chosen = choose_representative(group, graph.degree, graph.names)
+        for eid in group:
+            rep[eid] = chosen
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    triples, seen = [], set()
+    for h, r, t, chunks in store.conn.execute(
+            "SELECT head, relation, tail, chunks FROM kg_triples WHERE kg_id = ? ORDER BY tid", (kg_id,)):
+        triple = (graph.names[rep[h]], r, graph.names[rep[t]])
+        if triple not in seen:
+            seen.add(triple)
+            triples.append(json.dumps({"triple": list(triple), "source_chunks": json.loads(chunks)},
+                                      ensure_ascii=False) + "\n")
+    aliases = [json.dumps({"entity": graph.names[rep[g[0]]], "aliases": [graph.names[e] for e in g if e != rep[g[0]]],
+                           "rule": "most connected, then longest name, then first seen"}, ensure_ascii=False) + "\n"
+               for g in members.values() if len(g) > 1]
+    merges = [json.dumps({"a": p.name_a, "b": p.name_b, "confidence": p.confidence, "rationale": p.rationale,
+                          "decision": p.decision, "context_a": p.context_a, "context_b": p.context_b},
+                         ensure_ascii=False) + "\n"
+              for p in proposals(store, name, mode, threshold=threshold, only_coreferent=False, limit=10 ** 9)
+              if p.merged]
+    write_atomic(out / "kb.jsonl", triples)
+    write_atomic(out / "aliases.jsonl", aliases)
+    write_atomic(out / "merges.jsonl", merges)
+    return {"run": name, "mode": mode, "triples": len(triples), "entities": len(members),
+            "merged_clusters": len(aliases), "merges": len(merges), "out": str(out)}
+
+
+def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, resamples: int = 2000,
+             seed: int = 0) -> dict[str, Any]:
+    """Pairwise and B-cubed P/R/F1 with CIs per mode against gold clusters, and graph+text − graph."""
+    run_id, name, kg_id, config = get_dedup_run(store, run)
+    graph = KG(store, kg_id)
+    if all(g is None for g in graph.gold):
+        raise ValueError("this KG has no gold clusters (gold_clusters.jsonl) to evaluate against")
+    # An entity without a gold line is its own cluster.
+    gold_labels = {g: i for i, g in enumerate(dict.fromkeys(x for x in graph.gold if x is not None))}
+    gold = [gold_labels[g] if g is not None else len(gold_labels) + i for i, g in enumerate(graph.gold)]
+    n = len(graph.names)
+    preds = {"no merges": list(range(n))}
+    for mode in config.modes:
+        preds[mode] = merge_clusters(n, merged_pairs(store, run_id, mode, threshold))
+    status = dict(store.conn.execute("SELECT status, count(*) FROM dedup_verdicts WHERE run_id = ? GROUP BY status",
+                                     (run_id,)).fetchall())
+    out = {"run": name, "threshold": threshold, "entities": n, "verdicts": status,
+           "candidates": json.loads(store.conn.execute("SELECT candidate_stats FROM dedup_runs WHERE id = ?",
+                                                       (run_id,)).fetchone()[0]),
+           "modes": {m: cluster_scores(p, gold, resamples=resamples, seed=seed) for m, p in preds.items()}}
+    if "graph" in preds and "graph+text" in preds:
+        out["graph+text − graph"] = {m: paired_difference(preds["graph+text"], preds["graph"], gold, m,
+                                                          resamples=resamples, seed=seed) for m in METRIC_NAMES}
+    return out
