@@ -55,3 +55,4 @@ bench: install
     "{{py}}" bench/bench_generation.py
     "{{py}}" bench/bench_tui.py
     "{{py}}" bench/bench_retrieval.py
+    "{{py}}" bench/bench_dedup.py

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
 import pytest
 
 from workbench.claims.report import answer_claims, claims_by_cell

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_kg_dedup import kg_dir  # noqa: F401  (the tiny KG fixture)
+from test_kg_dedup import kg_dir  # noqa: F401  (the tiny KG fixture, used by judged_db)
 from test_tui import SIZE, heading, wait_for
 from workbench.kg.importer import import_kg
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup

@@ -6,11 +6,11 @@ Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage (nothing writt
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from workbench.cli_shared import emit_json, store_of, write_out
 from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
 from workbench.store.queries import NotFound
@@ -27,34 +27,10 @@ def _strs(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _store(args):
-    from workbench.store import open_store
-
-    return open_store(args.db)
-
-
-def _emit_json(obj) -> None:
-    json.dump(obj, sys.stdout, ensure_ascii=False, indent=2, default=_json_default)
-    sys.stdout.write("\n")
-
-
-def _write_out(out: str, text: str, what: str) -> None:
-    """Write ``text`` to exactly the path the user named (atomically), or to stdout for ``-``."""
-    from workbench.data.exports import write_atomic
-
-    if str(out) == "-":
-        sys.stdout.write(text)
-    else:
-        write_atomic(out, [text])
-        print(f"wrote {what} to {out}")
-
-
-def _json_default(value):
-    from dataclasses import asdict, is_dataclass
-
-    if is_dataclass(value):
-        return asdict(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+# The shared helpers under their historical names (cli_run and cli_retrieval import them).
+_store = store_of
+_emit_json = emit_json
+_write_out = write_out
 
 
 # -- verbs ------------------------------------------------------------------------------

@@ -6,16 +6,9 @@ import argparse
 import sys
 
 
-def _store(args):
-    from workbench.cli import _store as store
-
-    return store(args)
-
-
-def _emit_json(obj) -> None:
-    from workbench.cli import _emit_json as emit
-
-    emit(obj)
+from workbench.cli_shared import emit_json as _emit_json
+from workbench.cli_shared import pass_parent, run_pass
+from workbench.cli_shared import store_of as _store
 
 
 def _config(args):
@@ -30,9 +23,10 @@ def _config(args):
 
 
 def cmd_claims_run(args) -> int:
+    from functools import partial
+
     from workbench.claims.runner import run_claims
     from workbench.models.cached import default_llm
-    from workbench.progress import ProgressBar, StopOnSigint
     from workbench.store.queries import get_run
 
     store = _store(args)
@@ -40,36 +34,16 @@ def cmd_claims_run(args) -> int:
     config = _config(args)
     llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
         if config.needs_llm else None
-    bar = ProgressBar("claims")
-
-    def show(done, total, report):
-        bar(done, total, None, f" · {report.claims} claims" + (f", {report.errors} errors" if report.errors else ""))
-
-    with StopOnSigint() as interrupt:
-        try:
-            report = run_claims(store, run, config, cells=args.cell, limit=args.limit, llm=llm,
-                                retry_errors=args.retry_errors, stop=interrupt.stop,
-                                progress=None if args.json else show)
-        finally:
-            if llm is not None:
-                llm.close()
-    if args.json:
-        _emit_json({"config": config, "report": report})
-    else:
-        if report.jobs == 0:
-            print(f"claims {run.name} (claim run {report.claim_run}): nothing to do", file=sys.stderr)
-        else:
-            print(f"claims {run.name} (claim run {report.claim_run}): {report.done:,} of {report.jobs:,} answers "
-                  f"verified in {report.seconds:,.1f}s: {report.claims:,} claims, {report.model_calls:,} model calls, "
-                  f"{report.cache_hits:,} from the cache, {report.errors:,} errors"
-                  + (" (stopped early; run it again to continue)" if report.stopped else ""), file=sys.stderr)
-        for line in report.error_samples:
-            print(f"  error: {line}", file=sys.stderr)
-    if report.fatal:
-        print(f"error: {report.fatal}\nThe claim run stays resumable: fix the model, then run it again "
-              "with --retry-errors.", file=sys.stderr)
-        return 1
-    return 130 if report.stopped else 0
+    code = run_pass("claims", "answers",
+                    partial(run_claims, store, run, config, cells=args.cell, limit=args.limit, llm=llm,
+                            retry_errors=args.retry_errors), as_json=args.json,
+                    resume_hint=f"workbench claims run {run.name}", llm=llm)
+    if not args.json:
+        info = store.conn.execute("SELECT count(*), coalesce(sum(n_claims), 0) FROM claim_jobs j JOIN claim_runs c"
+                                  " ON c.id = j.claim_run_id WHERE c.run_id = ? AND c.config_key = ? AND"
+                                  " j.status = 'done'", (run.id, config.key())).fetchone()
+        print(f"claim run over {run.name}: {info[0]:,} answers verified, {info[1]:,} claims", file=sys.stderr)
+    return code
 
 
 def cmd_claims_report(args) -> int:
@@ -178,7 +152,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     from workbench.claims.decompose import DECOMPOSERS
     from workbench.claims.vote import TIES
 
-    verify = argparse.ArgumentParser(add_help=False)
+    verify = argparse.ArgumentParser(add_help=False, parents=[pass_parent()])
     verify.add_argument("--decomposer", choices=DECOMPOSERS, default="hybrid", help="claim decomposer (default hybrid)")
     verify.add_argument("--verifiers", default="lexical,llm_judge",
                         help="comma list of lexical,embedding,llm_judge,nli (default lexical,llm_judge)")
@@ -192,9 +166,6 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     verify.add_argument("--model", default="default", help="GGUF of the LLM decomposer and judge (default SmolLM2)")
     verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")
     verify.add_argument("--nli-model", help="local NLI model for the nli verifier (never downloaded)")
-    verify.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
-    verify.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
-    verify.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("claims", parents=[common], help="claim decomposition and atomic verification")
     psub = p.add_subparsers(dest="claims_verb", metavar="VERB", required=True)
@@ -203,7 +174,6 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--cell", action="append", help="only this cell (repeatable), e.g. k5-b128-linear")
     q.add_argument("--limit", type=int, help="only the first N samples")
-    q.add_argument("--retry-errors", action="store_true", help="also redo answers whose verification failed")
     q.set_defaults(func=cmd_claims_run)
 
     q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95% CIs")

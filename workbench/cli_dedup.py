@@ -6,16 +6,9 @@ import argparse
 import sys
 
 
-def _store(args):
-    from workbench.cli import _store as store
-
-    return store(args)
-
-
-def _emit_json(obj) -> None:
-    from workbench.cli import _emit_json as emit
-
-    emit(obj)
+from workbench.cli_shared import emit_json as _emit_json
+from workbench.cli_shared import pass_parent, run_pass
+from workbench.cli_shared import store_of as _store
 
 
 def cmd_dedup_import(args) -> int:
@@ -60,37 +53,16 @@ def cmd_dedup_resume(args) -> int:
 
 
 def _execute(args, store) -> int:
+    from functools import partial
+
     from workbench.kg.runner import execute_dedup, get_dedup_run
     from workbench.models.cached import default_llm
-    from workbench.progress import ProgressBar, StopOnSigint
 
     _, name, _, config = get_dedup_run(store, args.run)
     llm = (default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
            if any(m != "embedding" for m in config.modes) else None)
-    bar = ProgressBar("dedup")
-
-    def show(done, total, report):
-        bar(done, total, None, f" · {report.model_calls} judged, {report.cache_hits} cached"
-            + (f", {report.errors} errors" if report.errors else ""))
-
-    with StopOnSigint() as interrupt:
-        report = execute_dedup(store, name, llm=llm, retry_errors=args.retry_errors, stop=interrupt.stop,
-                               progress=None if args.json else show)
-    if llm is not None:
-        llm.close()
-    if args.json:
-        _emit_json(report)
-    elif report.jobs == 0:
-        print(f"dedup {name}: nothing to do", file=sys.stderr)
-    else:
-        print(f"dedup {name}: {report.done:,} of {report.jobs:,} verdicts in {report.seconds:,.1f}s: "
-              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
-              + (" (stopped early; `workbench dedup resume` continues)" if report.stopped else ""), file=sys.stderr)
-    if report.fatal:
-        print(f"error: {report.fatal}\nThe run stays resumable (`workbench dedup resume {name} --retry-errors`).",
-              file=sys.stderr)
-        return 1
-    return 130 if report.stopped else 0
+    return run_pass("dedup", "verdicts", partial(execute_dedup, store, name, llm=llm, retry_errors=args.retry_errors),
+                    as_json=args.json, resume_hint=f"workbench dedup resume {name}", llm=llm)
 
 
 def cmd_dedup_eval(args) -> int:
@@ -166,11 +138,7 @@ def cmd_dedup_export(args) -> int:
 
 def register(sub, common: argparse.ArgumentParser) -> None:
     """Add the ``dedup`` verbs to the CLI."""
-    execution = argparse.ArgumentParser(add_help=False)
-    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
-    execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
-    execution.add_argument("--retry-errors", action="store_true", help="also redo pairs whose verdict failed")
-    execution.add_argument("--json", action="store_true", help="machine-readable output")
+    execution = pass_parent()
     merge = argparse.ArgumentParser(add_help=False)
     merge.add_argument("--threshold", type=float, default=0.5, help="judge confidence needed to merge (0.5)")
 

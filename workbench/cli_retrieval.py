@@ -5,25 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
-
-# The CLI's shared helpers, imported late: workbench.cli imports this module.
-def _store(args):
-    from workbench.cli import _store as store
-
-    return store(args)
-
-
-def _emit_json(obj) -> None:
-    from workbench.cli import _emit_json as emit
-
-    emit(obj)
-
-
-def _write_out(out, text: str, what: str) -> None:
-    from workbench.cli import _write_out as write
-
-    write(out, text, what)
+from workbench.cli_shared import emit_json as _emit_json
+from workbench.cli_shared import store_of as _store
+from workbench.cli_shared import write_out as _write_out
 
 
 def cmd_corpus_import(args) -> int:

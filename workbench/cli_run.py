@@ -5,10 +5,7 @@ from __future__ import annotations
 import sys
 
 
-def _emit_json(obj) -> None:
-    from workbench.cli import _emit_json as emit
-
-    emit(obj)
+from workbench.cli_shared import emit_json as _emit_json
 
 
 def cmd_run(args) -> int:

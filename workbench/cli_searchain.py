@@ -6,16 +6,9 @@ import argparse
 import sys
 
 
-def _store(args):
-    from workbench.cli import _store as store
-
-    return store(args)
-
-
-def _emit_json(obj) -> None:
-    from workbench.cli import _emit_json as emit
-
-    emit(obj)
+from workbench.cli_shared import emit_json as _emit_json
+from workbench.cli_shared import pass_parent, run_pass
+from workbench.cli_shared import store_of as _store
 
 
 def cmd_searchain_run(args) -> int:
@@ -39,39 +32,17 @@ def cmd_searchain_resume(args) -> int:
 
 
 def _execute(args, store) -> int:
+    from functools import partial
+
     from workbench.models.cached import default_llm
     from workbench.pipelines.runner import execute_searchain, get_pipeline_run
-    from workbench.progress import ProgressBar, StopOnSigint
 
     _, name, _, config = get_pipeline_run(store, args.run)
     llm = default_llm(store, config.model, n_ctx=config.n_ctx, n_threads=args.threads,
                       n_gpu_layers=args.n_gpu_layers, seed=config.seed)
-    bar = ProgressBar("searchain")
-
-    def show(done, total, report):
-        bar(done, total, None, f" · {report.model_calls} generated, {report.cache_hits} cached"
-            + (f", {report.errors} errors" if report.errors else ""))
-
-    with StopOnSigint() as interrupt:
-        report = execute_searchain(store, name, llm=llm, retry_errors=args.retry_errors, stop=interrupt.stop,
-                                   progress=None if args.json else show)
-    llm.close()
-    if args.json:
-        _emit_json(report)
-    elif report.jobs == 0:
-        print(f"searchain {name}: nothing to do", file=sys.stderr)
-    else:
-        print(f"searchain {name}: {report.done:,} of {report.jobs:,} samples done in {report.seconds:,.1f}s: "
-              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
-              + (" (stopped early; `workbench searchain resume` continues)" if report.stopped else ""),
-              file=sys.stderr)
-        for line in report.error_samples:
-            print(f"  error: {line}", file=sys.stderr)
-    if report.fatal:
-        print(f"error: {report.fatal}\nThe run stays resumable: fix the model, then "
-              f"`workbench searchain resume {name} --retry-errors`.", file=sys.stderr)
-        return 1
-    return 130 if report.stopped else 0
+    return run_pass("searchain", "samples", partial(execute_searchain, store, name, llm=llm,
+                                                    retry_errors=args.retry_errors),
+                    as_json=args.json, resume_hint=f"workbench searchain resume {name}", llm=llm)
 
 
 def cmd_searchain_report(args) -> int:
@@ -104,11 +75,7 @@ def cmd_searchain_show(args) -> int:
 
 def register(sub, common: argparse.ArgumentParser) -> None:
     """Add ``searchain run|resume|report|show`` to the CLI."""
-    execution = argparse.ArgumentParser(add_help=False)
-    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
-    execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
-    execution.add_argument("--retry-errors", action="store_true", help="also redo samples that failed")
-    execution.add_argument("--json", action="store_true", help="machine-readable output")
+    execution = pass_parent()
 
     p = sub.add_parser("searchain", parents=[common], help="SearChain (Chain-of-Query + retrieval) as a system under test")
     psub = p.add_subparsers(dest="searchain_verb", metavar="VERB", required=True)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -26,6 +26,7 @@ from workbench.claims.verify import VERIFIERS, make_verifiers
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize
 from workbench.metrics.scoring import normalize_answer
 from workbench.models.base import ModelError
+from workbench.passes import PassReport
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
 
@@ -69,21 +70,11 @@ class ClaimsConfig:
 
 
 @dataclass
-class ClaimsReport:
+class ClaimsReport(PassReport):
     """What one ``claims run`` did."""
 
-    run: str
-    claim_run: int
-    jobs: int = 0
-    done: int = 0
-    errors: int = 0
+    claim_run: int = 0
     claims: int = 0
-    model_calls: int = 0
-    cache_hits: int = 0
-    stopped: bool = False
-    fatal: str | None = None
-    seconds: float = 0.0
-    error_samples: list[str] = field(default_factory=list)
 
 
 def claim_run_id(store: Store, run: Run, config: ClaimsConfig) -> int:
@@ -282,7 +273,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     _check_cells(store, run, cells)
     crid = claim_run_id(store, run, config)
     plan_jobs(store, run, crid, cells=cells, limit=limit)
-    report = ClaimsReport(run=run.name, claim_run=crid)
+    report = ClaimsReport(run.name, claim_run=crid)
     statuses = ("pending", "error") if retry_errors else ("pending",)
     scope, params = "", []
     if cells:

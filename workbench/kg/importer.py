@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.data.errors import ProblemLog
-from workbench.data.fields import check_str, check_str_list, check_triple
+from workbench.data.fields import check_required, check_str, check_str_list, check_triple
 from workbench.data.importer import content_sha256
 from workbench.data.jsonl import read_jsonl
 from workbench.store.db import Store, utcnow
@@ -89,15 +89,7 @@ def _read_chunks(directory: Path, log: ProblemLog) -> dict[str, str]:
         if not isinstance(rec, dict):
             log.add(str(path), lineno, "$", "expected an object {\"chunk_id\", \"text\"}")
             continue
-        bad = False
-        for fld in ("chunk_id", "text"):
-            if fld not in rec:
-                log.add(str(path), lineno, f"$.{fld}", "missing")
-                bad = True
-            elif found := check_str(rec[fld]):
-                log.add(str(path), lineno, f"$.{fld}{found[0]}", found[1])
-                bad = True
-        if bad:
+        if not check_required(log, str(path), lineno, rec, [("chunk_id", check_str), ("text", check_str)]):
             continue
         cid = rec["chunk_id"]
         if cid in first:
@@ -153,15 +145,7 @@ def _read_gold(directory: Path, log: ProblemLog, names: dict[str, int]) -> dict[
         if not isinstance(rec, dict):
             log.add(str(path), lineno, "$", "expected an object {\"entity\", \"cluster\"}")
             continue
-        bad = False
-        for fld in ("entity", "cluster"):
-            if fld not in rec:
-                log.add(str(path), lineno, f"$.{fld}", "missing")
-                bad = True
-            elif found := check_str(rec[fld]):
-                log.add(str(path), lineno, f"$.{fld}{found[0]}", found[1])
-                bad = True
-        if bad:
+        if not check_required(log, str(path), lineno, rec, [("entity", check_str), ("cluster", check_str)]):
             continue
         eid = names.get(_nfc(rec["entity"]))
         if eid is None:

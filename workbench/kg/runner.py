@@ -12,13 +12,14 @@ import hashlib
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, generate_candidates, pairs_completeness
 from workbench.kg.context import ContextConfig, collect_context
 from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messages, parse_verdict
 from workbench.models.base import ModelError
+from workbench.passes import PassReport
 from workbench.store.db import Store, utcnow
 
 
@@ -53,17 +54,7 @@ class DedupConfig:
                              max_text_chunks=self.max_text_chunks, chunk_max_chars=self.chunk_max_chars)
 
 
-@dataclass
-class DedupReport:
-    run: str
-    jobs: int = 0
-    done: int = 0
-    errors: int = 0
-    model_calls: int = 0
-    cache_hits: int = 0
-    stopped: bool = False
-    fatal: str | None = None
-    seconds: float = 0.0
+DedupReport = PassReport
 
 
 class KG:

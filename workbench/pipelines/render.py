@@ -21,7 +21,7 @@ def render_report(r: dict) -> str:
         f"rounds per question {pct(r['rounds'], 2)}   histogram "
         + " ".join(f"{k}:{v}" for k, v in r["rounds_histogram"].items()),
         f"steps per question  {pct(r['steps'], 2)}",
-        f"outcomes            " + ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()),
+        "outcomes            " + ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()),
         "knowledge sources (share of final-chain steps)",
         f"  model's own (verified) {pct(src['model'])}",
         f"  corrected by retrieval {pct(src['corrected'])}",

@@ -13,12 +13,13 @@ import hashlib
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 from workbench.evidence.units import render_line
 from workbench.metrics.scoring import score_acc, score_cover
 from workbench.models.base import ModelError
+from workbench.passes import PassReport
 from workbench.pipelines.coq import CHAIN_GRAMMAR, CHAIN_MAX_TOKENS
 from workbench.pipelines.reader import READERS, make_reader
 from workbench.pipelines.searchain import LoopConfig, Trace, run_searchain
@@ -62,18 +63,7 @@ class SearChainConfig:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
 
 
-@dataclass
-class SearChainReport:
-    run: str
-    jobs: int = 0
-    done: int = 0
-    errors: int = 0
-    model_calls: int = 0
-    cache_hits: int = 0
-    stopped: bool = False
-    fatal: str | None = None
-    seconds: float = 0.0
-    error_samples: list[str] = field(default_factory=list)
+SearChainReport = PassReport
 
 
 def select_samples(samples: list[Sample], config: SearChainConfig) -> list[Sample]:

@@ -1,0 +1,86 @@
+"""What every group of CLI verbs shares: the store, JSON output, file output, and resumable passes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+
+def store_of(args):
+    """The database named by ``--db`` (or the default one)."""
+    from workbench.store import open_store
+
+    return open_store(args.db)
+
+
+def json_default(value):
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(value):
+        return asdict(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def emit_json(obj) -> None:
+    """Pretty JSON on stdout (dataclasses become objects)."""
+    json.dump(obj, sys.stdout, ensure_ascii=False, indent=2, default=json_default)
+    sys.stdout.write("\n")
+
+
+def write_out(out: str, text: str, what: str) -> None:
+    """Write ``text`` to exactly the path the user named (atomically), or to stdout for ``-``."""
+    from workbench.data.exports import write_atomic
+
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomic(out, [text])
+        print(f"wrote {what} to {out}")
+
+
+def pass_parent() -> argparse.ArgumentParser:
+    """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    parent.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    parent.add_argument("--retry-errors", action="store_true", help="also redo items that failed")
+    parent.add_argument("--json", action="store_true", help="machine-readable output")
+    return parent
+
+
+def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume_hint: str, llm=None) -> int:
+    """Run ``execute(stop=..., progress=...)`` with a progress bar and Ctrl-C handling; print its summary.
+
+    Returns the exit code: 0, 1 when the model could not be used, 130 when stopped early.
+    """
+    from workbench.progress import ProgressBar, StopOnSigint
+
+    bar = ProgressBar(label)
+
+    def show(done, total, report):
+        bar(done, total, None, f" · {report.model_calls} model calls, {report.cache_hits} cached"
+            + (f", {report.errors} errors" if report.errors else ""))
+
+    try:
+        with StopOnSigint() as interrupt:
+            report = execute(stop=interrupt.stop, progress=None if as_json else show)
+    finally:
+        if llm is not None:
+            llm.close()
+    if as_json:
+        emit_json(report)
+    elif report.jobs == 0:
+        print(f"{label} {report.run}: nothing to do", file=sys.stderr)
+    else:
+        print(f"{label} {report.run}: {report.done:,} of {report.jobs:,} {items} done in {report.seconds:,.1f}s: "
+              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
+              + (f" (stopped early; `{resume_hint}` continues)" if report.stopped else ""), file=sys.stderr)
+        for line in report.error_samples:
+            print(f"  error: {line}", file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nIt stays resumable: fix the model, then `{resume_hint} --retry-errors`.",
+              file=sys.stderr)
+        return 1
+    return 130 if report.stopped else 0
