@@ -72,7 +72,11 @@ def claims_by_cell(store: Store, run: Run, claim_run: int | None = None, *, excl
 
 
 def answer_claims(store: Store, run: Run, cell_id: str, sid: int, claim_run: int | None = None) -> dict | None:
-    """The claims of one answer with their verdicts, attribution and per-verifier votes; None if unverified."""
+    """The claims of one answer with their verdicts and attribution; None if unverified.
+
+    ``verifiers`` gives, per verifier, whether any shown unit supported the claim and its
+    best score; the full claim × unit table stays in ``claim_verdicts``.
+    """
     if claim_run is None:
         info = latest_claim_run(store, run)
         if info is None:
