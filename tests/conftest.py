@@ -82,3 +82,22 @@ def metaqa_db(tmp_path_factory) -> Path:
                               oracle=True, shuffles=3), name="sweep")
     s.close()
     return path
+
+
+class ScriptedLLM:
+    """A test double of ``CachedLLM.ask`` for logic that does not depend on the model.
+
+    Returns the scripted outputs in order (as objects with ``.text``) and records each call.
+    """
+
+    class Reply:
+        def __init__(self, text: str):
+            self.text = text
+
+    def __init__(self, *outputs: str):
+        self.outputs = list(outputs)
+        self.calls: list[dict] = []
+
+    def ask(self, messages, *, max_tokens, schema=None, grammar=None, temperature=0.0, repeat_penalty=1.0):
+        self.calls.append({"messages": messages, "max_tokens": max_tokens, "schema": schema})
+        return self.Reply(self.outputs.pop(0))

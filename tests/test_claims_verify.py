@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from workbench.claims.types import Claim, Verdict
@@ -13,6 +11,8 @@ from workbench.claims.verify import (JUDGE_SCHEMA, VERIFIERS, EmbeddingVerifier,
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize, vote
 from workbench.models.base import ModelError
 from workbench.models.locate import default_model_path
+
+from conftest import ScriptedLLM
 
 COLD = "感冒的常见症状包括流鼻涕、咳嗽、发热和喉咙痛。"
 
@@ -178,21 +178,6 @@ def test_lexical_threshold_and_empty_claim():
 
 # ---------------------------------------------------------------- llm_judge
 
-@dataclass
-class Reply:
-    text: str
-
-
-class ScriptedLLM:
-    """Returns the scripted outputs in order and records every call."""
-
-    def __init__(self, *outputs: str):
-        self.outputs = list(outputs)
-        self.calls: list[dict] = []
-
-    def ask(self, messages, *, max_tokens, schema=None, temperature=0.0):
-        self.calls.append({"messages": messages, "max_tokens": max_tokens, "schema": schema})
-        return Reply(self.outputs.pop(0))
 
 
 def test_llm_judge_one_call_per_unit_with_the_schema_and_the_texts():

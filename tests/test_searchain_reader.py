@@ -8,13 +8,13 @@ all the relation's word stems). The expected numbers below are worked out by han
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from workbench.evidence.units import Unit
 from workbench.pipelines.reader import (READER_SCHEMA, READERS, RELATION_SYNONYMS, ExtractiveReader, LLMReader,
                                         Reading, answer_agrees, make_reader, parse_reading, relation_score, stem)
+
+from conftest import ScriptedLLM
 
 
 def triple(h: str, r: str, t: str) -> Unit:
@@ -162,21 +162,6 @@ def test_answer_agrees(model, reader, agrees):
 
 # ---------------------------------------------------------------- LLM reader
 
-@dataclass
-class Reply:
-    text: str
-
-
-class ScriptedLLM:
-    """Returns the scripted outputs in order and records every call."""
-
-    def __init__(self, *outputs: str):
-        self.outputs = list(outputs)
-        self.calls: list[dict] = []
-
-    def ask(self, messages, *, max_tokens, schema=None, temperature=0.0):
-        self.calls.append({"messages": messages, "max_tokens": max_tokens, "schema": schema})
-        return Reply(self.outputs.pop(0))
 
 
 def test_llm_reader_one_call_with_the_evidence_the_query_and_the_schema():

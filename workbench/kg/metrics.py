@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import Estimate, iter_resample_counts
+from workbench.metrics.ledger import Estimate, iter_resample_counts, _ratio  # one NaN-safe ratio
 
 __all__ = ["METRICS", "ClusterScores", "pair_counts", "pairwise", "bcubed", "per_entity",
            "cluster_scores", "paired_difference"]
@@ -121,15 +121,6 @@ def pair_counts(pred: Sequence[object], gold: Sequence[object]) -> tuple[int, in
 
 
 # --------------------------------------------------------------------------- formulas
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """num / den, NaN where den == 0 (undefined)."""
-    num = np.asarray(num, dtype=np.float64)
-    den = np.asarray(den, dtype=np.float64)
-    out = np.full(np.broadcast(num, den).shape, np.nan)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
 
 
 def _f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:

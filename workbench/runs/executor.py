@@ -15,12 +15,13 @@ import json
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, PromptError
 from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+from workbench.passes import PassReport
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, load_samples
@@ -40,20 +41,10 @@ class Progress:
 
 
 @dataclass
-class ExecReport:
-    """What one execution did."""
+class ExecReport(PassReport):
+    """What one execution did (``jobs``: pending ones, plus failed ones with retry_errors)."""
 
-    run: str
-    jobs: int = 0                 # jobs selected (pending, plus failed ones with retry_errors)
-    done: int = 0
-    model_calls: int = 0
-    cache_hits: int = 0
-    errors: int = 0
-    stopped: bool = False         # interrupted (Ctrl-C) before finishing
-    fatal: str | None = None      # the model could not be used at all
-    seconds: float = 0.0
     completion_tokens: int = 0
-    error_samples: list[str] = field(default_factory=list)
 
 
 @dataclass
