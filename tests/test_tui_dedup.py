@@ -55,3 +55,13 @@ async def test_review_accepts_and_rejects_with_one_key_and_decisions_are_stored(
         await wait_for(pilot, lambda: screen.mode == "graph" and "mode graph (m)" in heading(app))
         await pilot.press("b")
         await wait_for(pilot, lambda: "band high" in heading(app))
+
+
+def test_snapshot_dedup_review(snap_compare, judged_db):
+    from test_tui import _settle
+
+    async def open_dedup(pilot):
+        await pilot.press("D")
+        await _settle(pilot)
+
+    assert snap_compare(WorkbenchApp(judged_db, poll_seconds=3600), terminal_size=SIZE, run_before=open_dedup)

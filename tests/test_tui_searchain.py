@@ -90,3 +90,15 @@ def _all(node):
     for child in node.children:
         yield child
         yield from _all(child)
+
+
+def test_snapshot_chain_tree(snap_compare, chained_db):
+    from test_tui import _settle
+
+    async def open_tree(pilot):
+        await pilot.press("h")
+        await _settle(pilot)
+        await pilot.press("enter")
+        await _settle(pilot)
+
+    assert snap_compare(WorkbenchApp(chained_db, poll_seconds=3600), terminal_size=SIZE, run_before=open_tree)
