@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,23 @@ class ScriptedLLM:
     def ask(self, messages, *, max_tokens, schema=None, grammar=None, temperature=0.0, repeat_penalty=1.0):
         self.calls.append({"messages": messages, "max_tokens": max_tokens, "schema": schema})
         return self.Reply(self.outputs.pop(0))
+
+
+def wait_for_rows(db: Path, sql: str, at_least: int, proc, timeout: float = 180) -> int:
+    """Poll ``sql`` (a count) on ``db`` until it reaches ``at_least`` while ``proc`` runs; return the count.
+
+    For kill -9 tests: a fresh connection each time, as another process is writing.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the process ended before it could be interrupted"
+        try:
+            con = sqlite3.connect(db, timeout=5)
+            count = con.execute(sql).fetchone()[0]
+            con.close()
+        except sqlite3.OperationalError:
+            count = 0
+        if count >= at_least:
+            return count
+        time.sleep(0.05)
+    raise AssertionError(f"no progress: {sql!r} stayed below {at_least}")

@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,13 @@ from workbench.data.importer import import_dataset
 from workbench.models.base import ModelError, Sampling
 from workbench.models.llamacpp import LlamaCppBackend
 from workbench.models.locate import default_model_path, resolve_model
-from workbench.models.registry import ExecOptions, GenerationConfig
+from workbench.models.registry import GenerationConfig
 from workbench.runs.executor import execute, run_stats
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.queries import get_run
 
-from conftest import SAMPLE_METAQA
+from conftest import SAMPLE_METAQA, wait_for_rows
 
 FAST = dict(max_tokens=12, n_ctx=1024)
 
@@ -180,19 +179,7 @@ RUN_ARGS = ("run", "metaqa", "--limit", "8", "--k", "1,5", "--budget", "256", "-
 
 
 def _wait_for_done(db: Path, at_least: int, proc, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        try:
-            con = sqlite3.connect(db, timeout=5)
-            done = con.execute("SELECT count(*) FROM events WHERE status = 'done'").fetchone()[0]
-            con.close()
-        except sqlite3.OperationalError:
-            done = 0
-        if done >= at_least:
-            return done
-        time.sleep(0.05)
-    raise AssertionError("the run made no progress")
+    return wait_for_rows(db, "SELECT count(*) FROM events WHERE status = 'done'", at_least, proc, timeout)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -24,7 +23,7 @@ from workbench.pipelines.report import chain_tree, searchain_report
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
 from workbench.store import open_store
 
-from conftest import SAMPLE_METAQA
+from conftest import SAMPLE_METAQA, wait_for_rows
 
 
 @pytest.fixture
@@ -83,18 +82,7 @@ def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa
     cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
            "--limit", "3", "--name", "killed"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:   # wait for the first model call of the run to be committed
-        assert proc.poll() is None, "the run ended before it could be killed"
-        try:
-            con = sqlite3.connect(db, timeout=5)
-            calls = con.execute("SELECT count(*) FROM generations").fetchone()[0]
-            con.close()
-        except sqlite3.OperationalError:
-            calls = 0
-        if calls >= 1:
-            break
-        time.sleep(0.05)
+    wait_for_rows(db, "SELECT count(*) FROM generations", 1, proc)   # the first model call is committed
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     con = sqlite3.connect(db)

@@ -54,9 +54,6 @@ class DedupConfig:
                              max_text_chunks=self.max_text_chunks, chunk_max_chars=self.chunk_max_chars)
 
 
-DedupReport = PassReport
-
-
 class KG:
     """A KG in memory: names, degrees, edges with their source chunks, chunk texts, gold labels."""
 
@@ -143,11 +140,11 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
 
 def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
                   stop: threading.Event | None = None,
-                  progress: Callable[[int, int, DedupReport], None] | None = None) -> DedupReport:
+                  progress: Callable[[int, int, PassReport], None] | None = None) -> PassReport:
     """Judge every pending (pair, mode) of a dedup run, each committed with its contexts."""
     run_id, name, kg_id, config = get_dedup_run(store, name)
     stop = stop or threading.Event()
-    report = DedupReport(run=name)
+    report = PassReport(run=name)
     statuses = ("pending", "error") if retry_errors else ("pending",)
     jobs = store.conn.execute(
         f"SELECT a, b, mode FROM dedup_verdicts WHERE run_id = ? AND status IN ({','.join('?' * len(statuses))})"

@@ -63,9 +63,6 @@ class SearChainConfig:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
 
 
-SearChainReport = PassReport
-
-
 def select_samples(samples: list[Sample], config: SearChainConfig) -> list[Sample]:
     """The samples a config runs on: those with ``meta.hops`` (if set), then the first ``limit``."""
     chosen = [s for s in samples if config.hops is None or s.meta.get("hops") == config.hops]
@@ -182,11 +179,11 @@ def _persist(store: Store, prun_id: int, sample: Sample, trace: Trace, baseline:
 
 def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
                       stop: threading.Event | None = None,
-                      progress: Callable[[int, int, SearChainReport], None] | None = None) -> SearChainReport:
+                      progress: Callable[[int, int, PassReport], None] | None = None) -> PassReport:
     """Run every pending sample of a SearChain run (and failed ones with ``retry_errors``)."""
     prun_id, name, dataset_id, config = get_pipeline_run(store, name)
     stop = stop or threading.Event()
-    report = SearChainReport(run=name)
+    report = PassReport(run=name)
     statuses = ("pending", "error") if retry_errors else ("pending",)
     sids = [sid for (sid,) in store.conn.execute(
         f"SELECT sid FROM pipeline_samples WHERE prun_id = ? AND status IN ({','.join('?' * len(statuses))})"
