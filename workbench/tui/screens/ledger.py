@@ -142,8 +142,6 @@ class LedgerScreen(WorkbenchScreen):
             plot.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
         except ValueError as exc:
             plot.update(str(exc))
-        if not self.marked:
-            self.query_one("#side", Static).update(self._side_text())
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
@@ -154,6 +152,9 @@ class LedgerScreen(WorkbenchScreen):
                           _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
+        # After the rows: the side panel describes the highlighted cell, which needs them.
+        if not self.marked:
+            self.query_one("#side", Static).update(self._side_text())
 
     def _side_text(self) -> str:
         report = self.view.report
