@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from workbench.data.importer import import_dataset
+from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +85,18 @@ def metaqa_db(tmp_path_factory) -> Path:
                               oracle=True, shuffles=3), name="sweep")
     s.close()
     return path
+
+
+@pytest.fixture
+def swept_db(tmp_path):
+    """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages)."""
+    db = tmp_path / "wb.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2),
+               name="sweep")
+    store.close()
+    return db
 
 
 class ScriptedLLM:

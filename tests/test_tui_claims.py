@@ -14,7 +14,7 @@ from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
 
 from conftest import SAMPLE_METAQA
-from test_tui import SIZE, heading, wait_for
+from tuikit import SIZE, heading, wait_for
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from test_kg_dedup import kg_dir  # noqa: F401  (the tiny KG fixture, used by judged_db)
-from test_tui import SIZE, heading, wait_for
+from tuikit import SIZE, heading, wait_for
 from workbench.kg.importer import import_kg
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
 from workbench.store import open_store
@@ -58,7 +58,7 @@ async def test_review_accepts_and_rejects_with_one_key_and_decisions_are_stored(
 
 
 def test_snapshot_dedup_review(snap_compare, judged_db):
-    from test_tui import _settle
+    from tuikit import settle as _settle
 
     async def open_dedup(pilot):
         await pilot.press("D")

@@ -12,7 +12,7 @@ from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 
 from conftest import SAMPLE_METAQA
-from test_tui import SIZE, heading, wait_for
+from tuikit import SIZE, heading, wait_for
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def _all(node):
 
 
 def test_snapshot_chain_tree(snap_compare, chained_db):
-    from test_tui import _settle
+    from tuikit import settle as _settle
 
     async def open_tree(pilot):
         await pilot.press("h")

@@ -70,13 +70,15 @@ def list_samples(store: Store, run: Run, cell_id: str, *, quadrant: str = "all",
         info = latest_claim_run(store, run)
         params.append(info.id if info else -1)
     if search.strip():
-        pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = _contains(search)
         # Questions and sample ids only: matching predictions would read every event row.
         where.append("(s.question LIKE ? ESCAPE '\\' OR s.id LIKE ? ESCAPE '\\')")
         params += [pattern, pattern]
-    if tag:
-        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid AND t.tag = ?)")
-        params.append(tag)
+    if tag and tag.strip():
+        # Part of a tag is enough ("alias" finds alias-miss): nobody remembers the exact spelling.
+        where.append("EXISTS (SELECT 1 FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid"
+                     " AND t.tag LIKE ? ESCAPE '\\')")
+        params.append(_contains(tag))
     base = (" FROM events e JOIN samples s ON s.dataset_id = ? AND s.sid = e.sid"
             " WHERE e.run_id = ? AND e.cell_id = ? AND " + " AND ".join(where))
     total = store.conn.execute("SELECT count(*)" + base, params).fetchone()[0]
@@ -85,6 +87,17 @@ def list_samples(store: Store, run: Run, cell_id: str, *, quadrant: str = "all",
         " (SELECT group_concat(t.tag, ' ') FROM tags t WHERE t.dataset_id = s.dataset_id AND t.sid = s.sid)"
         + base + " ORDER BY e.sid LIMIT ? OFFSET ?", [*params, limit, max(0, offset)]).fetchall()
     return SamplePage([SampleRow(*r[:9], tuple(sorted((r[9] or "").split()))) for r in rows], total, offset, limit)
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern matching ``text`` anywhere, with LIKE's wildcards in it taken literally."""
+    return "%" + text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def matching_tags(tags: list[str] | dict[str, int], text: str) -> list[str]:
+    """The tags the samples view's tag filter ``text`` matches (case-insensitive substring, as in SQL)."""
+    needle = text.strip().lower()
+    return [t for t in tags if needle in t.lower()]
 
 
 @dataclass(frozen=True)
@@ -122,8 +135,12 @@ def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetai
     sample = next((s for s in load_samples(store, run.dataset_id) if s.sid == sid), None)
     if sample is None:
         raise ValueError(f"no sample {sid} in dataset {run.dataset!r}")
-    cells = [r[0] for r in store.conn.execute(
-        "SELECT cell_id FROM events WHERE run_id = ? AND sid = ? ORDER BY cell_id", (run.id, sid))]
+    from workbench.runs.report import cell_order
+
+    # Ledger order (format, B, numeric K, oracle last), not string order where k10 sorts before k2.
+    has_job = {r[0] for r in store.conn.execute("SELECT cell_id FROM events WHERE run_id = ? AND sid = ?",
+                                                (run.id, sid))}
+    cells = [c for c in cell_order(store, run) if c in has_job]
     row = store.conn.execute(
         "SELECT c.kind, c.k, c.budget, c.format, c.shuffle, e.h_set, e.h_vis, e.k_eff, e.evidence_tokens,"
         " e.truncated, e.visible, v.text, e.status, e.error, e.prediction, e.score, e.citations, e.gen_key, e.source"

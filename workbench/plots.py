@@ -17,7 +17,14 @@ MAIN_LEFT = ("S_set", "S_vis", "S_llm")
 # Without colour, braille lines look alike: give each series its own character instead.
 PLAIN_MARKERS = {"S_set": "o", "S_vis": "x", "S_llm": "+", "D_rate": ".", "Acc_struct": "o", "Acc_linear": "x",
                  "L_struct": "+"}
+# Fixed colours (plotext's own sequence, but per term): a series with no points must not shift the
+# colours of the others, and the legend drawn below a small plot must match the lines.
+COLORS = {"S_set": "blue+", "S_vis": "green+", "S_llm": "red+", "D_rate": "cyan+", "Acc_struct": "blue+",
+          "Acc_linear": "green+", "L_struct": "red+"}
+# Below this size plotext's legend (drawn inside the plot, top left) hides the curves: put it underneath.
+LEGEND_INSIDE_MIN = (60, 16)
 _colors = False
+_legend: list[tuple[str, str]] | None = None    # (term, label) to draw below the plot, or None: plotext's
 
 
 def _value(est: Any) -> float | None:
@@ -27,26 +34,47 @@ def _value(est: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, **kwargs) -> bool:
+def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: str, **kwargs) -> bool:
     points = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if not points:
         return False
     marker = "braille" if _colors else PLAIN_MARKERS.get(term, "*")
+    if term in COLORS:
+        kwargs["color"] = COLORS[term]
+    if _legend is None:
+        kwargs["label"] = label
+    else:
+        _legend.append((term, label))
     plt.plot([p[0] for p in points], [p[1] for p in points], marker=marker, **kwargs)
     return True
 
 
 def _begin(width: int, height: int, colors: bool) -> None:
-    global _colors
+    global _colors, _legend
     _colors = colors
+    inside = width >= LEGEND_INSIDE_MIN[0] and height >= LEGEND_INSIDE_MIN[1]
+    _legend = None if inside else []
     plt.clf()
-    plt.plotsize(width, height)
+    # One line of the height goes to the legend underneath.
+    plt.plotsize(width, height if inside else max(height - 1, 5))
     plt.theme("pro" if colors else "clear")
 
 
 def _finish(colors: bool) -> str:
     text = plt.build()
+    if _legend:
+        text = text.rstrip("\n") + "\n" + _legend_line(plt.uncolorize(text).find("\n"))
     return text if colors else plt.uncolorize(text)
+
+
+def _legend_line(width: int) -> str:
+    """``⣿ S_set  ⣿ S_vis …`` in the lines' colours (``o S_set  x S_vis …`` without colour), in ``width``."""
+    items = [("⣿" if _colors else PLAIN_MARKERS.get(term, "*"), term, label) for term, label in _legend or []]
+    sep = "  "
+    if len(" " + sep.join(f"{m} {label}" for m, _, label in items)) > width > 0:
+        sep, items = " ", [(m, t, label.replace(" (right)", "(r)")) for m, t, label in items]
+    parts = [f"{plt.colorize(m, COLORS[t]) if _colors and t in COLORS else m} {label}" for m, t, label in items]
+    return " " + sep.join(parts)
 
 
 def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: int = 78, height: int = 20,
@@ -66,7 +94,9 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
     plt.xticks(xs, [str(k) for k in ks])
     plt.ylim(0, 1)
     plt.xlabel("K (top-K retrieved)")
-    plt.title(title or f"Dissipation ledger: B={budget} tokens, format={fmt}")
+    # plotext drops a title wider than the plot: a narrow plot gets the short one.
+    plt.title(title or (f"Dissipation ledger: B={budget} tokens, format={fmt}" if width >= 60
+                        else f"B={budget}, {fmt}"))
     return _finish(colors)
 
 
@@ -85,7 +115,7 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
         plt.text("no oracle scores yet", x=xs[0], y=0.5)
     plt.xticks(xs, [str(b) for b in budgets])
     plt.xlabel("B (evidence token budget)")
-    plt.title(title or "Oracle controls: only p*, struct vs shuffled")
+    plt.title(title or ("Oracle controls: only p*, struct vs shuffled" if width >= 60 else "Oracle: only p*"))
     return _finish(colors)
 
 
@@ -106,8 +136,10 @@ def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]],
     xs = list(range(1, len(ks) + 1))
     _begin(width, height, colors)
     markers = iter("ox+*.#")
+    colors_ = iter(("blue+", "green+", "red+", "cyan+", "magenta+", "yellow"))
     for label, ys in series.items():
         PLAIN_MARKERS.setdefault(label, next(markers))
+        COLORS.setdefault(label, next(colors_))
         _line(xs, list(ys), label, label=label)
     plt.xticks(xs, [str(k) for k in ks])
     plt.ylim(0, 1)

@@ -14,6 +14,9 @@ from workbench.tui.messages import Loaded
 from workbench.tui.screens.samples import TAG_KEYS, _note, _toggle
 
 STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}
+CELL_KEYS = Binding.Group("Cell")
+SAMPLE_KEYS = Binding.Group("Sample")
+TAG_GROUP = Binding.Group("Tag", compact=True)
 
 
 def _detail(store, run_name, sid, cell_id):
@@ -92,13 +95,17 @@ def render_claims(claims: dict | None) -> list[str]:
 class SampleDetailScreen(WorkbenchScreen):
     """One sample in one cell; ←/→ switch cells, j/k move through the samples page."""
 
+    # Grouped so the footer has room for N and c; ←/→ take priority over the scroll view's own
+    # (hidden, and useless here: the text wraps) left/right, which would otherwise hide them.
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
-        Binding("left", "cell(-1)", "Prev cell"), Binding("right", "cell(1)", "Next cell"),
-        Binding("j", "sample(1)", "Next sample"), Binding("k", "sample(-1)", "Prev sample"),
-        *[Binding(k, f"tag('{t}')", t) for k, t in TAG_KEYS.items()],
+        Binding("left", "cell(-1)", "Prev cell", priority=True, group=CELL_KEYS),
+        Binding("right", "cell(1)", "Next cell", priority=True, group=CELL_KEYS),
+        Binding("k", "sample(-1)", "Prev sample", group=SAMPLE_KEYS),
+        Binding("j", "sample(1)", "Next sample", group=SAMPLE_KEYS),
+        *[Binding(k, f"tag('{t}')", t, group=TAG_GROUP) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note"),
-        Binding("c", "chain", "SearChain tree"),
+        Binding("c", "chain", "SearChain"),
     ]
 
     def __init__(self, run_name: str, sid: int, cell_id: str, sids: list[int]):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from workbench.claims.report import LEDGER_METRICS
@@ -18,6 +18,7 @@ from workbench.tui.messages import DataChanged, Loaded
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
            "D_mass", "L_leak", "K_eff", "Faith")
 QUICK_RESAMPLES = 100
+WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
 
 
 @dataclass
@@ -31,13 +32,17 @@ class LedgerView:
 
 
 def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None:
+    """The ledger of ``run_name``; None when there is no such run (e.g. it was just deleted)."""
     from workbench.runs.report import run_ledger
-    from workbench.store.queries import get_run, run_names
+    from workbench.store.queries import NotFound, get_run, run_names
     from workbench.triage import tag_counts
 
     if run_name is None:
         return None
-    run = get_run(store, run_name)
+    try:
+        run = get_run(store, run_name)
+    except NotFound:
+        return None
     tags = tag_counts(store, run.dataset_id)
     report = run_ledger(store, run, resamples=resamples, exclude_tags=list(tags) if exclude else ())
     return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None)
@@ -50,8 +55,8 @@ def _difference(store, run_name, a, b, exclude: bool):
 
     run = get_run(store, run_name)
     tags = list(tag_counts(store, run.dataset_id)) if exclude else []
-    return {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags)
-            for term in ("S_vis", "S_llm", "D_rate")}
+    return (a, b), {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags)
+                    for term in ("S_vis", "S_llm", "D_rate")}
 
 
 class LedgerScreen(WorkbenchScreen):
@@ -62,7 +67,13 @@ class LedgerScreen(WorkbenchScreen):
         Binding("m", "next_run", "Run/model"), Binding("o", "toggle_oracle", "Oracle plot"),
         Binding("space", "mark", "Mark cell"), Binding("e", "toggle_exclude", "Excl. tagged"),
         Binding("enter", "samples", "Samples"),
+        Binding("J", "scroll_side(1)", "Side ↓"), Binding("K", "scroll_side(-1)", "Side ↑", show=False),
+        # A row-cursor table scrolls sideways one character per key: a third of its width is usable.
+        Binding("left", "scroll_table(-1)", "Columns", show=False, priority=True),
+        Binding("right", "scroll_table(1)", "Columns", show=False, priority=True),
     ]
+    # The table, not the side panel (which comes first and can take focus to scroll).
+    AUTO_FOCUS = "#ledger"
 
     def __init__(self):
         super().__init__()
@@ -78,8 +89,10 @@ class LedgerScreen(WorkbenchScreen):
         yield Static("", id="heading", classes="title")
         with Horizontal(id="plots"):
             yield Static("", id="main-plot", classes="plot")
-            yield Static("", id="side", classes="side")
-        table = DataTable(id="ledger", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="side-scroll", classes="side"):
+                yield Static("", id="side")
+        # K, B and format stay put when the terms scroll sideways (80 columns show half of them).
+        table = DataTable(id="ledger", cursor_type="row", zebra_stripes=True, fixed_columns=3)
         table.add_columns(*COLUMNS)
         yield table
         yield Footer()
@@ -92,7 +105,7 @@ class LedgerScreen(WorkbenchScreen):
 
     def refresh_ledger(self) -> None:
         if self.app.run_name is None:
-            self.query_one("#heading", Static).update("No run selected: start one in Runs (r, then n).")
+            self._clear("No run selected: open one in Runs (r, then enter) or start one (r, then n).")
             return
         # Two passes: a quick bootstrap paints the ledger at once, the full one refines it.
         self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, QUICK_RESAMPLES)
@@ -101,8 +114,22 @@ class LedgerScreen(WorkbenchScreen):
         if self.view:
             self._draw()
 
+    def _clear(self, heading: str) -> None:
+        """Forget the shown run: no plot, table or side panel of a run that is gone."""
+        self.view, self.marked = None, []
+        self.query_one("#heading", Static).update(heading)
+        self.query_one("#main-plot", Static).update("")
+        self.query_one("#side", Static).update("")
+        self.query_one(DataTable).clear()
+
     def on_loaded(self, message: Loaded) -> None:
-        if message.what == "ledger" and message.payload is not None:
+        if message.what == "ledger" and message.payload is None:
+            gone = self.app.run_name
+            if gone is not None:
+                self.app.run_name = None
+            self._clear((f"Run {gone} no longer exists. " if gone else "")
+                        + "No run selected: open one in Runs (r, then enter) or start one (r, then n).")
+        elif message.what == "ledger":
             self.view = message.payload
             if self.view.report.resamples < self.resamples:
                 self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples)
@@ -115,9 +142,12 @@ class LedgerScreen(WorkbenchScreen):
                 self.format = "linear" if "linear" in formats else (formats[0] if formats else None)
             self._draw()
         elif message.what == "difference":
-            a, b = self.marked
-            lines = [f"[b]paired difference[/b] {a} − {b}"]
-            lines += [f"{term}: {fmt_estimate(est)}" for term, est in message.payload.items()]
+            pair, diffs = message.payload
+            if list(pair) != self.marked:
+                return  # a mark changed while it was computed: the side panel already shows the new state
+            lines = ["[b]paired difference[/b]", f"{pair[0]} − {pair[1]}"]
+            lines += [f"{term}: {fmt_estimate(est)}" for term, est in diffs.items()]
+            lines += ["", "[dim]space on a marked cell unmarks it[/dim]"]
             self.query_one("#side", Static).update("\n".join(lines))
 
     def _draw(self) -> None:
@@ -131,7 +161,8 @@ class LedgerScreen(WorkbenchScreen):
         self.query_one("#heading", Static).update(
             f"[b]Ledger[/b]  {report.run} · {report.dataset} · B={self.budget} · {self.format}{progress}{excluded}"
             f"  [dim]95% CI, {report.resamples} resamples"
-            f"{' (refining…)' if report.resamples < self.resamples else ''}[/dim]")
+            f"{' (refining…)' if report.resamples < self.resamples else ''}"
+            f"{' · ←/→ more columns' if self.size.width < WIDE else ''}[/dim]")
         plot = self.query_one("#main-plot", Static)
         width, height = max(40, (plot.size.width or 80) - 1), max(10, plot.size.height or 16)
         try:
@@ -143,7 +174,7 @@ class LedgerScreen(WorkbenchScreen):
         except ValueError as exc:
             plot.update(str(exc))
         table = self.query_one(DataTable)
-        cursor = table.cursor_row
+        cursor, scrolled = table.cursor_row, table.scroll_x
         table.clear()
         for r in report.rows:
             mark = "● " if r["cell_id"] in self.marked else ""
@@ -152,8 +183,11 @@ class LedgerScreen(WorkbenchScreen):
                           _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
+        if scrolled:
+            # clear() scrolls home; a live run redraws every second, so keep the columns the user chose.
+            self.call_after_refresh(table.scroll_to, x=scrolled, animate=False)
         # After the rows: the side panel describes the highlighted cell, which needs them.
-        if not self.marked:
+        if len(self.marked) < 2:
             self.query_one("#side", Static).update(self._side_text())
 
     def _side_text(self) -> str:
@@ -161,51 +195,81 @@ class LedgerScreen(WorkbenchScreen):
         lines = []
         cell = self._highlighted()
         row = next((r for r in report.rows if r["cell_id"] == cell), None)
+        if self.marked:
+            lines += [f"● {self.marked[0]} marked: space on another cell", "  for the paired difference", ""]
         if row is not None:
             lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
-            lines += [f"{t:>15} {fmt_estimate(row[t], 3)}" for t in CI_TERMS]
+            lines += _ci_lines(CI_TERMS, row)
             if report.claims:
                 cfg = report.claims["config"]
                 lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
                              f"{row.get('claims_n', 0)} answers[/dim]")
-                lines += [f"{t:>15} {fmt_estimate(row.get(t), 3)}" for t in LEDGER_METRICS]
+                lines += _ci_lines(LEDGER_METRICS, row)
             lines.append("")
         lines.append("[b]Oracle (only p*)[/b]")
         for o in report.oracle:
-            lines.append(f"B={o['budget']}: struct {fmt_estimate(o['Acc_struct'], 2)}")
-            lines.append(f"       linear {fmt_estimate(o['Acc_linear'], 2)}  L_struct "
-                         f"{fmt_estimate(o['L_struct'], 2)}")
+            lines.append(f"{'B=' + str(o['budget']):<6} struct {fmt_estimate(o['Acc_struct'], 2)}")
+            lines.append(f"{'':<6} linear {fmt_estimate(o['Acc_linear'], 2)}")
+            lines.append(f"{'':<4} L_struct {fmt_estimate(o['L_struct'], 2)}")
         if not report.oracle:
             lines.append(DASH + " (no oracle cells)")
         if self.view.tags:
             lines.append("")
             lines.append("[b]Tags[/b] " + ", ".join(f"{t} {n}" for t, n in self.view.tags.items()))
         lines.append("")
-        lines.append("[dim]space marks two cells for a paired difference[/dim]")
+        lines.append("[dim]space marks two cells for a paired difference · J/K scroll this panel · ←/→ scroll "
+                     "the table sideways[/dim]")
         return "\n".join(lines)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if self.view and not self.marked:
+        if self.view and len(self.marked) < 2:
             self.query_one("#side", Static).update(self._side_text())
+
+    def action_scroll_table(self, step: int) -> None:
+        """Scroll the terms sideways by about a third of the table, stopping on a column's edge."""
+        table = self.query_one(DataTable)
+        widths = [c.get_render_width(table) for c in list(table.columns.values())[table.fixed_columns:]]
+        edges = [sum(widths[:i]) for i in range(len(widths) + 1)]
+        target = table.scroll_x + step * max(8, table.size.width // 3)
+        ahead = [e for e in edges if (e >= target if step > 0 else e <= target)]
+        x = (min(ahead) if step > 0 else max(ahead)) if ahead else (edges[-1] if step > 0 else 0)
+        table.scroll_to(x=x, animate=False)
+
+    def action_scroll_side(self, step: int) -> None:
+        side = self.query_one("#side-scroll", VerticalScroll)
+        side.scroll_to(y=side.scroll_y + step * max(1, side.size.height - 2), animate=False)
 
     def _cycle(self, values, current):
         if not values:
             return current
         return values[(values.index(current) + 1) % len(values)] if current in values else values[0]
 
+    def _only_one(self, values, what: str) -> bool:
+        """Say so when there is nothing to switch to (a silent key looks broken)."""
+        if self.view is None:
+            self.notify("no ledger shown: open a run in Runs (r)")
+            return True
+        if len(values) <= 1:
+            self.notify(f"only one {what}: {values[0]}" if values else f"no {what}", timeout=4)
+            return True
+        return False
+
     def action_next_budget(self) -> None:
-        if self.view:
-            self.budget = self._cycle(sorted({r["budget"] for r in self.view.report.rows}), self.budget)
+        budgets = sorted({r["budget"] for r in self.view.report.rows}) if self.view else []
+        if not self._only_one(budgets, "budget in this run"):
+            self.budget = self._cycle(budgets, self.budget)
             self._draw()
 
     def action_next_format(self) -> None:
-        if self.view:
-            self.format = self._cycle(list(dict.fromkeys(r["format"] for r in self.view.report.rows)), self.format)
+        formats = list(dict.fromkeys(r["format"] for r in self.view.report.rows)) if self.view else []
+        if not self._only_one(formats, "format in this run"):
+            self.format = self._cycle(formats, self.format)
             self._draw()
 
     def action_next_run(self) -> None:
-        if self.view and len(self.view.runs) > 1:
-            self.app.run_name = self._cycle(self.view.runs, self.app.run_name)
+        runs = self.view.runs if self.view else []
+        if not self._only_one(runs, "run of this dataset"):
+            self.app.run_name = self._cycle(runs, self.app.run_name)
             self.marked = []
             self.refresh_ledger()
 
@@ -246,6 +310,19 @@ class LedgerScreen(WorkbenchScreen):
         if cell:
             self.app.cell_id = cell
             self.app.switch_mode("samples")
+
+
+def _ci_lines(terms, row) -> list[str]:
+    """``term estimate [lo,hi]`` lines narrow enough for the side panel (≥ 35 columns inside).
+
+    Token counts get no decimals and K_eff one; a name too long to right-align goes on its own line above
+    its estimate, so no line wraps mid-interval.
+    """
+    lines = []
+    for t in terms:
+        est = fmt_estimate(row.get(t), {"evidence_tokens": 0, "K_eff": 1}.get(t, 3))
+        lines += [f"{t:>15} {est}"] if len(t) <= 15 else [f"{t}", f"{'':>15} {est}"]
+    return lines
 
 
 def _value(est) -> str:

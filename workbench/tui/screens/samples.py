@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
@@ -17,17 +19,45 @@ QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss",
 TAG_KEYS = {"A": "annotation-error", "L": "alias-miss", "R": "reasoning-fail", "F": "format-fail"}
 
 
-def _page(store, run_name, cell_id, quadrant, search, tag, offset):
-    from workbench.browse import list_samples
-    from workbench.store.queries import get_run
+# Columns with fixed widths: a long tag list or question must not push the prediction off screen.
+COLUMNS = (("sample", 21), ("question", 32), ("set", 3), ("vis", 3), ("K_eff", 5), ("cut", 3), ("score", 5),
+           ("tags", 4), ("prediction", 22))
 
+
+@dataclass
+class PageView:
+    """What a page worker returns: the cell shown, one page of rows and, if the tag filter matched no
+    tag at all, the dataset's tags (so the screen can say which exist)."""
+
+    cell_id: str
+    page: object
+    known_tags: dict[str, int] | None = None
+
+
+def _page(store, run_name, cell_id, quadrant, search, tag, offset):
+    from workbench.browse import list_samples, matching_tags
     from workbench.runs.report import first_cell
+    from workbench.store.queries import get_run
+    from workbench.triage import tag_counts
 
     run = get_run(store, run_name)
     if cell_id is None:
         cell_id = first_cell(store, run)
-    return cell_id, list_samples(store, run, cell_id, quadrant=quadrant, search=search, tag=tag, offset=offset,
-                                 limit=PAGE)
+    page = list_samples(store, run, cell_id, quadrant=quadrant, search=search, tag=tag, offset=offset, limit=PAGE)
+    known = None
+    if tag and page.total == 0:
+        tags = tag_counts(store, run.dataset_id)
+        if not matching_tags(tags, tag):
+            known = tags
+    return PageView(cell_id, page, known)
+
+
+def tag_abbrev(tags) -> str:
+    """Tags in a few characters: the tagging key's letter (A/L/R/F) or the first letter, then +N."""
+    letters = {t: k for k, t in TAG_KEYS.items()}
+    known = [letters[t] for t in TAG_KEYS.values() if t in tags]  # always in key order: A L R F
+    short = "".join(known) + "".join(t[:1].lower() for t in tags if t not in letters)
+    return short if len(short) <= 4 else short[:3] + "+"
 
 
 def _toggle(store, run_name, sid, tag):
@@ -68,7 +98,7 @@ class SamplesScreen(WorkbenchScreen):
         Binding("pagedown,right_square_bracket", "page(1)", "Next page", priority=True),
         Binding("pageup,left_square_bracket", "page(-1)", "Prev page", show=False, priority=True),
         Binding("g", "first", "First page", show=False), Binding("G", "last", "Last page", show=False),
-        Binding("enter", "detail", "Detail"),
+        Binding("enter", "detail", "Detail"), Binding("escape", "back", "Ledger"),
         *[Binding(k, f"tag('{t}')", t, show=False) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note", show=False), Binding("X", "export", "Export tagged"),
     ]
@@ -81,17 +111,24 @@ class SamplesScreen(WorkbenchScreen):
         self.page_offset = 0
         self.total = 0
         self.rows = []
+        self.known_tags: dict[str, int] | None = None
+        # The (run, cell) the filters were chosen for: another cell starts unfiltered.
+        self.shown: tuple[str | None, str | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="samples", cursor_type="row", zebra_stripes=True)
-        table.add_columns("sample", "question", "set", "vis", "K_eff", "cut", "score", "tags", "prediction")
+        for label, width in COLUMNS:
+            table.add_column(label, width=width)
         yield table
+        yield Static("", id="empty", classes="status")
         yield Static("", id="status", classes="status")
         yield Footer()
 
     def on_screen_resume(self) -> None:
+        if self.shown is not None and self.shown != (self.app.run_name, self.app.cell_id):
+            self.quadrant, self.search, self.tag, self.page_offset = "all", "", None, 0
         self.reload()
 
     def on_data_changed(self, message: DataChanged) -> None:
@@ -106,8 +143,10 @@ class SamplesScreen(WorkbenchScreen):
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "page":
-            self.app.cell_id, page = message.payload
-            self.total, self.rows = page.total, page.rows
+            view: PageView = message.payload
+            self.app.cell_id, page = view.cell_id, view.page
+            self.shown = (self.app.run_name, view.cell_id)
+            self.total, self.rows, self.known_tags = page.total, page.rows, view.known_tags
             if self.page_offset and self.page_offset >= self.total:
                 self.page_offset = max(0, (self.total - 1) // PAGE * PAGE)
                 self.reload()
@@ -131,7 +170,7 @@ class SamplesScreen(WorkbenchScreen):
         if self.search:
             filters.append(f"search “{esc(self.search)}”")
         if self.tag:
-            filters.append(f"tag {esc(self.tag)}")
+            filters.append(f"tag ~{esc(self.tag)}")
         self.query_one("#heading", Static).update(
             f"[b]Samples[/b] {self.app.run_name} · cell {self.app.cell_id} · " + " · ".join(filters)
             + f" · {self.total:,} samples · page {self.page_offset // PAGE + 1}/{last}")
@@ -140,14 +179,39 @@ class SamplesScreen(WorkbenchScreen):
         table.clear()
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
-            table.add_row(r.sample_id, r.question[:46], "✓" if r.h_set else "·", "✓" if r.h_vis else "·",
-                          str(r.k_eff), "✂" if r.truncated else "", score, " ".join(r.tags),
-                          (r.prediction or "")[:30], key=str(r.sid))
+            table.add_row(_fit(r.sample_id, COLUMNS[0][1]), _fit(r.question, COLUMNS[1][1]),
+                          "✓" if r.h_set else "·", "✓" if r.h_vis else "·", str(r.k_eff), "✂" if r.truncated else "",
+                          score, tag_abbrev(r.tags), _fit(r.prediction or "", COLUMNS[8][1]), key=str(r.sid))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
+        empty = self.query_one("#empty", Static)
+        empty.display = not self.rows
+        empty.update(self._empty_text())
+        # The tags column's letters are explained once there is a tag to read.
+        legend = (" (tags column: A annotation-error, L alias-miss, R reasoning-fail, F format-fail)"
+                  if any(r.tags for r in self.rows) else "")
         self.query_one("#status", Static).update(
             "[dim]1 all 2 dissipation 3 leakage 4 interface 5 retrieval-miss 6 right 7 unscored 8 errors · "
-            "A/L/R/F tag · N note · X export tagged[/dim]")
+            f"A/L/R/F tag{legend} · N note · X export tagged · Esc ledger[/dim]")
+
+    def _empty_text(self) -> str:
+        from workbench.browse import QUADRANTS
+
+        if self.rows:
+            return ""
+        if self.known_tags is not None:
+            known = ", ".join(f"{esc(t)} ({n})" for t, n in self.known_tags.items())
+            return (f"[b]no tag matches “{esc(self.tag or '')}”[/b] · "
+                    + (f"tags in this dataset: {known}" if known else
+                       "no sample is tagged yet (A/L/R/F tag the highlighted sample)") + " · t changes the filter")
+        narrowed = [f"search “{esc(self.search)}”"] if self.search else []
+        narrowed += [f"tag ~{esc(self.tag)}"] if self.tag else []
+        return (f"[b]no samples in {self.quadrant} for this cell[/b] ({QUADRANTS[self.quadrant][1]})"
+                + (" with " + ", ".join(narrowed) if narrowed else "")
+                + " · 1 shows all samples" + (" · / and t change the filters" if narrowed else ""))
+
+    def action_back(self) -> None:
+        self.app.switch_mode("ledger")
 
     def _sid(self) -> int | None:
         table = self.query_one(DataTable)
@@ -187,7 +251,8 @@ class SamplesScreen(WorkbenchScreen):
                 self.tag, self.page_offset = (text.strip() or None), 0
                 self.reload()
 
-        self.app.push_screen(PromptDialog("Show only samples with tag (empty clears)", self.tag or ""), got)
+        self.app.push_screen(PromptDialog("Show only samples with a tag containing (e.g. alias; empty clears)",
+                                          self.tag or ""), got)
 
     def action_tag(self, tag: str) -> None:
         sid = self._sid()
@@ -223,3 +288,9 @@ class SamplesScreen(WorkbenchScreen):
         if sid is not None:
             sids = [r.sid for r in self.rows]
             self.app.push_screen(SampleDetailScreen(self.app.run_name, sid, self.app.cell_id, sids))
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` on one line cut to ``width`` characters, with … where it was cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

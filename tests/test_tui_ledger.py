@@ -1,0 +1,151 @@
+"""The Ledger screen as a newcomer meets it: marks, a deleted run, single choices, the side panel, 80×24."""
+
+from __future__ import annotations
+
+from workbench.metrics.ledger import Estimate
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.dialogs import ConfirmDialog
+
+from tuikit import SIZE, SMALL, heading, settle, snap_app, wait_for
+
+
+def side(app) -> str:
+    return str(app.screen.query_one("#side").render())
+
+
+def said(app, text: str) -> bool:
+    return any(text in str(n.message) for n in app._notifications)
+
+
+async def ledger_ready(pilot):
+    app = pilot.app
+    await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
+                   and app.screen.query_one("#ledger").row_count > 0)
+
+
+async def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await ledger_ready(pilot)
+        await pilot.press("space", "down", "space")
+        await wait_for(pilot, lambda: "S_vis:" in side(app))
+        assert "paired difference" in side(app)
+        await pilot.press("space")  # unmark k5: one mark is left
+        await pilot.pause(0.2)
+        text = side(app)
+        assert "S_vis:" not in text and "−" not in text, "the difference of a pair no longer marked"
+        assert "k1-b64-score marked" in text and "k5-b64-score" in text and "S_set" in text
+        await pilot.press("down")  # the panel follows the cursor again
+        await wait_for(pilot, lambda: "k20-b64-score  n=" in side(app))
+
+
+async def test_a_late_difference_does_not_overwrite_an_unmarked_pair(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await ledger_ready(pilot)
+        screen = app.screen
+        await pilot.press("space", "down", "space", "space")  # unmark before the difference lands
+        await pilot.pause(3.0)
+        assert screen.marked == ["k1-b64-score"]
+        assert "S_vis:" not in side(app) and "−" not in side(app)
+
+
+async def test_deleting_the_shown_run_clears_the_ledger(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await ledger_ready(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("DataTable").row_count == 1)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen.query_one("DataTable").row_count == 0)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: app.current_mode == "ledger" and "No run selected" in heading(app))
+        screen = app.screen
+        assert screen.query_one("#ledger").row_count == 0
+        assert str(screen.query_one("#main-plot").render()).strip() == ""
+        assert side(app).strip() == "" and screen.view is None
+
+
+async def test_f_m_and_b_say_when_there_is_only_one_choice(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await ledger_ready(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: said(app, "only one format in this run: score"))
+        await pilot.press("m")
+        await wait_for(pilot, lambda: said(app, "only one run of this dataset: sweep"))
+        await pilot.press("b")
+        await wait_for(pilot, lambda: said(app, "only one budget in this run: 64"))
+
+
+async def test_the_side_panel_scrolls_and_its_lines_fit(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await ledger_ready(pilot)
+        await pilot.pause(0.3)
+        panel = app.screen.query_one("#side-scroll")
+        width = panel.scrollable_content_region.width
+        estimates = [line for line in side(app).splitlines() if "[" in line or "—" in line]
+        assert max(len(line) for line in estimates) <= width, "a line wider than the panel wraps mid-interval"
+        assert panel.max_scroll_y > 0, "at 80×24 the panel holds more than it shows"
+        assert app.focused is app.screen.query_one("#ledger"), "the table, not the panel, has the keys"
+        await pilot.press("J", "J", "J", "J")
+        await wait_for(pilot, lambda: panel.scroll_y == panel.max_scroll_y)
+        await pilot.press("K")
+        await wait_for(pilot, lambda: panel.scroll_y < panel.max_scroll_y)
+
+
+def test_claim_metric_lines_keep_their_interval_within_the_panel():
+    from workbench.claims.report import LEDGER_METRICS
+    from workbench.tui.screens.ledger import CI_TERMS, _ci_lines
+
+    row = {t: Estimate(0.231, 0.204, 0.262) for t in (*CI_TERMS, *LEDGER_METRICS)}
+    row |= {"K_eff": Estimate(17.25, 16.5, 18.0), "evidence_tokens": Estimate(1987.4, 1950.2, 2010.9)}
+    lines = _ci_lines((*CI_TERMS, *LEDGER_METRICS), row)
+    assert max(len(line) for line in lines) <= 35
+    i = lines.index("noise_sensitivity_relevant")
+    assert lines[i + 1].strip() == "0.231 [0.204,0.262]"
+
+
+async def test_faith_is_reachable_at_80_columns(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await ledger_ready(pilot)
+        await pilot.pause(0.3)
+        table = app.screen.query_one("#ledger")
+        assert "←/→ more columns" in heading(app)
+        assert table.max_scroll_x > 0, "at 80 columns the ledger is wider than the screen"
+        faith_right = sum(c.get_render_width(table) for c in table.columns.values())
+        visible = table.scrollable_content_region.width
+        assert faith_right - table.scroll_x > visible
+        await pilot.press("right", "right")
+        await wait_for(pilot, lambda: faith_right - table.scroll_x <= visible)
+        await pilot.press("left", "left")
+        await wait_for(pilot, lambda: table.scroll_x == 0)
+
+
+async def test_at_80x24_the_legend_sits_below_the_plot_not_on_it(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await ledger_ready(pilot)
+        lines = str(app.screen.query_one("#main-plot").render()).splitlines()
+        bottom = next(i for i, line in enumerate(lines) if "└" in line)
+        inside, below = "\n".join(lines[:bottom]), "\n".join(lines[bottom:])
+        for term in ("S_set", "S_vis"):
+            assert term not in inside and term in below
+
+
+# -- snapshots at 80×24 ----------------------------------------------------------------------
+def test_snapshot_small_ledger_legend_below_the_plot(snap_compare, swept_db):
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=settle)
+
+
+def test_snapshot_small_ledger_scrolled_to_faith(snap_compare, swept_db):
+    async def scrolled(pilot):
+        await settle(pilot)
+        await pilot.press("right", "right")
+        await pilot.pause(0.3)
+
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=scrolled)

@@ -1,0 +1,145 @@
+"""The Samples and Sample-detail screens as a newcomer meets them: Esc, filters per cell, tags, empty
+quadrants, the order of cells and the keys in the footer."""
+
+from __future__ import annotations
+
+from workbench.runs.report import cell_order
+from workbench.store import open_store
+from workbench.store.queries import get_run
+from workbench.tui.app import WorkbenchApp
+
+from tuikit import SIZE, SMALL, heading, settle, snap_app, type_text, wait_for
+
+
+async def open_samples(pilot, rows: int = 50):
+    """From the ledger, Enter on the highlighted cell, then wait for its first page."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
+                   and app.screen.query_one("#ledger").row_count > 0)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.current_mode == "samples" and "page 1/" in heading(app)
+                   and app.screen.query_one("#samples").row_count == rows)
+
+
+async def test_escape_goes_back_to_the_ledger(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+
+
+async def test_filters_reset_when_another_cell_is_opened_but_stay_for_the_same_cell(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        assert "cell k1-b64-score" in heading(app)
+        await pilot.press("5")
+        await wait_for(pilot, lambda: "quadrant retrieval-miss" in heading(app))
+        await pilot.press("escape", "s")  # back and forth on the same cell: the filter stays
+        await wait_for(pilot, lambda: app.current_mode == "samples" and "quadrant retrieval-miss" in heading(app))
+        await pilot.press("escape", "down", "enter")  # another cell: a fresh start
+        await wait_for(pilot, lambda: app.current_mode == "samples" and "cell k5-b64-score" in heading(app)
+                       and "quadrant all" in heading(app) and "300 samples" in heading(app))
+        assert app.screen.page_offset == 0 and app.screen.search == "" and app.screen.tag is None
+
+
+async def test_tags_stay_short_and_the_prediction_stays_on_screen(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        await pilot.press("A", "L", "R", "F")
+        await wait_for(pilot, lambda: len(app.screen.rows[0].tags) == 4)
+        table = app.screen.query_one("#samples")
+        await wait_for(pilot, lambda: table.get_row_at(0)[7] == "ALRF")
+        columns = list(table.columns.values())
+        prediction_right = sum(c.get_render_width(table) for c in columns)
+        assert prediction_right <= table.scrollable_content_region.width
+
+
+async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none_matches(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        await pilot.press("L")  # alias-miss on the first sample
+        await wait_for(pilot, lambda: app.screen.rows[0].tags == ("alias-miss",))
+        await pilot.press("t")
+        await type_text(pilot, "alias")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "tag ~alias" in heading(app) and app.screen.total == 1)
+        await pilot.press("t", "ctrl+u")
+        await type_text(pilot, "halluc")
+        await pilot.press("enter")
+        empty = app.screen.query_one("#empty")
+        await wait_for(pilot, lambda: app.screen.total == 0 and empty.display)
+        text = str(empty.render())
+        assert "no tag matches “halluc”" in text and "alias-miss (1)" in text
+
+
+async def test_an_empty_quadrant_says_so(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        empty = app.screen.query_one("#empty")
+        assert not empty.display
+        await pilot.press("2")  # a sweep without a model has no scores: nothing is dissipated yet
+        await wait_for(pilot, lambda: "quadrant dissipation" in heading(app) and app.screen.total == 0)
+        await wait_for(pilot, lambda: empty.display)
+        text = str(empty.render())
+        assert "no samples in dissipation for this cell" in text and "visible hit but wrong" in text
+
+
+async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
+    store = open_store(swept_db)
+    order = cell_order(store, get_run(store, "sweep"))
+    store.close()
+    assert order[:3] == ["k1-b64-score", "k5-b64-score", "k20-b64-score"]  # not k1, k20, k5
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
+                       and app.screen.detail is not None)
+        detail = app.screen
+        assert detail.detail.cells == order
+        seen = [detail.cell_id]
+        for _ in range(len(order) - 1):
+            await pilot.press("right")
+            await wait_for(pilot, lambda: detail.detail.cell_id != seen[-1])
+            seen.append(detail.detail.cell_id)
+        assert seen == order
+        await pilot.press("left")
+        await wait_for(pilot, lambda: detail.detail.cell_id == order[-2])
+
+
+async def test_the_detail_footer_shows_the_cell_note_and_chain_keys(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_samples(pilot)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
+                       and app.screen.detail is not None)
+        await pilot.pause(0.3)
+        keys = {k.key: k for k in app.screen.query("FooterKey")}
+        for key in ("left", "right", "N", "c"):
+            assert key in keys, f"{key} is not in the footer"
+            assert keys[key].region.width > 0 and keys[key].region.right <= SIZE[0], f"{key} is off screen"
+
+
+# -- snapshots at 80×24 ----------------------------------------------------------------------
+def test_snapshot_small_samples(snap_compare, swept_db):
+    assert snap_compare(snap_app(swept_db), press=["s"], terminal_size=SMALL, run_before=settle)
+
+
+def test_snapshot_small_empty_quadrant(snap_compare, swept_db):
+    assert snap_compare(snap_app(swept_db), press=["s", "2"], terminal_size=SMALL, run_before=settle)
+
+
+def test_snapshot_small_sample_detail(snap_compare, swept_db):
+    async def open_detail(pilot):
+        await pilot.press("s")
+        await pilot.pause(1.0)
+        await pilot.press("enter")
+        await pilot.pause(1.0)
+
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=open_detail)
