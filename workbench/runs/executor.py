@@ -29,7 +29,11 @@ from workbench.store.queries import Run, load_samples
 
 @dataclass
 class Progress:
-    """A snapshot for progress displays."""
+    """A snapshot for progress displays.
+
+    ``done``/``total`` count this execution's jobs (processed, errors included); a resume
+    selects only the pending ones, so ``already_done`` and ``run_jobs`` place it in the run.
+    """
 
     done: int
     total: int
@@ -38,6 +42,18 @@ class Progress:
     errors: int
     completion_tokens: int
     elapsed: float
+    already_done: int = 0   # the run's jobs that were done before this execution started
+    run_jobs: int = 0       # every job of the run
+
+    @property
+    def run_done(self) -> int:
+        """The run's done jobs now (as the runs table counts them: errors excluded)."""
+        return self.already_done + self.done - self.errors
+
+    @property
+    def run_total(self) -> int:
+        """Every job of the run (this execution's total when the run's size is unknown)."""
+        return self.run_jobs or self.total
 
 
 @dataclass
@@ -86,6 +102,9 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     report.jobs = len(jobs)
     if not jobs:
         return report
+    by_status = dict(store.conn.execute("SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status",
+                                        (run.id,)).fetchall())
+    place = (by_status.get("done", 0), sum(by_status.values()))
     start = time.perf_counter()
     try:
         backend = backend or make_backend(gen, opts, store)
@@ -94,7 +113,7 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
         report.fatal, report.errors = str(exc), len(jobs)
         return report
     try:
-        _Execution(store, run, gen, backend, report, stop, progress, start).process(jobs)
+        _Execution(store, run, gen, backend, report, stop, progress, start, place).process(jobs)
     finally:
         if backend is not None:
             backend.close()
@@ -122,9 +141,10 @@ class _Execution:
     """One pass over the selected jobs; all SQLite writes happen on the calling thread."""
 
     def __init__(self, store, run, gen: GenerationConfig, backend: Backend, report: ExecReport, stop, progress,
-                 start: float):
+                 start: float, place: tuple[int, int] = (0, 0)):
         self.store, self.run, self.gen, self.backend = store, run, gen, backend
         self.report, self.stop, self.progress, self.start = report, stop, progress, start
+        self.already_done, self.run_jobs = place
         self.samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
         self.scorer = get_scorer(run.config.get("score", "acc"))
         self.schema = schema_for(gen.answer_format)
@@ -264,7 +284,8 @@ class _Execution:
         if self.progress:
             r = self.report
             self.progress(Progress(r.done + r.errors, r.jobs, r.model_calls, r.cache_hits, r.errors,
-                                   r.completion_tokens, time.perf_counter() - self.start))
+                                   r.completion_tokens, time.perf_counter() - self.start,
+                                   self.already_done, self.run_jobs))
 
 
 def run_stats(store: Store, run: Run) -> dict:

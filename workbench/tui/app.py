@@ -8,20 +8,23 @@ each with its own connection, and get results back as messages. A 1 s timer watc
 from __future__ import annotations
 
 import threading
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.command import Hit, Hits, Provider
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from workbench.store import open_store
-from workbench.tui.dialogs import ErrorDialog, HelpScreen
+from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.dialogs import ConfirmDialog, ErrorDialog, HelpScreen
 from workbench.tui.messages import DataChanged, Loaded
+
+
+WELCOME = ("Start with data: press i here to import a dataset directory, e.g. sample_data/metaqa; "
+           "then r, n for a run. Or run `just demo` in a shell for a ready-made one. ? lists every key.")
 
 
 class WorkbenchScreen(Screen):
@@ -65,22 +68,6 @@ class WorkbenchScreen(Screen):
         """Override to refresh when another connection wrote to the database."""
 
 
-class WorkbenchCommands(Provider):
-    """Command palette entries: go to a screen, open a run."""
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        app: WorkbenchApp = self.app  # type: ignore[assignment]
-        commands = [(f"Go to {mode.title()}", partial(app.switch_mode, mode)) for mode in app.MODES]
-        for run in app.run_names():
-            commands.append((f"Open ledger of run {run}", partial(app.open_run, run)))
-        commands.append(("Help: keys", app.action_help))
-        for text, callback in commands:
-            score = matcher.match(text)
-            if score > 0:
-                yield Hit(score, matcher.highlight(text), callback)
-
-
 class WorkbenchApp(App):
     """Keyboard-first triage of dissipation ledgers."""
 
@@ -120,8 +107,12 @@ class WorkbenchApp(App):
         self.run_name: str | None = None
         self.cell_id: str | None = None
         self.exclude_tagged = False
+        # Datasets → enter: the Runs list shows only this dataset's runs (None: all).
+        self.dataset_filter: str | None = None
         # Runs executing inside this app: name -> stop event (pause = set it).
         self.executions: dict[str, threading.Event] = {}
+        # Set once a quit is confirmed: runs stop after the job in progress, then the app exits.
+        self.quitting = False
 
     def open_store(self):
         """A new connection for a worker thread (SQLite connections stay on one thread)."""
@@ -131,7 +122,11 @@ class WorkbenchApp(App):
         from workbench.store.queries import latest_run_name
 
         self.run_name = latest_run_name(self.store)
-        self.switch_mode("ledger" if self.run_name else ("runs" if self._has_datasets() else "datasets"))
+        has_datasets = self._has_datasets()
+        self.switch_mode("ledger" if self.run_name else ("runs" if has_datasets else "datasets"))
+        if not has_datasets:
+            # A new user on an empty database: say what to do first (Runs says it too, while it has no run).
+            self.notify(WELCOME, title="Welcome to the Dissipation Workbench", timeout=30)
         self.set_interval(self.poll_seconds, self._poll)
 
     def _has_datasets(self) -> bool:
@@ -163,6 +158,40 @@ class WorkbenchApp(App):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Quit at once; with runs executing here, ask, stop them after the job in progress, then quit."""
+        if not self.executions:
+            self.exit()
+            return
+        if self.quitting:
+            self.notify("Still stopping: quitting when the job in progress is done.")
+            return
+        if isinstance(self.screen, ConfirmDialog):
+            return
+        names = sorted(self.executions)
+        resume = " / ".join(f"`workbench resume {n}`" for n in names)
+        self.push_screen(ConfirmDialog(
+            f"Quit while {', '.join(names)} {'is' if len(names) == 1 else 'are'} executing? It stops after the job "
+            f"in progress and keeps every finished job; resume it later with u in Runs or {resume}."),
+            self._quit_confirmed)
+
+    def _quit_confirmed(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        self.quitting = True
+        for stop in self.executions.values():
+            stop.set()
+        self.notify(f"Stopping {', '.join(sorted(self.executions))} after the job in progress, then quitting …",
+                    title="Quitting", timeout=60)
+        # Waiting here would freeze the screen: check the run workers from a timer instead.
+        self._quit_timer = self.set_interval(0.1, self._exit_when_stopped)
+
+    def _exit_when_stopped(self) -> None:
+        running = [w for w in self.workers if w.group == "execute" and not w.is_finished]
+        if not self.executions and not running:
+            self._quit_timer.stop()
+            self.exit()
 
     def on_unmount(self) -> None:
         for stop in self.executions.values():

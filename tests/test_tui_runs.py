@@ -1,0 +1,289 @@
+"""The newcomer pass (issue 12) on Runs, driven by keys: the new-run form, a live runs list,
+a greeting on an empty database, and quitting while a run executes.
+
+The runs that execute use the real default model on a handful of MetaQA questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+
+import pytest
+from textual.widgets import Input, Select
+
+from conftest import SAMPLE_METAQA
+from tuikit import SIZE, SMALL, screen_text, snap_app, type_text, wait_for
+from workbench.data.importer import import_dataset
+from workbench.models.registry import GenerationConfig
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.dialogs import ConfirmDialog
+from workbench.tui.screens.runs import RunForm
+
+
+def _runs(db) -> dict[str, dict[str, int]]:
+    """Job counts by status of every run, read as the CLI would (another connection)."""
+    from workbench.store.queries import list_runs
+
+    store = open_store(db)
+    try:
+        return {r["name"]: r for r in list_runs(store)}
+    finally:
+        store.close()
+
+
+async def _open_form(pilot) -> RunForm:
+    app = pilot.app
+    await pilot.press("r")
+    await wait_for(pilot, lambda: app.current_mode == "runs")
+    await pilot.press("n")
+    await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
+    await pilot.pause(0.2)
+    return app.screen
+
+
+def _summary(form: RunForm) -> str:
+    return str(form.query_one("#summary").render())
+
+
+def _status(app) -> str:
+    return str(app.screen.query_one("#status").render())
+
+
+async def _exited(app, timeout: float = 60.0) -> None:
+    """Wait until the app exits by itself (sleeping, not pumping it through the Pilot)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not app._exit and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    assert app._exit, "the app did not exit"
+
+
+# -- the new-run form (items 5 and 6) -------------------------------------------------------
+async def test_enter_walks_the_form_and_the_summary_says_what_will_run_before_anything_starts(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await _open_form(pilot)
+        # The defaults: (5 K × 2 B × linear) + 2 B × (struct + 2 shuffles) oracle cells, on 20 of 300 questions.
+        assert "16 cells (6 oracle) × 20 of 300 samples = 320 jobs" in _summary(form)
+        assert "model SmolLM2-135M-Instruct" in _summary(form) and "(default)" in _summary(form)
+        assert app.focused.id == "dataset"
+        await pilot.press("enter")               # the dataset list opens …
+        await wait_for(pilot, lambda: form.query_one("#dataset", Select).expanded)
+        await pilot.press("enter")               # … and Enter picks the highlighted dataset
+        await wait_for(pilot, lambda: not form.query_one("#dataset", Select).expanded)
+        await pilot.press("tab")
+        assert app.focused.id == "model"
+        for expected in ("k", "budget", "format", "limit"):   # Enter in a field moves to the next one
+            await pilot.press("enter")
+            assert app.focused.id == expected
+        await pilot.press("ctrl+a", "ctrl+k")
+        await type_text(pilot, "4")
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunForm) and not app.executions
+        assert "16 cells (6 oracle) × 4 of 300 samples = 64 jobs" in _summary(form)   # recomputed live
+        form.query_one("#k", Input).value = "5"
+        await pilot.pause(0.1)
+        assert "8 cells (6 oracle) × 4 of 300 samples = 32 jobs" in _summary(form)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RunForm))
+    assert list(_runs(swept_db)) == ["sweep"], "nothing was planned"
+
+
+async def test_a_bad_field_keeps_the_form_with_what_was_typed_and_names_the_field(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await _open_form(pilot)
+        form.query_one("#name", Input).value = "mine"
+        form.query_one("#budget", Input).value = "64,x"
+        await pilot.pause(0.1)
+        assert "budgets B: expected comma-separated integers" in _summary(form)   # said before starting …
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        assert app.screen is form                                              # … and starting is refused
+        assert "Cannot start: budgets B: expected comma-separated integers" in _summary(form)
+        assert app.focused.id == "budget"
+        assert form.query_one("#name", Input).value == "mine"
+        await pilot.press("end", "backspace", "backspace")
+        await pilot.pause(0.1)
+        assert "8 cells (3 oracle) × 20 of 300 samples = 160 jobs" in _summary(form)   # fixed: B=64 only
+    assert list(_runs(swept_db)) == ["sweep"]
+
+
+async def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_values(swept_db):
+    """"sweep" exists with another config: the core refuses to mix them, and the form names the run name."""
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await _open_form(pilot)
+        form.query_one("#name", Input).value = "sweep"
+        form.query_one("#k", Input).value = "3"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunForm) and app.screen is not form)
+        again = app.screen
+        await pilot.pause(0.2)
+        assert "Cannot start: run name: run 'sweep' exists with a different config" in str(
+            again.query_one("#form-error").render())
+        assert app.focused.id == "name"
+        assert again.query_one("#k", Input).value == "3" and again.query_one("#name", Input).value == "sweep"
+        await pilot.press("end", "2")                                            # another name: the line goes
+        await pilot.pause(0.1)
+        assert not again.query_one("#form-error").display
+    sweep = _runs(swept_db)["sweep"]
+    assert (sweep["cells"], sweep["jobs"]) == (6, 6 * 300), "the existing run is untouched"
+
+
+async def _form_on_screen(pilot):
+    await _open_form(pilot)
+    await pilot.pause(0.5)
+
+
+def test_snapshot_new_run_form_at_80x24(snap_compare, swept_db):
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=_form_on_screen)
+
+
+def test_snapshot_new_run_form_at_120x40(snap_compare, swept_db):
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=_form_on_screen)
+
+
+# -- a live runs list (item 7) ---------------------------------------------------------------
+async def test_a_run_written_elsewhere_appears_when_coming_back_to_runs(swept_db):
+    app = WorkbenchApp(swept_db, poll_seconds=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs")
+        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        version = app._version
+        store = open_store(swept_db)                          # the CLI plans a run meanwhile
+        plan_sweep(store, SweepConfig(ks=(2,), budgets=(64,), formats=("score",), limit=5), name="from-cli")
+        store.close()
+        await wait_for(pilot, lambda: app._version != version)  # the change was seen (by Datasets)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: table.row_count == 2)
+        assert table.get_row_at(1)[0] == "from-cli"
+
+
+@pytest.fixture
+def live_db(tmp_path):
+    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model."""
+    db = tmp_path / "live.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
+               generation=GenerationConfig(max_tokens=16).as_dict())
+    store.close()
+    return db
+
+
+@pytest.fixture
+def half_done_db(live_db):
+    """``live`` with 2 of its 6 jobs done (an execution stopped after them, as a Ctrl-C would)."""
+    from workbench.runs.executor import execute
+    from workbench.store.queries import get_run
+
+    store = open_store(live_db)
+    stop = threading.Event()
+    report = execute(store, get_run(store, "live"), stop=stop,
+                     progress=lambda p: stop.set() if p.done >= 2 else None)
+    store.close()
+    assert report.done == 2 and report.stopped
+    return live_db
+
+
+async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(half_done_db):
+    # No polling: the row can only follow the progress messages themselves.
+    app = WorkbenchApp(half_done_db, poll_seconds=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs")
+        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        assert table.get_row_at(0)[4:6] == ["2", "6"]
+        await pilot.press("u")
+        seen = []
+
+        def watch():
+            match = re.search(r"live: (\d+)/(\d+) jobs done", _status(app))
+            if match and "live" in app.executions:
+                seen.append((match.group(1), match.group(2), table.get_row_at(0)[4], table.get_row_at(0)[8]))
+            return "live finished" in _status(app)
+
+        await wait_for(pilot, watch, timeout=180)
+        assert seen, "the progress line was shown while the run executed"
+        assert all(total == "6" for _, total, _, _ in seen), seen           # the run's 6 jobs, not the 4 left
+        assert all(line == row and state == "running" for line, _, row, state in seen), seen
+        assert {line for line, _, _, _ in seen} & {"3", "4", "5"}, seen      # the row moved during the run
+        assert "6/6 jobs done" in _status(app) and "4 this time" in _status(app)
+        await wait_for(pilot, lambda: table.get_row_at(0)[4] == "6")
+
+
+# -- greeting on an empty database (item 12) ------------------------------------------------
+async def test_an_empty_database_greets_with_what_to_do_first(tmp_path, tiny_dir):
+    app = WorkbenchApp(tmp_path / "new.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        welcome = [n for n in app._notifications if "Welcome" in (n.title or "")]
+        assert welcome and all(w in welcome[0].message for w in ("press i", "sample_data/metaqa", "just demo", "?"))
+        await pilot.press("r")                                # Runs greets too while there is nothing
+        await wait_for(pilot, lambda: app.current_mode == "runs" and "just demo" in screen_text(app))
+        text = screen_text(app)
+        assert "d then i" in text and "sample_data/metaqa" in text and "? lists every key" in text
+        assert not app.screen.query_one("#runs").display
+        store = open_store(tmp_path / "new.db")
+        import_dataset(store, tiny_dir, "tiny")
+        store.close()
+    app = WorkbenchApp(tmp_path / "new.db")
+    async with app.run_test(size=SIZE) as pilot:               # a dataset, no run: Runs says press n
+        await wait_for(pilot, lambda: app.current_mode == "runs" and "No run yet" in screen_text(app))
+        assert "Press n to start one on tiny" in screen_text(app)
+        assert not [n for n in app._notifications if "Welcome" in (n.title or "")]
+
+
+def test_snapshot_runs_greeting_at_80x24(snap_compare, tmp_path):
+    async def open_runs(pilot):
+        await pilot.press("r")
+        await pilot.pause(0.5)
+
+    app = snap_app(tmp_path / "new.db")
+    app.notify = lambda *a, **k: None          # the welcome toast has a timeout: keep it out of the picture
+    assert snap_compare(app, terminal_size=SMALL, run_before=open_runs)
+
+
+# -- quitting while a run executes (item 13) ------------------------------------------------
+async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_quits(live_db):
+    app = WorkbenchApp(live_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        table = app.screen.query_one("#runs")
+        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: "live" in app.executions)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        question = app.screen.question
+        assert "stops after the job in progress" in question
+        assert "u in Runs" in question and "`workbench resume live`" in question
+        await pilot.press("n")                                  # no: the run goes on
+        await pilot.pause(0.2)
+        assert not app._exit and "live" in app.executions
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await pilot.pause(0.1)
+        assert app.executions["live"].is_set()                  # stopping, and saying so, while it stops
+        assert any("Stopping live" in n.message for n in app._notifications)
+        await _exited(app)
+    jobs = _runs(live_db)["live"]
+    assert jobs["pending"] > 0 and jobs["done"] + jobs["pending"] == 6, "stopped early, resumable"
+
+
+async def test_q_with_no_run_executing_quits_at_once(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        await pilot.press("q")
+        await _exited(app, timeout=5)
+        assert not isinstance(app.screen, ConfirmDialog)
