@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from workbench.metrics.ledger import Estimate
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
@@ -15,6 +17,22 @@ def side(app) -> str:
 
 def said(app, text: str) -> bool:
     return any(text in str(n.message) for n in app._notifications)
+
+
+def footer_line(app) -> str:
+    """The footer as the terminal shows it: each key and label drawn where it sits, cut off where the
+    screen (or the command palette's hint, docked on the right) begins to hide it."""
+    footer = app.screen.query_one("Footer")
+    palette = [w.region.x for w in footer.query("FooterKey.-command-palette")]
+    end = min(palette + [app.size.width])
+    line = [" "] * app.size.width
+    for w in footer.query("FooterKey, FooterLabel"):
+        if w.has_class("-command-palette") or not w.region.width:
+            continue
+        for i, ch in enumerate(str(w.render())):
+            if w.region.x + i < end:
+                line[w.region.x + i] = ch
+    return "".join(line[:end])
 
 
 async def ledger_ready(pilot):
@@ -135,6 +153,21 @@ async def test_at_80x24_the_legend_sits_below_the_plot_not_on_it(swept_db):
         inside, below = "\n".join(lines[:bottom]), "\n".join(lines[bottom:])
         for term in ("S_set", "S_vis"):
             assert term not in inside and term in below
+
+
+@pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
+async def test_the_footer_shows_every_ledger_key(swept_db, size):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=size) as pilot:
+        await ledger_ready(pilot)
+        await pilot.pause(0.3)
+        line = footer_line(app)
+        # enter was hidden by the table's own enter binding, J/K were cut off after e at 80 columns.
+        for key in ("⏎ Samples", "b Budget", "f Format", "m Run", "o Oracle", "space Mark", "e Excl. tagged",
+                    "J/K Side"):
+            assert key in line, f"{key!r} is not in the footer: {line!r}"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.current_mode == "samples")
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------

@@ -3,11 +3,15 @@ quadrants, the order of cells and the keys in the footer."""
 
 from __future__ import annotations
 
+import pytest
+
 from workbench.runs.report import cell_order
 from workbench.store import open_store
 from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.samples import QUADRANT_KEYS
 
+from test_tui_ledger import footer_line
 from tuikit import SIZE, SMALL, heading, settle, snap_app, type_text, wait_for
 
 
@@ -124,6 +128,50 @@ async def test_the_detail_footer_shows_the_cell_note_and_chain_keys(swept_db):
         for key in ("left", "right", "N", "c"):
             assert key in keys, f"{key} is not in the footer"
             assert keys[key].region.width > 0 and keys[key].region.right <= SIZE[0], f"{key} is off screen"
+
+
+@pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
+async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_escape(swept_db, size):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=size) as pilot:
+        await open_samples(pilot)
+        await pilot.pause(0.3)
+        line = footer_line(app)
+        # enter was hidden by the table's own enter binding; only 2, 3 and 4 of the nine quadrants showed.
+        for key in ("⏎ Detail", "pgup/pgdn Page", "1-9 Quadrant", "/ Search", "t Tag filter", "ALRF Tag",
+                    "esc Ledger"):
+            assert key in line, f"{key!r} is not in the footer: {line!r}"
+        await pilot.press("9")
+        await wait_for(pilot, lambda: "quadrant unsupported" in heading(app))
+        await pilot.press("1", "pagedown")
+        await wait_for(pilot, lambda: "quadrant all" in heading(app) and "page 2/6" in heading(app))
+
+
+async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_leaves_out(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await open_samples(pilot)
+        status = " ".join(str(app.screen.query_one("#status").render()).split())
+        for number, quadrant in enumerate(QUADRANT_KEYS, start=1):
+            assert f"{number} {quadrant}" in status  # it said "8 errors" for error and had no 9
+        for keys in ("]/[ also page", "g/G first/last", "N note", "X export tagged"):
+            assert keys in status
+        await pilot.press("A")  # once a tag shows, the status line explains the tags column
+        widget = app.screen.query_one("#status")
+        await wait_for(pilot, lambda: "tags column: A annotation-error" in str(widget.render()))
+
+
+async def test_the_detail_footer_fits_80_columns(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await open_samples(pilot)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
+                       and app.screen.detail is not None)
+        await pilot.pause(0.3)
+        line = footer_line(app)
+        for key in ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain"):
+            assert key in line, f"{key!r} is not in the footer: {line!r}"
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------

@@ -5,18 +5,19 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
-from workbench.tui.screens.samples import TAG_KEYS, _note, _toggle
+from workbench.tui.screens.ledger import KeyFooter
+from workbench.tui.screens.samples import TAG_GROUP, TAG_KEYS, _note, _toggle
 
 STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}
-CELL_KEYS = Binding.Group("Cell")
-SAMPLE_KEYS = Binding.Group("Sample")
-TAG_GROUP = Binding.Group("Tag", compact=True)
+# Compact groups whose second key is shown as "/→": the footer reads "←/→ Cell", "j/k Sample".
+CELL_KEYS = Binding.Group("Cell", compact=True)
+SAMPLE_KEYS = Binding.Group("Sample", compact=True)
 
 
 def _detail(store, run_name, sid, cell_id):
@@ -100,9 +101,9 @@ class SampleDetailScreen(WorkbenchScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("left", "cell(-1)", "Prev cell", priority=True, group=CELL_KEYS),
-        Binding("right", "cell(1)", "Next cell", priority=True, group=CELL_KEYS),
-        Binding("k", "sample(-1)", "Prev sample", group=SAMPLE_KEYS),
+        Binding("right", "cell(1)", "Next cell", priority=True, group=CELL_KEYS, key_display="/→"),
         Binding("j", "sample(1)", "Next sample", group=SAMPLE_KEYS),
+        Binding("k", "sample(-1)", "Prev sample", group=SAMPLE_KEYS, key_display="/k"),
         *[Binding(k, f"tag('{t}')", t, group=TAG_GROUP) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note"),
         Binding("c", "chain", "SearChain"),
@@ -117,7 +118,7 @@ class SampleDetailScreen(WorkbenchScreen):
         yield Header()
         with VerticalScroll():
             yield Static("loading …", id="detail")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.reload()

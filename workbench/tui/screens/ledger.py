@@ -19,6 +19,20 @@ COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_h
            "D_mass", "L_leak", "K_eff", "Faith")
 QUICK_RESAMPLES = 100
 WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
+SIDE_KEYS = Binding.Group("Side", compact=True)
+ROOMY = 100  # a footer at least this wide has room for the palette's hint and padding around each key
+
+
+class KeyFooter(Footer):
+    """The footer of the Ledger, Samples and Sample-detail screens: on a narrow terminal it is compact and
+    leaves the command palette's hint (ctrl+p, also listed by ?) out, so the screen's own keys fit."""
+
+    def on_resize(self, event) -> None:
+        roomy = event.size.width >= ROOMY
+        self.compact = not roomy
+        if self.show_command_palette != roomy:
+            self.show_command_palette = roomy
+            self.refresh(recompose=True)
 
 
 @dataclass
@@ -62,12 +76,15 @@ def _difference(store, run_name, a, b, exclude: bool):
 class LedgerScreen(WorkbenchScreen):
     """Pick B, format and run (model); mark two cells for their paired difference."""
 
+    # The footer fits 80 columns: short descriptions, J/K as one "J/K Side" entry, and enter taking priority
+    # over the table's own hidden enter, which would otherwise keep "Samples" out of the footer.
     BINDINGS = [
+        Binding("enter", "samples", "Samples", priority=True),
         Binding("b", "next_budget", "Budget"), Binding("f", "next_format", "Format"),
-        Binding("m", "next_run", "Run/model"), Binding("o", "toggle_oracle", "Oracle plot"),
-        Binding("space", "mark", "Mark cell"), Binding("e", "toggle_exclude", "Excl. tagged"),
-        Binding("enter", "samples", "Samples"),
-        Binding("J", "scroll_side(1)", "Side ↓"), Binding("K", "scroll_side(-1)", "Side ↑", show=False),
+        Binding("m", "next_run", "Run"), Binding("o", "toggle_oracle", "Oracle"),
+        Binding("space", "mark", "Mark"), Binding("e", "toggle_exclude", "Excl. tagged"),
+        Binding("J", "scroll_side(1)", "Side panel down", group=SIDE_KEYS),
+        Binding("K", "scroll_side(-1)", "Side panel up", group=SIDE_KEYS, key_display="/K"),
         # A row-cursor table scrolls sideways one character per key: a third of its width is usable.
         Binding("left", "scroll_table(-1)", "Columns", show=False, priority=True),
         Binding("right", "scroll_table(1)", "Columns", show=False, priority=True),
@@ -95,7 +112,7 @@ class LedgerScreen(WorkbenchScreen):
         table = DataTable(id="ledger", cursor_type="row", zebra_stripes=True, fixed_columns=3)
         table.add_columns(*COLUMNS)
         yield table
-        yield Footer()
+        yield KeyFooter()
 
     def on_screen_resume(self) -> None:
         self.refresh_ledger()
@@ -302,7 +319,7 @@ class LedgerScreen(WorkbenchScreen):
             self.load("difference", _difference, self.app.run_name, *self.marked, self.app.exclude_tagged)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        # Enter on the focused table arrives as RowSelected, not as the screen's binding.
+        # A click on the highlighted row (enter is the screen's priority binding).
         self.action_samples()
 
     def action_samples(self) -> None:

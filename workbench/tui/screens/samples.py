@@ -6,17 +6,21 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.screens.ledger import KeyFooter
 
 PAGE = 50
 QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",
                  "unsupported")
 TAG_KEYS = {"A": "annotation-error", "L": "alias-miss", "R": "reasoning-fail", "F": "format-fail"}
+QUADRANT_GROUP = Binding.Group("Quadrant", compact=True)
+PAGE_GROUP = Binding.Group("Page", compact=True)
+TAG_GROUP = Binding.Group("Tag", compact=True)
 
 
 # Columns with fixed widths: a long tag list or question must not push the prediction off screen.
@@ -91,16 +95,23 @@ def _export(store, run_name, path):
 class SamplesScreen(WorkbenchScreen):
     """A page of rows at a time: only the visible page is ever loaded."""
 
+    # At 80 columns the footer holds enter, the page keys, "1-9 Quadrant" (1 and 9 grouped, shown as 1 and
+    # -9), /, t, the tag keys and Esc; the status line under the table names the quadrants and the rest.
+    # priority: the focused table's own (hidden) enter and page keys would otherwise win, so the footer
+    # would not show them and page keys would scroll instead of paging.
     BINDINGS = [
-        *[Binding(str(i + 1), f"quadrant('{q}')", q, show=i in (1, 2, 3)) for i, q in enumerate(QUADRANT_KEYS)],
+        Binding("enter", "detail", "Detail", priority=True),
+        *[Binding(str(i + 1), f"quadrant('{q}')", q, show=i in (0, 8), group=QUADRANT_GROUP,
+                  key_display="-9" if i == 8 else None) for i, q in enumerate(QUADRANT_KEYS)],
         Binding("slash", "search", "Search"), Binding("t", "tag_filter", "Tag filter"),
-        # priority: the focused table would otherwise scroll on page keys instead of paging.
-        Binding("pagedown,right_square_bracket", "page(1)", "Next page", priority=True),
-        Binding("pageup,left_square_bracket", "page(-1)", "Prev page", show=False, priority=True),
+        *[Binding(k, f"tag('{t}')", t, group=TAG_GROUP) for k, t in TAG_KEYS.items()],
+        Binding("escape", "back", "Ledger"),
+        Binding("pageup,left_square_bracket", "page(-1)", "Prev page", priority=True, group=PAGE_GROUP,
+                key_display="pgup"),
+        Binding("pagedown,right_square_bracket", "page(1)", "Next page", priority=True, group=PAGE_GROUP,
+                key_display="/pgdn"),
         Binding("g", "first", "First page", show=False), Binding("G", "last", "Last page", show=False),
-        Binding("enter", "detail", "Detail"), Binding("escape", "back", "Ledger"),
-        *[Binding(k, f"tag('{t}')", t, show=False) for k, t in TAG_KEYS.items()],
-        Binding("N", "note", "Note", show=False), Binding("X", "export", "Export tagged"),
+        Binding("N", "note", "Note", show=False), Binding("X", "export", "Export tagged", show=False),
     ]
 
     def __init__(self):
@@ -124,7 +135,7 @@ class SamplesScreen(WorkbenchScreen):
         yield table
         yield Static("", id="empty", classes="status")
         yield Static("", id="status", classes="status")
-        yield Footer()
+        yield KeyFooter()
 
     def on_screen_resume(self) -> None:
         if self.shown is not None and self.shown != (self.app.run_name, self.app.cell_id):
@@ -188,11 +199,9 @@ class SamplesScreen(WorkbenchScreen):
         empty.display = not self.rows
         empty.update(self._empty_text())
         # The tags column's letters are explained once there is a tag to read.
-        legend = (" (tags column: A annotation-error, L alias-miss, R reasoning-fail, F format-fail)"
+        legend = (" · tags column: A annotation-error, L alias-miss, R reasoning-fail, F format-fail"
                   if any(r.tags for r in self.rows) else "")
-        self.query_one("#status", Static).update(
-            "[dim]1 all 2 dissipation 3 leakage 4 interface 5 retrieval-miss 6 right 7 unscored 8 errors · "
-            f"A/L/R/F tag{legend} · N note · X export tagged · Esc ledger[/dim]")
+        self.query_one("#status", Static).update(f"[dim]{esc(status_line())}{legend}[/dim]")
 
     def _empty_text(self) -> str:
         from workbench.browse import QUADRANTS
@@ -278,7 +287,7 @@ class SamplesScreen(WorkbenchScreen):
         self.app.push_screen(PromptDialog("Export tagged samples to (JSONL path)", "tagged.jsonl"), got)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        # Enter on the focused table arrives as RowSelected, not as the screen's binding.
+        # A click on the highlighted row (enter is the screen's priority binding).
         self.action_detail()
 
     def action_detail(self) -> None:
@@ -288,6 +297,12 @@ class SamplesScreen(WorkbenchScreen):
         if sid is not None:
             sids = [r.sid for r in self.rows]
             self.app.push_screen(SampleDetailScreen(self.app.run_name, sid, self.app.cell_id, sids))
+
+
+def status_line() -> str:
+    """The keys the footer has no room for at 80 columns, and what each quadrant key shows."""
+    quadrants = " ".join(f"{i + 1} {q}" for i, q in enumerate(QUADRANT_KEYS))
+    return f"{quadrants} · ]/[ also page, g/G first/last · N note · X export tagged"
 
 
 def _fit(text: str, width: int) -> str:
