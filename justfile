@@ -28,13 +28,15 @@ install:
     touch "$stamp"
 
 # Import the sample data, run a K×B sweep with the default local model (SmolLM2-135M, CPU),
-# verify the answers' claims (hybrid decomposer, lexical + LLM-judge vote), print the full
-# ledger (with faithfulness per cell) and both plots. A second `just demo` is served from the cache.
+# verify the claims of the first 3 questions' answers in every cell (hybrid decomposer,
+# lexical + LLM-judge vote; all 480 answers take ~2½ minutes more: `.venv/bin/workbench
+# --db .workbench/demo.db claims run demo`), print the full ledger (with faithfulness per
+# cell) and both plots. A second `just demo` is served from the cache.
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
     {{wb}} run metaqa --limit 20 --k 1,2,5,10,20 --budget 32,64,128 --format linear --oracle --shuffles 2 --max-tokens 32 --name demo
-    {{wb}} claims run demo --decomposer hybrid --verifiers lexical,llm_judge
+    {{wb}} claims run demo --limit 3 --decomposer hybrid --verifiers lexical,llm_judge
     {{wb}} ledger demo
     {{wb}} plot demo --budget 128
     {{wb}} plot demo --oracle

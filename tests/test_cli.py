@@ -1,5 +1,6 @@
 """The CLI verbs as a user meets them: help, ledger, plot and export."""
 
+import argparse
 import csv
 import json
 import subprocess
@@ -9,16 +10,32 @@ import pytest
 
 from workbench.cli import build_parser, main
 
-VERBS = [["import"], ["datasets"], ["sweep"], ["runs"], ["ledger"], ["plot"], ["export"], ["prompts", "export"],
-         ["predictions", "import"]]
+
+def _verb_paths(parser, path=()):
+    """Every verb and sub-verb of the parser tree, found by walking its subparsers (none is hand-listed)."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _verb_paths(child, (*path, name))
 
 
-@pytest.mark.parametrize("verb", VERBS, ids=[" ".join(v) for v in VERBS])
+VERBS = list(_verb_paths(build_parser()))
+
+
+def test_the_walk_finds_the_nested_verbs():
+    # A guard on the walk itself: it must reach sub-verbs, not just the top level.
+    assert {("claims", "report"), ("searchain", "run"), ("dedup", "run"), ("retrieval", "eval")} <= set(VERBS)
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=[" ".join(v) or "workbench" for v in VERBS])
 def test_every_verb_has_help(verb, capsys):
     with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args([*verb, "--help"])
+        main([*verb, "--help"])
     assert exit_.value.code == 0
-    assert "usage: workbench" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: workbench {' '.join(verb)}".rstrip())
+    assert len(out.splitlines()) > 2  # the usage line and at least the option list
 
 
 def test_ledger_json_has_one_object_per_cell_with_intervals(metaqa_db, capsys):

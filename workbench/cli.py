@@ -354,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cli_retrieval.cmd_retrieve)
 
-    p = sub.add_parser("retrieval", parents=[common], help="retrieval runs: export")
+    p = sub.add_parser("retrieval", parents=[common], help="retrieval runs: evaluate and export")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("eval", parents=[common], help="Recall/Precision/Hit/MRR/F1/nDCG at k, doc and chunk level")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")

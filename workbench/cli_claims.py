@@ -176,7 +176,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--limit", type=int, help="only the first N samples")
     q.set_defaults(func=cmd_claims_run)
 
-    q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95% CIs")
+    q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95%% CIs")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--claim-run", type=int, help="claim run id (default: the latest)")
     q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")

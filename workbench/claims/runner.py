@@ -26,7 +26,7 @@ from workbench.claims.verify import VERIFIERS, make_verifiers
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize
 from workbench.metrics.scoring import normalize_answer
 from workbench.models.base import ModelError
-from workbench.passes import PassReport
+from workbench.passes import CallTally, PassReport
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
 
@@ -291,7 +291,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     if not jobs:
         return report
     start = time.perf_counter()
-    calls0, hits0 = (llm.model_calls, llm.cache_hits) if llm is not None else (0, 0)
+    tally = CallTally(llm)
     try:
         execution = _ClaimsExecution(store, run, crid, config, llm, verifiers, report)
         for cell_id, sid, prediction, visible in jobs:
@@ -312,11 +312,10 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
                 if len(report.error_samples) < 5:
                     report.error_samples.append(f"{execution.samples[sid].id} / {cell_id}: {exc}")
             if progress:
-                progress(report.done + report.errors, report.jobs, report)
+                progress(report.done + report.errors, report.jobs, tally.update(report))
     finally:
-        if llm is not None:
-            report.model_calls, report.cache_hits = llm.model_calls - calls0, llm.cache_hits - hits0
-            if own_llm:
-                llm.close()
+        tally.update(report)
+        if own_llm:
+            llm.close()
     report.seconds = time.perf_counter() - start
     return report

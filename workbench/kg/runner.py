@@ -19,7 +19,7 @@ from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, g
 from workbench.kg.context import ContextConfig, collect_context
 from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messages, parse_verdict
 from workbench.models.base import ModelError
-from workbench.passes import PassReport
+from workbench.passes import CallTally, PassReport
 from workbench.store.db import Store, utcnow
 
 
@@ -159,7 +159,7 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
 
         llm = default_llm(store, config.model)
     embedder = EmbeddingJudge(config.embedding_model, config.embedding_threshold) if config.embedding_model else None
-    calls0, hits0 = (llm.model_calls, llm.cache_hits) if llm else (0, 0)
+    tally = CallTally(llm)
     start = time.perf_counter()
     try:
         for a, b, mode in jobs:
@@ -190,13 +190,10 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
                 _finish(store, run_id, a, b, mode, verdict=verdict, contexts=(text_a, text_b), key=key)
                 report.done += 1
             if progress:
-                if llm:
-                    report.model_calls, report.cache_hits = llm.model_calls - calls0, llm.cache_hits - hits0
-                progress(report.done + report.errors, report.jobs, report)
+                progress(report.done + report.errors, report.jobs, tally.update(report))
     finally:
-        if llm:
-            report.model_calls, report.cache_hits = llm.model_calls - calls0, llm.cache_hits - hits0
-            if own:
+        tally.update(report)
+        if own:
                 llm.close()
     report.seconds = time.perf_counter() - start
     return report

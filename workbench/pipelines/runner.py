@@ -19,7 +19,7 @@ from typing import Callable
 from workbench.evidence.units import render_line
 from workbench.metrics.scoring import score_acc, score_cover
 from workbench.models.base import ModelError
-from workbench.passes import PassReport
+from workbench.passes import CallTally, PassReport
 from workbench.pipelines.coq import CHAIN_GRAMMAR, CHAIN_MAX_TOKENS
 from workbench.pipelines.reader import READERS, make_reader
 from workbench.pipelines.searchain import LoopConfig, Trace, run_searchain
@@ -196,7 +196,7 @@ def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_
         from workbench.models.cached import default_llm
 
         llm = default_llm(store, config.model, n_ctx=config.n_ctx, seed=config.seed)
-    calls0, hits0 = llm.model_calls, llm.cache_hits
+    tally = CallTally(llm)
     samples = {s.sid: s for s in load_samples(store, dataset_id)}
     start = time.perf_counter()
     try:
@@ -224,10 +224,9 @@ def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_
                 if len(report.error_samples) < 5:
                     report.error_samples.append(f"{sample.id}: {exc}")
             if progress:
-                report.model_calls, report.cache_hits = llm.model_calls - calls0, llm.cache_hits - hits0
-                progress(report.done + report.errors, report.jobs, report)
+                progress(report.done + report.errors, report.jobs, tally.update(report))
     finally:
-        report.model_calls, report.cache_hits = llm.model_calls - calls0, llm.cache_hits - hits0
+        tally.update(report)
         if own:
             llm.close()
     report.seconds = time.perf_counter() - start

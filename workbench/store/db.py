@@ -1,24 +1,32 @@
 """Opening the workbench database and applying numbered migrations once.
 
-The migrations live in the top-level ``migrations/`` directory of the source tree (the
-project is installed editable, ``pip install -e .``). Each file is ``NNNN_name.sql``;
-the applied ones are recorded in ``_migrations``, as simonw's ``llm`` does.
+The migrations are package data, ``workbench/migrations/NNNN_name.sql``, read through
+``importlib.resources`` so that a wheel (pip, pipx) finds them as well as a checkout does.
+The applied ones are recorded in ``_migrations``, as simonw's ``llm`` does.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Iterator
 
 import sqlite_utils
 
 BUSY_TIMEOUT_MS = 10_000
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR: Traversable = files("workbench") / "migrations"
+_MIGRATION_NAME = re.compile(r"^[0-9]{4}_.+\.sql$")
+
+
+class MissingMigrations(RuntimeError):
+    """No migration files where the package should have them: a broken install, never an empty schema."""
 
 
 def default_db_path() -> Path:
@@ -84,17 +92,33 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def apply_migrations(conn: sqlite3.Connection, directory: Path | None = None) -> list[str]:
+def migration_files(directory: Traversable | Path | None = None) -> list[Traversable]:
+    """The ``NNNN_*.sql`` files of ``directory`` (default: the package's), in order.
+
+    Raises :class:`MissingMigrations` when there are none: opening a database without its
+    schema would only fail later, far from the cause.
+    """
+    directory = directory if directory is not None else MIGRATIONS_DIR
+    found = sorted((f for f in directory.iterdir() if _MIGRATION_NAME.match(f.name)), key=lambda f: f.name) \
+        if directory.is_dir() else []
+    if not found:
+        raise MissingMigrations(f"no NNNN_*.sql migrations in {directory}: the workbench package is installed "
+                                "without its data files (reinstall it; a wheel must include workbench/migrations)")
+    return found
+
+
+def apply_migrations(conn: sqlite3.Connection, directory: Traversable | Path | None = None) -> list[str]:
     """Apply every migration not yet recorded in ``_migrations``; return the names applied."""
-    directory = directory or MIGRATIONS_DIR
+    paths = migration_files(directory)
     conn.execute(
         "CREATE TABLE IF NOT EXISTS _migrations ("
         " id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL)"
     )
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
     applied = []
-    for path in sorted(directory.glob("[0-9][0-9][0-9][0-9]_*.sql")):
-        if path.stem in done:
+    for path in paths:
+        stem = path.name[: -len(".sql")]
+        if stem in done:
             continue
         sql = path.read_text(encoding="utf-8")
         conn.execute("BEGIN IMMEDIATE")
@@ -105,13 +129,13 @@ def apply_migrations(conn: sqlite3.Connection, directory: Path | None = None) ->
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO _migrations (id, name, applied_at) VALUES (?, ?, ?)",
-                (int(path.stem[:4]), path.stem, utcnow()),
+                (int(stem[:4]), stem, utcnow()),
             )
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        applied.append(path.stem)
+        applied.append(stem)
     return applied
 
 
