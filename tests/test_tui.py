@@ -6,7 +6,6 @@ run → watch it finish → ledger → dissipation quadrant → tag → ledger w
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 
@@ -19,41 +18,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, HelpScreen
 
 from conftest import SAMPLE_METAQA
-
-SIZE = (120, 40)
-
-
-async def wait_for(pilot, condition, timeout=60.0, step=0.1):
-    """Let the app work until ``condition()`` holds (workers run in threads)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        await pilot.pause(step)
-        if condition():
-            return
-    raise AssertionError("condition not reached in time")
-
-
-async def type_text(pilot, text):
-    for ch in text:
-        await pilot.press(ch if ch != " " else "space")
-
-
-@pytest.fixture
-def swept_db(tmp_path):
-    """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages)."""
-    db = tmp_path / "wb.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2),
-               name="sweep")
-    store.close()
-    return db
-
-
-def heading(app) -> str:
-    return str(app.screen.query_one("#heading").render())
-
+from tuikit import SIZE, heading, settle, snap_app, type_text, wait_for
 
 async def test_help_and_every_mode_opens_from_the_keyboard(swept_db):
     app = WorkbenchApp(swept_db)
@@ -88,7 +53,7 @@ async def test_a_failing_worker_shows_an_error_dialog_and_the_app_keeps_going(tm
         await wait_for(pilot, lambda: app.current_mode == "datasets")
         await pilot.press("i")
         await type_text(pilot, str(tmp_path / "no-such-dir"))
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")  # refused before the name is asked
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
         assert "not a directory" in app.screen.message
         await pilot.press("escape")
@@ -219,33 +184,16 @@ async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):
 
 
 # -- snapshots at 120×40 -------------------------------------------------------------------
-def _snap_app(db):
-    return WorkbenchApp(db, poll_seconds=3600)
-
-
-async def _settle(pilot):
-    """Wait for the data and, on the ledger, for the full bootstrap (not the quick first pass)."""
-    await pilot.pause(0.5)
-    screen = pilot.app.screen
-
-    def ready():
-        view = getattr(screen, "view", None)
-        return not hasattr(screen, "view") or (view is not None and view.report.resamples == screen.resamples)
-
-    await wait_for(pilot, ready, timeout=30)
-    await pilot.pause(0.3)
-
-
 def test_snapshot_ledger(snap_compare, swept_db):
-    assert snap_compare(_snap_app(swept_db), terminal_size=SIZE, run_before=_settle)
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=settle)
 
 
 def test_snapshot_samples(snap_compare, swept_db):
-    assert snap_compare(_snap_app(swept_db), press=["s"], terminal_size=SIZE, run_before=_settle)
+    assert snap_compare(snap_app(swept_db), press=["s"], terminal_size=SIZE, run_before=settle)
 
 
 def test_snapshot_runs_and_datasets(snap_compare, swept_db):
-    assert snap_compare(_snap_app(swept_db), press=["r"], terminal_size=SIZE, run_before=_settle)
+    assert snap_compare(snap_app(swept_db), press=["r"], terminal_size=SIZE, run_before=settle)
 
 
 def test_snapshot_sample_detail(snap_compare, swept_db):
@@ -255,7 +203,7 @@ def test_snapshot_sample_detail(snap_compare, swept_db):
         await pilot.press("enter")
         await pilot.pause(1.0)
 
-    assert snap_compare(_snap_app(swept_db), terminal_size=SIZE, run_before=open_detail)
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=open_detail)
 
 
 async def test_deleting_a_run_asks_first(swept_db):

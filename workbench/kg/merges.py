@@ -170,3 +170,11 @@ def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, re
         out["graph+text − graph"] = {m: paired_difference(preds["graph+text"], preds["graph"], gold, m,
                                                           resamples=resamples, seed=seed) for m in METRIC_NAMES}
     return out
+
+
+def decision_counts(store: Store, run: str | None) -> dict[str, int]:
+    """How many reviewer decisions each mode of the run holds (decisions are per mode), every mode listed."""
+    run_id, _, _, config = get_dedup_run(store, run)
+    counts = dict(store.conn.execute("SELECT mode, count(*) FROM dedup_decisions WHERE run_id = ? GROUP BY mode",
+                                     (run_id,)).fetchall())
+    return {mode: counts.get(mode, 0) for mode in config.modes}

@@ -61,6 +61,7 @@ class RetrievalEval:
     levels: dict = field(default_factory=dict)
     misses: list[dict] = field(default_factory=list)
     per_query: dict = field(default_factory=dict)   # level -> PerQuery (one row per question)
+    resamples: int = 0                               # bootstrap resamples behind the CIs
 
 
 def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str = "bm25",
@@ -84,7 +85,7 @@ def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str 
     doc_run = doc_level(chunk_run, parent)
     groups = {"strategy": {s.id: s.meta.get("strategy", "?") for s in samples},
               "category": {s.id: s.meta.get("category", "?") for s in samples}}
-    report = RetrievalEval(ds.name, retriever, tuple(ks), len(samples))
+    report = RetrievalEval(ds.name, retriever, tuple(ks), len(samples), resamples=resamples)
     for level, qrels, run in (("doc", doc_qrels, doc_run), ("chunk", chunk_qrels, chunk_run)):
         per_query = evaluate(qrels, run, ks)
         report.per_query[level] = per_query

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -50,50 +52,103 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class PromptDialog(ModalScreen[str | None]):
-    """Ask for one line of text (a path, a note, a search)."""
+    """Ask for one line of text (a path, a note, a search).
+
+    ``validate(value)`` returns why the value will not do (shown in the dialog, which stays
+    open) or None to accept it: an Enter is never silently ignored.
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, question: str, value: str = "", placeholder: str = ""):
+    def __init__(self, question: str, value: str = "", placeholder: str = "",
+                 validate: Callable[[str], str | None] | None = None):
         super().__init__()
-        self.question, self.value, self.placeholder = question, value, placeholder
+        self.question, self.value, self.placeholder, self.validate = question, value, placeholder, validate
 
     def compose(self) -> ComposeResult:
+        # Statics, not Labels: a long question or problem wraps instead of being cut at the dialog's edge.
         with Vertical(classes="dialog"):
-            yield Label(esc(self.question))
+            yield Static(esc(self.question))
             yield Input(value=self.value, placeholder=self.placeholder, id="answer")
+            yield Static("", id="problem", classes="problem")
             yield Label("[dim]Enter to accept, Esc to cancel[/dim]")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        problem = self.validate(event.value) if self.validate else None
+        if problem:
+            self.query_one("#problem", Static).update(f"[b]{esc(problem)}[/b]")
+            return
         self.dismiss(event.value)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
 
 
-HELP = """\
-[b]Everywhere[/b]
-  d Datasets   r Runs   l Ledger   s Samples   v Retrieval   ? this help   ctrl+p command palette   q quit
+# Keys that are not bindings of a screen class: widgets' own keys and dialogs.
+EXTRA_KEYS = {
+    "Everywhere": [("↑/↓", "move in tables and trees"), ("ctrl+p", "command palette (empty: every command)")],
+    "Runs": [("enter", "in the new-run form: start (also ctrl+s; esc cancels)")],
+    "Retrieval": [("esc", "close the miss (↑/↓ pgup/pgdn scroll it)")],
+    "SearChain": [("tab", "focus the report to scroll it (or R)")],
+    "SearChain tree": [("enter", "expand or collapse a branch (also space)")],
+    "Help": [("↑/↓", "scroll (also pgup/pgdn, home/end)"), ("esc", "close (also ? and q)")],
+}
+KEY_NAMES = {"question_mark": "?", "slash": "/", "right_square_bracket": "]", "left_square_bracket": "[",
+             "pagedown": "pgdn", "pageup": "pgup", "escape": "esc", "left": "←", "right": "→", "up": "↑",
+             "down": "↓", "circumflex_accent": "^"}
 
-[b]Datasets[/b]   i import a directory (kb/samples/retrieval.jsonl)   enter: runs of the dataset
-[b]Runs[/b]       n new run   enter open its ledger   p pause   u resume   x delete (asks first)
-[b]Ledger[/b]     b next budget B   f next format   m next run (model) of the dataset   o oracle plot
-             space mark a cell (two marks: paired difference)   e exclude/keep tagged samples
-             enter samples of the highlighted cell
-[b]Samples[/b]    1 all  2 dissipation  3 leakage  4 interface loss  5 retrieval miss  6 right  7 unscored  8 errors
-             / search   t filter by tag   pgdn/pgup or ] / \\[ page   g/G first/last page   enter detail
-             A annotation-error  L alias-miss  R reasoning-fail  F format-fail  N note   X export tagged
-[b]Retrieval[/b]  c doc/chunk level   enter open the highlighted miss (gold document vs retrieved)
-[b]Detail[/b]     left/right previous/next cell   j/k next/previous sample   A L R F N tags and note   esc back
-"""
+
+def key_label(keys: str) -> str:
+    """A binding's keys as a user types them: ``pagedown,right_square_bracket`` → ``pgdn/]``."""
+    return "/".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def help_sections(app) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(screen, [(keys, what)]) for every screen, read from the BINDINGS themselves so the help cannot drift."""
+    from workbench.tui.screens.detail import SampleDetailScreen
+    from workbench.tui.screens.searchain import ChainTreeScreen
+
+    def keys(bindings) -> list[tuple[str, str]]:
+        return [(key_label(b.key), b.description or b.action) for b in bindings]
+
+    names = {b.action.split("'")[1]: b.description for b in app.BINDINGS if b.action.startswith("switch_mode(")}
+    screens = [(names.get(mode, mode), cls) for mode, cls in app.MODES.items()]
+    screens += [("Sample detail", SampleDetailScreen), ("SearChain tree", ChainTreeScreen)]
+    sections = [("Everywhere", keys(app.BINDINGS) + EXTRA_KEYS["Everywhere"])]
+    sections += [(title, keys(cls.BINDINGS) + EXTRA_KEYS.get(title, [])) for title, cls in screens]
+    sections.append(("Help", EXTRA_KEYS["Help"]))
+    return sections
+
+
+def help_table(app, per_row: int = 2):
+    """The help as a table: the screen, then ``per_row`` (key, what) pairs a row; long descriptions wrap."""
+    from rich.table import Table
+
+    table = Table(box=None, show_header=False, padding=(0, 1, 0, 0), expand=True)
+    table.add_column("screen", style="bold", no_wrap=True)
+    for _ in range(per_row):
+        table.add_column("key", style="bold cyan", no_wrap=True, justify="right")
+        table.add_column("what", ratio=1)
+    for title, items in help_sections(app):
+        rows = [items[i:i + per_row] for i in range(0, len(items), per_row)]
+        for n, row in enumerate(rows):
+            cells = [c for item in row for c in item] + ["", ""] * (per_row - len(row))
+            table.add_row(title if n == 0 else "", *cells)
+        table.add_row(*[""] * (1 + 2 * per_row))
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of every screen."""
+    """Every key of every screen, generated from the bindings; scrolls on a small terminal."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog help"):
-            yield Label("[b]Dissipation Workbench: keys[/b]")
-            yield Static(HELP)
+            yield Label("[b]Keys of every screen[/b]  [dim]↑/↓ pgup/pgdn scroll · esc closes[/dim]")
+            with VerticalScroll(id="help-body"):
+                # Two keys a row where they fit, one on a small terminal (no description cut short).
+                yield Static(help_table(self.app, 2 if self.app.size.width >= 110 else 1), id="help-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body", VerticalScroll).focus()

@@ -12,10 +12,12 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 
 BAND_ORDER = ("all", "high", "mid", "low", "below")
+BAND_RANGES = {"all": ("0", "1"), "high": ("0.9", "1"), "mid": ("0.7", "0.9"), "low": ("0.5", "0.7"),
+               "below": ("0", "0.5")}  # as workbench.kg.merges.BANDS, for display
 
 
 def _proposals(store, run, mode, band):
-    from workbench.kg.merges import proposals
+    from workbench.kg.merges import decision_counts, proposals
     from workbench.kg.runner import get_dedup_run
 
     try:
@@ -23,7 +25,23 @@ def _proposals(store, run, mode, band):
     except ValueError:
         return None
     mode = mode if mode in config.modes else config.modes[-1]
-    return name, config.modes, mode, proposals(store, name, mode, band=band, only_coreferent=False)
+    return (name, config.modes, mode, proposals(store, name, mode, band=band, only_coreferent=False),
+            decision_counts(store, name))
+
+
+def plural(n: int, word: str) -> str:
+    """``0 merges``, ``1 merge``, ``2 merges``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def decisions_note(mode: str, counts: dict[str, int]) -> str:
+    """Where the reviewer's decisions are: each mode keeps its own, so say so when this one has none."""
+    here = counts.get(mode, 0)
+    elsewhere = [f"{m} ({n})" for m, n in counts.items() if m != mode and n]
+    if here or not elsewhere:
+        return f"{plural(here, 'decision')} in this mode"
+    return (f"no decisions in mode {mode}; decisions are per mode, made in {', '.join(elsewhere)} "
+            "(m switches mode)")
 
 
 def _decide(store, run, a, b, mode, decision):
@@ -47,6 +65,7 @@ class DedupScreen(WorkbenchScreen):
         self.modes: tuple[str, ...] = ()
         self.band = "all"
         self.items: list = []
+        self.decisions: dict[str, int] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -80,11 +99,12 @@ class DedupScreen(WorkbenchScreen):
             self.query_one("#heading", Static).update(
                 "[b]Dedup[/b]  no dedup runs yet: `workbench dedup import sample_data/dedup` then `workbench dedup run`")
             return
-        self.run, self.modes, self.mode, self.items = message.payload
+        self.run, self.modes, self.mode, self.items, self.decisions = message.payload
         merged = sum(p.merged for p in self.items)
         self.query_one("#heading", Static).update(
-            f"[b]Dedup[/b]  {esc(self.run)} · mode {self.mode} (m) · band {self.band} (b) · {len(self.items)} pairs, "
-            f"{merged} merge  [dim]a accept · x reject/revert · u clear[/dim]")
+            f"[b]Dedup[/b]  {esc(self.run)} · mode {self.mode} (m) · band {self.band} (b) · "
+            f"{plural(len(self.items), 'pair')}, {plural(merged, 'merge')} · "
+            f"{esc(decisions_note(self.mode, self.decisions))}  [dim]a accept · x reject/revert · u clear[/dim]")
         table = self.query_one("#pairs", DataTable)
         cursor = table.cursor_row
         table.clear()
@@ -105,7 +125,10 @@ class DedupScreen(WorkbenchScreen):
         a = self.query_one("#context-a", Static)
         b = self.query_one("#context-b", Static)
         if p is None:
-            a.update("")
+            # An empty band must not look like a broken screen.
+            lo, hi = BAND_RANGES[self.band]
+            a.update(f"[b]No pairs in band {self.band}[/b] (confidence {lo}–{hi}, mode {esc(self.mode or '')}).\n\n"
+                     "[dim]b: next band · m: next mode[/dim]" if self.run else "")
             b.update("")
             return
         a.update(f"[b]{esc(p.name_a)}[/b]\n{esc(p.context_a)}\n\n[dim]judge: {esc(p.rationale)}[/dim]")

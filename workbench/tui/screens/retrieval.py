@@ -15,13 +15,16 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 
 
-def _evaluation(store, retriever: str):
+QUICK_RESAMPLES, RESAMPLES = 100, 1000
+
+
+def _evaluation(store, retriever: str, resamples: int):
     from workbench.retrieval.evaluate import evaluate_retrieval, latest_corpus
 
     name = latest_corpus(store)
     if name is None:
         return None
-    return evaluate_retrieval(store, name, retriever, (1, 3, 5, 10), resamples=1000)
+    return evaluate_retrieval(store, name, retriever, (1, 3, 5, 10), resamples=resamples)
 
 
 def _miss(store, dataset, miss):
@@ -41,8 +44,13 @@ class MissScreen(ModalScreen[None]):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog help"), VerticalScroll():
-            yield Static(self.text)
+        with Vertical(classes="dialog help miss") as box:
+            box.border_subtitle = "↑/↓ pgup/pgdn scroll · esc back"
+            with VerticalScroll(id="miss-body"):
+                yield Static(self.text, id="miss-text")
+
+    def on_mount(self) -> None:
+        self.query_one("#miss-body", VerticalScroll).focus()
 
 
 class RetrievalScreen(WorkbenchScreen):
@@ -54,27 +62,49 @@ class RetrievalScreen(WorkbenchScreen):
         super().__init__()
         self.level = "doc"
         self.report = None
+        self.resamples = RESAMPLES
+        # The database version the shown report was computed at: coming back unchanged costs nothing.
+        self.version: int | None = None
+        self.computing = False
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="heading", classes="title")
         with Horizontal(id="plots"):
             yield Static("", id="curves", classes="plot")
-            yield Static("", id="side", classes="side")
-        table = DataTable(id="misses", cursor_type="row", zebra_stripes=True)
-        table.add_columns("missed question", "gold document", "retrieved instead")
-        yield table
+            with VerticalScroll(id="side-scroll", classes="side"):
+                yield Static("", id="side")
+        yield DataTable(id="misses", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_screen_resume(self) -> None:
-        self.load("eval", _evaluation, "bm25")
+        self.refresh_report()
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.load("eval", _evaluation, "bm25")
+        self.refresh_report(force=True)
+
+    def refresh_report(self, force: bool = False) -> None:
+        """Evaluate the latest corpus unless the report shown (or being computed) is of this database version."""
+        version = self.app.store.data_version()
+        if not force and version == self.version and (self.report is not None or self.computing):
+            return
+        self.version, self.computing = version, True
+        if self.report is None:
+            self.query_one("#heading", Static).update("[b]Retrieval[/b]  evaluating the latest corpus …")
+        # Two passes, as on the Ledger: a quick bootstrap paints at once, the full one refines the CIs.
+        self.load("eval", _evaluation, "bm25", QUICK_RESAMPLES)
+
+    def on_resize(self) -> None:
+        if self.report is not None:
+            self._draw()
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "eval":
             self.report = message.payload
+            if self.report is not None and self.report.resamples < self.resamples:
+                self.load("eval", _evaluation, "bm25", self.resamples)
+            else:
+                self.computing = False
             self._draw()
         elif message.what == "miss":
             miss, gold, got = message.payload
@@ -92,8 +122,9 @@ class RetrievalScreen(WorkbenchScreen):
             return
         r = self.report
         overall = r.levels[self.level]["overall"]
+        refining = "  [dim]refining CIs …[/dim]" if r.resamples < self.resamples else ""
         heading.update(f"[b]Retrieval[/b]  {esc(r.dataset)} · {esc(r.retriever)} · {r.n:,} questions · "
-                       f"{self.level}-level · {len(r.misses):,} doc-level misses at @{max(r.ks)}")
+                       f"{self.level}-level · {len(r.misses):,} doc-level misses at @{max(r.ks)}{refining}")
         curves = self.query_one("#curves", Static)
         width, height = max(40, (curves.size.width or 80) - 1), max(10, curves.size.height or 14)
         figure = plots.retrieval_plot(r.ks, {"Recall@k": [overall[("recall", k)].value for k in r.ks],
@@ -107,9 +138,18 @@ class RetrievalScreen(WorkbenchScreen):
                 lines.append(f"{metric:>9}@{k:<2} {fmt_estimate(overall[(metric, k)])}")
         self.query_one("#side", Static).update("\n".join(lines))
         table = self.query_one(DataTable)
-        table.clear()
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        # Fixed widths: a long question must not push what was retrieved instead off the screen.
+        width = max(60, (table.size.width or self.size.width or 80) - 4)
+        q, g = width * 35 // 100, width * 30 // 100
+        table.add_column("missed question", width=q)
+        table.add_column("gold document", width=g)
+        table.add_column("retrieved instead (top 3)", width=width - q - g - 4)
         for i, miss in enumerate(r.misses):
-            table.add_row(miss["question"], miss["gold"], ", ".join(miss["retrieved"]) or "—", key=str(i))
+            table.add_row(miss["question"], miss["gold"], " · ".join(miss["retrieved"]) or "—", key=str(i))
+        if r.misses:
+            table.move_cursor(row=min(cursor, len(r.misses) - 1))
 
     def action_toggle_level(self) -> None:
         self.level = "chunk" if self.level == "doc" else "doc"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static, Tree
 
 from workbench.tables import DASH
@@ -35,7 +35,8 @@ def _tree(store, name, sid):
 class SearChainScreen(WorkbenchScreen):
     """The latest SearChain run (m: next run); enter opens a sample's tree."""
 
-    BINDINGS = [Binding("enter", "open_tree", "Tree"), Binding("m", "next_run", "Next run")]
+    BINDINGS = [Binding("enter", "open_tree", "Tree"), Binding("m", "next_run", "Next run"),
+                Binding("R", "focus_report", "Scroll report", show=False)]
 
     def __init__(self):
         super().__init__()
@@ -46,7 +47,9 @@ class SearChainScreen(WorkbenchScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="heading", classes="title")
-        yield Static("", id="report")
+        # The report scrolls in at most half the height: the sample list always keeps rows.
+        with VerticalScroll(id="report-scroll"):
+            yield Static("", id="report")
         table = DataTable(id="chains", cursor_type="row", zebra_stripes=True)
         table.add_columns("sample", "question", "status", "outcome", "cover", "RAG", "rounds", "steps")
         yield table
@@ -69,7 +72,8 @@ class SearChainScreen(WorkbenchScreen):
             self.runs, report, (total, self.rows) = message.payload
             self.name_shown = report["run"]
             self.query_one("#heading", Static).update(
-                f"[b]SearChain[/b]  {esc(report['run'])} · {total} samples · m: next run · enter: tree")
+                f"[b]SearChain[/b]  {esc(report['run'])} · {total} samples · m next run · enter tree · "
+                "R scroll report")
             self.query_one("#report", Static).update(esc(render_report(report)))
             table = self.query_one("#chains", DataTable)
             table.clear()
@@ -85,6 +89,11 @@ class SearChainScreen(WorkbenchScreen):
             i = names.index(self.name_shown) if self.name_shown in names else -1
             self.name_shown = names[(i + 1) % len(names)]
             self.load("overview", _overview, self.name_shown)
+
+    def action_focus_report(self) -> None:
+        """Toggle focus between the report (to scroll it) and the sample list."""
+        scroll = self.query_one("#report-scroll", VerticalScroll)
+        (self.query_one("#chains", DataTable) if scroll.has_focus else scroll).focus()
 
     def action_open_tree(self) -> None:
         table = self.query_one("#chains", DataTable)

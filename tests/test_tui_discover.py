@@ -1,0 +1,94 @@
+"""Discoverability: the help lists every key of every screen and scrolls; the palette lists the commands."""
+
+from __future__ import annotations
+
+from textual.command import CommandPalette
+from textual.containers import VerticalScroll
+
+from tuikit import SIZE, SMALL, settle, snap_app, type_text, wait_for
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.dialogs import HelpScreen, help_sections, help_table, key_label
+
+
+def _help_text(app) -> str:
+    """The help as a user reads it: the rendered table as plain text."""
+    from rich.console import Console
+
+    console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    console.print(help_table(app))
+    return " ".join(console.export_text().split())
+
+
+async def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = _help_text(app)
+        # The keys the hand-written help forgot: SearChain and Dedup screens, Samples 9, Dedup keys.
+        for line in ("h SearChain", "D Dedup", "9 unsupported", "a Accept", "x Reject/revert", "b Band",
+                     "m Next run", "e Expand all"):
+            assert line in text, line
+        shown = {(title, key, what) for title, items in help_sections(app) for key, what in items}
+        names = {b.description: b.action for b in app.BINDINGS}
+        for mode, screen in app.MODES.items():
+            title = next(n for n, action in names.items() if action == f"switch_mode('{mode}')")
+            for binding in screen.BINDINGS:
+                assert (title, key_label(binding.key), binding.description) in shown, (mode, binding.key)
+                assert binding.description in text
+        body = app.screen.query_one("#help-body", VerticalScroll)
+        assert body.max_scroll_y > 0 and body.scroll_y == 0      # longer than 24 rows: it scrolls
+        await pilot.press("end")
+        await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+def test_snapshot_help_at_80x24_scrolled_to_the_end(snap_compare, swept_db):
+    async def open_help(pilot):
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        await pilot.press("end")
+        await pilot.pause(0.5)
+
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=open_help)
+
+
+def _palette_prompts(app) -> list[str]:
+    options = app.screen.query_one("CommandList")
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+async def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_run(swept_db):
+    from workbench.tui.screens.runs import RunForm
+
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette)
+                       and any("New run" in p for p in _palette_prompts(app)))
+        prompts = "\n".join(_palette_prompts(app))
+        for command in ("New run", "Pause run", "Resume run", "Import dataset", "Go to Datasets", "Go to Runs",
+                        "Go to Ledger", "Go to Samples", "Go to Retrieval", "Go to SearChain", "Go to Dedup",
+                        "Open ledger of run sweep", "Help: keys"):
+            assert command in prompts, command
+        assert "Searchain" not in prompts
+        await type_text(pilot, "New run")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
+        assert app.current_mode == "runs"
+
+
+async def test_palette_pause_with_nothing_running_says_so(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        await pilot.press("ctrl+p")
+        await type_text(pilot, "Pause run")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))

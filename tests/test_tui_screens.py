@@ -1,0 +1,208 @@
+"""The newcomer pass (issue 12) on Datasets, Retrieval, Dedup and SearChain, driven by keys.
+
+SearChain and Dedup reuse the real-model fixtures of their own test modules.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from textual.containers import VerticalScroll
+
+from conftest import REPO
+from test_kg_dedup import kg_dir  # noqa: F401  (judged_db needs it)
+from test_tui_dedup import judged_db  # noqa: F401
+from test_tui_searchain import chained_db  # noqa: F401
+from tuikit import SIZE, SMALL, heading, screen_text, settle, snap_app, type_text, wait_for
+from workbench.store import open_store
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.dialogs import ErrorDialog, PromptDialog
+
+
+# -- Datasets ----------------------------------------------------------------------------------
+async def test_import_prompt_shows_a_hint_and_an_empty_enter_says_what_is_needed(tmp_path):
+    app = WorkbenchApp(tmp_path / "new.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog))
+        field = app.screen.query_one("Input")
+        assert field.value == "" and field.placeholder.startswith("a directory, e.g.")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, PromptDialog)        # still asking, and saying for what
+        assert "kb.jsonl" in str(app.screen.query_one("#problem").render())
+
+
+async def test_a_bad_path_is_refused_before_the_name_is_asked(tmp_path):
+    app = WorkbenchApp(tmp_path / "new.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        await pilot.press("i")
+        await type_text(pilot, str(tmp_path / "no-such-dir"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        assert app.screen.title_text == "Cannot import" and "not a directory" in app.screen.message
+        await pilot.press("escape")
+        assert not isinstance(app.screen, (ErrorDialog, PromptDialog))  # no name prompt behind it
+
+
+async def test_a_rejected_file_names_file_line_and_field_and_the_status_clears(tmp_path, tiny_dir):
+    bad = shutil.copytree(tiny_dir, tmp_path / "bad")
+    lines = (bad / "samples.jsonl").read_text().splitlines()
+    lines[1] = '{"id": "q2", "answers": ["x"], "gold_paths": []}'       # no question
+    (bad / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    app = WorkbenchApp(tmp_path / "new.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        await pilot.press("i")
+        await type_text(pilot, str(bad))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog) and "name" in app.screen.question)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        assert app.screen.title_text == "Cannot import"
+        assert "samples.jsonl:2:" in app.screen.message and "question" in app.screen.message
+        await pilot.press("escape")
+        assert "importing" not in str(app.screen.query_one("#status").render())
+
+
+async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_dir):
+    store = open_store(swept_db)
+    from workbench.data.importer import import_dataset
+
+    import_dataset(store, tiny_dir, "tiny")       # a second dataset, without runs
+    store.close()
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("d")
+        table = app.screen.query_one("#datasets")
+        await wait_for(pilot, lambda: app.current_mode == "datasets" and table.row_count == 2)
+        await pilot.press("enter")                # metaqa: its run "sweep" is selected
+        await wait_for(pilot, lambda: app.current_mode == "runs")
+        assert app.dataset_filter == "metaqa" and app.run_name == "sweep"
+        assert any("1 run of metaqa" in str(n.message) for n in app._notifications)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: app.current_mode == "datasets")
+        await pilot.press("down", "enter")        # tiny: no runs yet, and the user is told how to start one
+        await wait_for(pilot, lambda: app.current_mode == "runs" and app.dataset_filter == "tiny")
+        assert any("No runs of tiny yet" in str(n.message) for n in app._notifications)
+
+
+# -- Retrieval ---------------------------------------------------------------------------------
+@pytest.fixture
+def corpus_db(tmp_path):
+    """sample_data/howtocook with Chinese and English filename questions (some misses) and BM25 results."""
+    from workbench.data.corpus import import_corpus
+    from workbench.retrieval.evaluate import filename_questions
+    from workbench.retrieval.runs import retrieve
+
+    db = tmp_path / "hc.db"
+    store = open_store(db)
+    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
+    filename_questions(store, "hc")
+    filename_questions(store, "hc", lang="en")
+    retrieve(store, "hc", k=5)
+    store.close()
+    return db
+
+
+async def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomputing(corpus_db, monkeypatch):
+    from workbench.tui.screens.retrieval import RetrievalScreen
+
+    painted = []                                   # the bootstrap size behind each picture, in order
+    draw = RetrievalScreen._draw
+    monkeypatch.setattr(RetrievalScreen, "_draw",
+                        lambda self: (painted.append(self.report and self.report.resamples), draw(self))[1])
+    app = WorkbenchApp(corpus_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
+        assert painted[:2] == [100, 1000]          # the quick pass paints first, then the CIs are refined
+        full, draws = screen.report, len(painted)
+        await pilot.press("d")
+        await pilot.press("v")
+        await pilot.pause(0.5)
+        assert app.screen is screen and screen.report is full   # unchanged data: nothing recomputed
+        assert all(n == 1000 for n in painted[draws:])
+
+
+async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus_db):
+    app = WorkbenchApp(corpus_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("v")
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
+        await pilot.pause(0.3)
+        side = screen.query_one("#side-scroll", VerticalScroll)
+        assert side.max_scroll_y > 0                          # 36 metric lines in a short panel: it scrolls
+        table = screen.query_one("#misses")
+        columns = list(table.columns.values())
+        assert "retrieved instead" in str(columns[2].label)
+        assert sum(c.get_render_width(table) for c in columns) <= table.size.width   # all three on screen
+        assert columns[2].width >= 15
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
+        await pilot.pause(0.3)
+        body = app.screen.query_one("#miss-body", VerticalScroll)
+        assert body.max_scroll_y > 0
+        await pilot.press("end")
+        await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y)
+
+
+def test_snapshot_retrieval_at_80x24(snap_compare, corpus_db):
+    async def open_retrieval(pilot):
+        await pilot.press("v")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "report", None) is not None
+                       and pilot.app.screen.report.resamples == 1000)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(1.0)
+
+    assert snap_compare(snap_app(corpus_db), terminal_size=SMALL, run_before=open_retrieval)
+
+
+# -- Dedup -------------------------------------------------------------------------------------
+async def test_dedup_says_when_a_band_is_empty_pluralises_and_explains_per_mode_decisions(judged_db):  # noqa: F811
+    app = WorkbenchApp(judged_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("D")
+        await wait_for(pilot, lambda: app.current_mode == "dedup" and "review" in heading(app))
+        screen = app.screen
+        merged = sum(p.merged for p in screen.items)
+        assert f"{merged} merge{'' if merged == 1 else 's'} ·" in heading(app)   # "0 merges", "1 merge"
+        assert "0 decisions in this mode" in heading(app)
+        await pilot.press("a")                                 # decided in graph+text …
+        await wait_for(pilot, lambda: "1 decision in this mode" in heading(app))
+        await pilot.press("m")                                 # … and graph mode says where that decision is
+        await wait_for(pilot, lambda: screen.mode == "graph" and "mode graph (m)" in heading(app))
+        assert "decisions are per mode, made in graph+text (1)" in heading(app)
+        empty = []
+        for _ in range(4):                                     # high, mid, low, below
+            band = screen.band
+            await pilot.press("b")
+            await wait_for(pilot, lambda: screen.band != band and f"band {screen.band} (b)" in heading(app))
+            if not screen.items:
+                empty.append(screen.band)
+                text = str(screen.query_one("#context-a").render())
+                assert f"No pairs in band {screen.band}" in text and "b: next band" in text
+        assert empty, "the tiny KG has an empty band"
+
+
+# -- SearChain ---------------------------------------------------------------------------------
+def test_searchain_sample_list_keeps_rows_at_80x24(snap_compare, chained_db):  # noqa: F811
+    """The report scrolls in its own box; the sample list below it keeps its rows (one real-model fixture)."""
+
+    async def open_searchain(pilot):
+        app = pilot.app
+        await pilot.press("h")
+        await wait_for(pilot, lambda: app.current_mode == "searchain" and "chains" in heading(app))
+        await settle(pilot)
+        table = app.screen.query_one("#chains")
+        assert table.row_count == 2 and table.size.height >= 3      # header + both samples visible
+        report = app.screen.query_one("#report-scroll", VerticalScroll)
+        assert report.max_scroll_y > 0                              # the rest of the report scrolls
+        assert "cover-EM" in screen_text(app)
+
+    assert snap_compare(snap_app(chained_db), terminal_size=SMALL, run_before=open_searchain)
