@@ -27,11 +27,12 @@ install:
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 
-# Import the sample data, run a K×B sweep with the default local model (SmolLM2-135M, CPU),
-# verify the claims of the first 3 questions' answers in every cell (hybrid decomposer,
-# lexical + LLM-judge vote; all 480 answers take ~2½ minutes more: `.venv/bin/workbench
-# --db .workbench/demo.db claims run demo`), print the full ledger (with faithfulness per
-# cell) and both plots. A second `just demo` is served from the cache.
+# The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer,
+# lexical + LLM-judge vote); all 480 answers take a few minutes more:
+# `.venv/bin/workbench --db .workbench/demo.db claims run demo`. A second `just demo` is served
+# from the cache.
+#
+# Import the sample data, run a K×B sweep with SmolLM2 (CPU), verify claims, print the ledger and plots.
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
@@ -40,6 +41,11 @@ demo: install
     {{wb}} ledger demo
     {{wb}} plot demo --budget 128
     {{wb}} plot demo --oracle
+    @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}})"
+
+# Open the TUI on the demo database (`just demo` fills it).
+tui: install
+    {{wb}} tui
 
 # Run the test suite (pytest's "no tests collected", exit 5, is not a failure).
 test *args: install

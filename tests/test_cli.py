@@ -38,6 +38,15 @@ def test_every_verb_has_help(verb, capsys):
     assert len(out.splitlines()) > 2  # the usage line and at least the option list
 
 
+def test_the_top_level_help_shows_a_newcomer_the_first_steps(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "first steps:" in out and "workbench import sample_data/metaqa" in out and "? lists its keys" in out
+    assert "``" not in out  # no docstring markup leaking into what a user reads
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
 def test_ledger_json_has_one_object_per_cell_with_intervals(metaqa_db, capsys):
     assert main(["--db", str(metaqa_db), "ledger", "sweep", "--json", "--resamples", "200"]) == 0
     cells = json.loads(capsys.readouterr().out)

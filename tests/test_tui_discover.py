@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.command import CommandPalette
 from textual.containers import VerticalScroll
 
-from tuikit import SIZE, SMALL, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, footer_line, settle, snap_app, type_text, wait_for
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import HelpScreen, help_sections, help_table, key_label
 
@@ -62,7 +62,7 @@ def _palette_prompts(app) -> list[str]:
 
 
 async def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_run(swept_db):
-    from workbench.tui.screens.runs import RunForm
+    from workbench.tui.screens.run_form import RunForm
 
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
@@ -92,3 +92,24 @@ async def test_palette_pause_with_nothing_running_says_so(swept_db):
         await pilot.pause(0.5)
         await pilot.press("enter")
         await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))
+
+
+async def test_every_screen_names_help_and_the_palette_in_its_header_and_keeps_its_keys_at_80x24(swept_db):
+    """However narrow the footer, the header says where every key is listed."""
+    from workbench.tui.widgets import KeyFooter
+
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        for key, mode in (("d", "datasets"), ("r", "runs"), ("l", "ledger"), ("s", "samples"), ("v", "retrieval"),
+                          ("h", "searchain"), ("D", "dedup")):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: app.current_mode == mode)
+            title = str(app.screen.query_one("HeaderTitle").render())
+            assert "? keys" in title and "ctrl+p commands" in title, (mode, title)
+            footer = app.screen.query_one("Footer")
+            assert isinstance(footer, KeyFooter) and footer.compact, mode
+            # enter is each screen's main action: the focused table's own hidden enter must not hide it.
+            enter = next((b for b in type(app.screen).BINDINGS if b.key == "enter"), None)
+            if enter is not None:
+                await pilot.pause(0.2)
+                assert f"⏎ {enter.description}" in footer_line(app), (mode, footer_line(app))

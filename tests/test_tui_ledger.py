@@ -8,7 +8,7 @@ from workbench.metrics.ledger import Estimate
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
 
-from tuikit import SIZE, SMALL, heading, settle, snap_app, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, wait_for
 
 
 def side(app) -> str:
@@ -17,22 +17,6 @@ def side(app) -> str:
 
 def said(app, text: str) -> bool:
     return any(text in str(n.message) for n in app._notifications)
-
-
-def footer_line(app) -> str:
-    """The footer as the terminal shows it: each key and label drawn where it sits, cut off where the
-    screen (or the command palette's hint, docked on the right) begins to hide it."""
-    footer = app.screen.query_one("Footer")
-    palette = [w.region.x for w in footer.query("FooterKey.-command-palette")]
-    end = min(palette + [app.size.width])
-    line = [" "] * app.size.width
-    for w in footer.query("FooterKey, FooterLabel"):
-        if w.has_class("-command-palette") or not w.region.width:
-            continue
-        for i, ch in enumerate(str(w.render())):
-            if w.region.x + i < end:
-                line[w.region.x + i] = ch
-    return "".join(line[:end])
 
 
 async def ledger_ready(pilot):

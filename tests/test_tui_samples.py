@@ -11,8 +11,7 @@ from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.samples import QUADRANT_KEYS
 
-from test_tui_ledger import footer_line
-from tuikit import SIZE, SMALL, heading, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, type_text, wait_for
 
 
 async def open_samples(pilot, rows: int = 50):

@@ -88,6 +88,13 @@ async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_
         await pilot.press("down", "enter")        # tiny: no runs yet, and the user is told how to start one
         await wait_for(pilot, lambda: app.current_mode == "runs" and app.dataset_filter == "tiny")
         assert any("No runs of tiny yet" in str(n.message) for n in app._notifications)
+        # The list really is narrowed: metaqa's run is not shown, the greeting offers a run on tiny.
+        await wait_for(pilot, lambda: "Runs of tiny (0 of 1)" in heading(app))
+        runs = app.screen.query_one("#runs")
+        assert not runs.display and "start one on tiny" in str(app.screen.query_one("#welcome").render())
+        await pilot.press("a")                    # every dataset's runs again
+        await wait_for(pilot, lambda: app.dataset_filter is None and runs.display and runs.row_count == 1)
+        assert "a: all runs" not in heading(app)
 
 
 # -- Retrieval ---------------------------------------------------------------------------------

@@ -53,3 +53,19 @@ async def settle(pilot):
 
     await wait_for(pilot, ready, timeout=30)
     await pilot.pause(0.3)
+
+
+def footer_line(app) -> str:
+    """The footer as the terminal shows it: each key and label drawn where it sits, cut off where the
+    screen (or the command palette's hint, docked on the right) begins to hide it."""
+    footer = app.screen.query_one("Footer")
+    palette = [w.region.x for w in footer.query("FooterKey.-command-palette")]
+    end = min(palette + [app.size.width])
+    line = [" "] * app.size.width
+    for w in footer.query("FooterKey, FooterLabel"):
+        if w.has_class("-command-palette") or not w.region.width:
+            continue
+        for i, ch in enumerate(str(w.render())):
+            if w.region.x + i < end:
+                line[w.region.x + i] = ch
+    return "".join(line[:end])

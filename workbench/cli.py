@@ -10,6 +10,19 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
+               "(retrieval, the prompt interface, reasoning). The same verbs as the TUI, for\n"
+               "scripts and CI.")
+EPILOG = """\
+first steps:
+  workbench import sample_data/metaqa --name metaqa
+  workbench run metaqa --limit 20 --k 1,5,20 --budget 128 --format linear
+  workbench ledger                 the dissipation ledger with 95% CIs
+  workbench                        the terminal UI (? lists its keys)
+
+every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage
+(nothing written)."""
+
 from workbench.cli_shared import emit_json, store_of, write_out
 from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
@@ -235,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--exclude-tag", action="append", metavar="TAG",
                         help="leave out samples carrying TAG (repeatable), e.g. annotation-error")
 
-    parser = argparse.ArgumentParser(prog="workbench", description=__doc__.split("\n")[0], parents=[top])
+    parser = argparse.ArgumentParser(prog="workbench", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, parents=[top])
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
 
     p = sub.add_parser("tui", parents=[common], help="the terminal UI (also: `workbench` with no verb)")

@@ -49,8 +49,10 @@ def _execute(args, store, run) -> int:
     bar = ProgressBar("run")
 
     def show(p):
+        # The run overall, as the TUI and `workbench runs` count it (errors are not done).
         bar(p.done, p.total, p.completion_tokens,
-            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""))
+            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
+            already=p.run_done - p.done, overall=p.run_total)
 
     with StopOnSigint() as interrupt:
         report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,

@@ -15,7 +15,13 @@ class ProgressBar:
         self.last = 0.0
         self.tty = self.stream.isatty()
 
-    def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "") -> None:
+    def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "", *,
+                 already: int = 0, overall: int | None = None) -> None:
+        """Draw ``done`` of ``total`` for this execution; ``already`` of ``overall`` place it in a resumed run.
+
+        The bar and the count show the run overall (a resume of 2 remaining jobs of 24 reads
+        23/24, not 1/2), while the rate and ETA come from this execution's own work.
+        """
         now = time.monotonic()
         if done < total and now - self.last < (0.1 if self.tty else 5.0):
             return
@@ -23,10 +29,11 @@ class ProgressBar:
         elapsed = max(now - self.start, 1e-9)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else float("inf")
-        filled = int(self.width * done / total) if total else self.width
+        shown, of = already + done, overall if overall is not None else total
+        filled = int(self.width * shown / of) if of else self.width
         bar = "#" * filled + "-" * (self.width - filled)
         tok = f" {tokens / elapsed:,.1f} tok/s" if tokens is not None else ""
-        line = f"{self.label} [{bar}] {done}/{total} {rate:,.1f}/s{tok} ETA {_eta(eta)}{extra}"
+        line = f"{self.label} [{bar}] {shown}/{of} {rate:,.1f}/s{tok} ETA {_eta(eta)}{extra}"
         end = "\n" if done >= total or not self.tty else ""
         self.stream.write(("\r" if self.tty else "") + line + end)
         self.stream.flush()

@@ -55,6 +55,20 @@ def content_sha256(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def check_directory(directory: str | Path) -> Path:
+    """``directory`` as a Path if it can be imported as a dataset; ValueError says what is missing.
+
+    Cheap (no file is read), so an interface can check a typed path before asking anything else.
+    """
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: not a directory (expected {', '.join(FILES)})")
+    for required in FILES[:2]:
+        if not (directory / required).is_file():
+            raise ValueError(f"{directory / required}: not found (a dataset directory holds {', '.join(FILES)})")
+    return directory
+
+
 def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bool = False,
                    replace: bool = False) -> ImportReport:
     """Import ``directory`` as dataset ``name`` in one transaction.
@@ -64,12 +78,7 @@ def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bo
     swaps out an existing dataset of that name (and its runs) in the same transaction.
     Raises :class:`InputRejected` on bad input, with nothing written.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ValueError(f"{directory}: not a directory (expected kb.jsonl, samples.jsonl, retrieval.jsonl)")
-    for required in FILES[:2]:
-        if not (directory / required).is_file():
-            raise ValueError(f"{directory / required}: not found (a dataset directory holds {', '.join(FILES)})")
+    directory = check_directory(directory)
     paths = [directory / f for f in FILES if (directory / f).is_file()]
     sha = content_sha256(paths)
 

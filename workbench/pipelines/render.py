@@ -8,7 +8,7 @@ def render_report(r: dict) -> str:
     from workbench.tables import fmt_estimate as pct
 
     cfg = r["config"]
-    lines = [f"searchain {r['run']} · {r['done']:,} of {r['jobs']:,} samples done"
+    lines = [f"SearChain {r['run']} · {r['done']:,} of {r['jobs']:,} samples done"
              + (f", {r['errors']} errors" if r["errors"] else "")
              + f" · reader {cfg['reader']}, threshold {cfg['threshold']}, max rounds {cfg['max_rounds']}"
              + " · 95% bootstrap CI over samples"]

@@ -23,10 +23,6 @@ from workbench.tui.dialogs import ConfirmDialog, ErrorDialog, HelpScreen
 from workbench.tui.messages import DataChanged, Loaded
 
 
-WELCOME = ("Start with data: press i here to import a dataset directory, e.g. sample_data/metaqa; "
-           "then r, n for a run. Or run `just demo` in a shell for a ready-made one. ? lists every key.")
-
-
 class WorkbenchScreen(Screen):
     """Base screen: loads data in thread workers and shows worker failures in a dialog."""
 
@@ -72,6 +68,8 @@ class WorkbenchApp(App):
     """Keyboard-first triage of dissipation ledgers."""
 
     TITLE = "Dissipation Workbench"
+    # In the header, so every screen names the way to every key however narrow its footer is.
+    SUB_TITLE = "? keys · ctrl+p commands · q quit"
     CSS_PATH = "workbench.tcss"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
@@ -122,11 +120,8 @@ class WorkbenchApp(App):
         from workbench.store.queries import latest_run_name
 
         self.run_name = latest_run_name(self.store)
-        has_datasets = self._has_datasets()
-        self.switch_mode("ledger" if self.run_name else ("runs" if has_datasets else "datasets"))
-        if not has_datasets:
-            # A new user on an empty database: say what to do first (Runs says it too, while it has no run).
-            self.notify(WELCOME, title="Welcome to the Dissipation Workbench", timeout=30)
+        # An empty database opens on Datasets, which greets a new user with what to do first.
+        self.switch_mode("ledger" if self.run_name else ("runs" if self._has_datasets() else "datasets"))
         self.set_interval(self.poll_seconds, self._poll)
 
     def _has_datasets(self) -> bool:

@@ -24,7 +24,7 @@ class ErrorDialog(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog error"):
-            yield Label(f"[b]{esc(self.title_text)}[/b]")
+            yield Static(f"[b]{esc(self.title_text)}[/b]")
             with VerticalScroll():
                 yield Static(self.message, markup=False)
             yield Button("Close (Esc)", id="close", variant="error")
@@ -44,7 +44,8 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(esc(self.question))
+            # A Static wraps: a long question (a run to stop, how to resume it) is read whole.
+            yield Static(esc(self.question), id="question")
             yield Label("[b]y[/b] yes   [b]n[/b] no")
 
     def action_answer(self, value: bool) -> None:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc
+from workbench.tui.widgets import KeyFooter, welcome
 from workbench.tui.messages import DataChanged, Loaded
 
 PATH_HINT = "a directory, e.g. sample_data/metaqa"
@@ -40,28 +41,23 @@ def _latest_run_of(store, dataset: str):
 
 
 def directory_problem(path: str) -> str | None:
-    """Why ``path`` cannot be imported as a dataset directory (None when it can), checked before any prompt.
-
-    Mirrors the importer's own up-front check, so the user hears about a typo before naming the dataset.
-    """
-    from workbench.data.importer import FILES
+    """Why ``path`` cannot be imported as a dataset directory (None when it can), checked before any prompt."""
+    from workbench.data.importer import FILES, check_directory
 
     if not path:
         return (f"Type the path of a directory holding {FILES[0]} and {FILES[1]} (and optionally {FILES[2]}), "
                 "e.g. sample_data/metaqa. Esc cancels.")
-    directory = Path(path).expanduser()
-    if not directory.is_dir():
-        return f"{path}: not a directory (expected {', '.join(FILES)})"
-    missing = [f for f in FILES[:2] if not (directory / f).is_file()]
-    if missing:
-        return f"{directory / missing[0]}: not found (a dataset directory holds {', '.join(FILES)})"
+    try:
+        check_directory(path)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
 class DatasetsScreen(WorkbenchScreen):
     """One row per dataset: kind, units, samples, hops, retrievers."""
 
-    BINDINGS = [Binding("i", "import", "Import"), Binding("enter", "open", "Runs of dataset", show=False)]
+    BINDINGS = [Binding("i", "import", "Import"), Binding("enter", "open", "Runs of dataset", priority=True)]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -70,10 +66,12 @@ class DatasetsScreen(WorkbenchScreen):
         table = DataTable(id="datasets", cursor_type="row", zebra_stripes=True)
         table.add_columns("name", "kind", "units", "outside KB", "samples", "hops", "retrievers")
         yield table
+        yield Static("", id="welcome")
         yield Static("", id="status", classes="status")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
+        self.query_one("#welcome", Static).display = False
         self.load("datasets", _dataset_rows)
 
     def on_data_changed(self, message: DataChanged) -> None:
@@ -88,8 +86,10 @@ class DatasetsScreen(WorkbenchScreen):
                 hops = " ".join(f"{h}:{n}" for h, n in d.get("hops", {}).items()) or "—"
                 table.add_row(d["name"], d["unit_kind"], f"{d['units']:,}", f"{d['units_outside_kb']:,}",
                               f"{d['samples']:,}", hops, ", ".join(d["retrievers"]) or "—", key=d["name"])
-            if not message.payload:
-                status.update("No dataset yet: press [b]i[/b] to import one, e.g. sample_data/metaqa")
+            # An empty database: the greeting takes the empty table's place.
+            welcome_shown = self.query_one("#welcome", Static)
+            welcome_shown.update(welcome("[b]i[/b]"))
+            welcome_shown.display, table.display = not message.payload, bool(message.payload)
         elif message.what == "import":
             r = message.payload
             if isinstance(r, Exception):
@@ -133,7 +133,7 @@ class DatasetsScreen(WorkbenchScreen):
                              got_path)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        # Enter on the focused table arrives as RowSelected, not as the screen's binding.
+        # A mouse click on a row (enter is the screen's priority binding, shown in the footer).
         self.action_open()
 
     def action_open(self) -> None:

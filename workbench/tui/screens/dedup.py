@@ -5,10 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.markup import esc
+from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
 
 BAND_ORDER = ("all", "high", "mid", "low", "below")
@@ -78,7 +79,7 @@ class DedupScreen(WorkbenchScreen):
                 yield Static("", id="context-a")
             with VerticalScroll():
                 yield Static("", id="context-b")
-        yield Footer()
+        yield KeyFooter()
 
     def reload(self) -> None:
         self.load("pairs", _proposals, self.run, self.mode, self.band)

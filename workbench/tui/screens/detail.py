@@ -11,7 +11,7 @@ from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
-from workbench.tui.screens.ledger import KeyFooter
+from workbench.tui.widgets import KeyFooter
 from workbench.tui.screens.samples import TAG_GROUP, TAG_KEYS, _note, _toggle
 
 STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}

@@ -8,31 +8,19 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from workbench.claims.report import LEDGER_METRICS
 from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.widgets import KeyFooter
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
            "D_mass", "L_leak", "K_eff", "Faith")
 QUICK_RESAMPLES = 100
 WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
 SIDE_KEYS = Binding.Group("Side", compact=True)
-ROOMY = 100  # a footer at least this wide has room for the palette's hint and padding around each key
-
-
-class KeyFooter(Footer):
-    """The footer of the Ledger, Samples and Sample-detail screens: on a narrow terminal it is compact and
-    leaves the command palette's hint (ctrl+p, also listed by ?) out, so the screen's own keys fit."""
-
-    def on_resize(self, event) -> None:
-        roomy = event.size.width >= ROOMY
-        self.compact = not roomy
-        if self.show_command_palette != roomy:
-            self.show_command_palette = roomy
-            self.refresh(recompose=True)
 
 
 @dataclass

@@ -7,11 +7,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from workbench.tables import fmt_estimate
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.markup import esc
+from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
 
 
@@ -56,7 +57,7 @@ class MissScreen(ModalScreen[None]):
 class RetrievalScreen(WorkbenchScreen):
     """Doc- or chunk-level metrics of the built-in retriever on the latest corpus."""
 
-    BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("enter", "open_miss", "Open miss")]
+    BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("enter", "open_miss", "Open miss", priority=True)]
 
     def __init__(self):
         super().__init__()
@@ -75,7 +76,7 @@ class RetrievalScreen(WorkbenchScreen):
             with VerticalScroll(id="side-scroll", classes="side"):
                 yield Static("", id="side")
         yield DataTable(id="misses", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_screen_resume(self) -> None:
         self.refresh_report()

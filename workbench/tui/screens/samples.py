@@ -12,7 +12,7 @@ from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
-from workbench.tui.screens.ledger import KeyFooter
+from workbench.tui.widgets import KeyFooter
 
 PAGE = 50
 QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static, Tree
+from textual.widgets import DataTable, Header, Static, Tree
 
 from workbench.tables import DASH
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.markup import esc
+from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
 
 PAGE = 200
@@ -35,7 +36,7 @@ def _tree(store, name, sid):
 class SearChainScreen(WorkbenchScreen):
     """The latest SearChain run (m: next run); enter opens a sample's tree."""
 
-    BINDINGS = [Binding("enter", "open_tree", "Tree"), Binding("m", "next_run", "Next run"),
+    BINDINGS = [Binding("enter", "open_tree", "Tree", priority=True), Binding("m", "next_run", "Next run"),
                 Binding("R", "focus_report", "Scroll report", show=False)]
 
     def __init__(self):
@@ -53,7 +54,7 @@ class SearChainScreen(WorkbenchScreen):
         table = DataTable(id="chains", cursor_type="row", zebra_stripes=True)
         table.add_columns("sample", "question", "status", "outcome", "cover", "RAG", "rounds", "steps")
         yield table
-        yield Footer()
+        yield KeyFooter()
 
     def on_screen_resume(self) -> None:
         self.load("overview", _overview, self.name_shown)
@@ -125,7 +126,7 @@ class ChainTreeScreen(WorkbenchScreen):
             yield Static("loading …", id="heading", classes="title")
             yield Tree("question", id="chain-tree")
             yield Static("", id="final")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.load("tree", _tree, self.run_name, self.sid)

@@ -1,0 +1,46 @@
+"""Dialogs read whole at 80×24: a long question or error wraps instead of being cut at the edge."""
+
+from __future__ import annotations
+
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.dialogs import ConfirmDialog, ErrorDialog
+
+from tuikit import SMALL, wait_for
+
+LONG = ("Quit while metaqa-98a508e8 is executing? It stops after the job in progress and keeps every finished "
+        "job; resume it later with u in Runs or `workbench resume metaqa-98a508e8`.")
+
+
+def shown_text(screen) -> str:
+    """What the dialog's widgets draw on screen, line by line, as one string (wrapping undone)."""
+    lines = []
+    for widget in screen.query("Static, Label"):
+        region = widget.content_region
+        for y in range(region.height):
+            lines.append(widget.render_line(y).text.strip())
+    return " ".join(" ".join(lines).split())
+
+
+async def test_a_long_confirmation_wraps_so_every_word_is_on_screen(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        app.push_screen(ConfirmDialog(LONG))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.pause(0.2)
+        question = app.screen.query_one("#question")
+        assert question.content_region.height >= 3            # wrapped over several lines …
+        assert question.content_region.right <= SMALL[0]      # … inside the terminal
+        assert "`workbench resume metaqa-98a508e8`." in shown_text(app.screen)
+
+
+async def test_a_long_error_title_wraps_too(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
+        app.show_error("Cannot import /a/very/long/path/that/a/user/typed/into/the/import/dialog/samples.jsonl",
+                       "samples.jsonl:2: field 'question': missing")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        await pilot.pause(0.2)
+        shown = shown_text(app.screen)
+        assert "/import/dialog" in shown and "/samples.jsonl" in shown  # the end of the title, on its next line

@@ -1,0 +1,238 @@
+"""The new-run form: every setting of a run, a live summary of what it will run, and field-level errors."""
+
+from __future__ import annotations
+
+import re
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from workbench.tui.markup import esc
+
+
+# The form's fields in order, id → label (errors name a field by its label).
+FIELDS = {"dataset": "dataset", "model": "model", "k": "K values", "budget": "budgets B", "format": "formats",
+          "limit": "samples (first N)", "answer_format": "answer format", "max_tokens": "max tokens",
+          "prompt_file": "prompt template file", "name": "run name", "oracle": "oracle cells"}
+# CLI options named by core validation messages → the form field that sets them.
+_OPTIONS = {"--k": "k", "--budget": "budget", "--format": "format", "--limit": "limit", "--model": "model",
+            "--answer-format": "answer_format", "--max-tokens": "max_tokens", "--prompt-file": "prompt_file",
+            "--name": "name"}
+DEFAULTS = {"model": "default", "k": "1,2,5,10,20", "budget": "32,128", "format": "linear", "limit": "20",
+            "answer_format": "json", "max_tokens": "32", "prompt_file": "", "name": "", "oracle": True}
+
+
+class FormError(ValueError):
+    """A setting of the new-run form that cannot work; ``field`` is the id of the field to fix."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def form_error(message: str) -> FormError:
+    """Name the field a core error message is about (its first ``--option``, or the dataset)."""
+    match = re.search(r"--[a-z][a-z-]*", message)
+    field = _OPTIONS.get(match.group(0)) if match else ("dataset" if message.startswith("dataset") else None)
+    if field and match and message.startswith(match.group(0)):
+        message = message[len(match.group(0)):].lstrip(": ")
+    return FormError(field, f"{FIELDS[field]}: {message}" if field else message)
+
+
+def configs_from_form(form: dict):
+    """Turn the form's text fields into the core's configs (``FormError`` names the bad field)."""
+    from workbench.models.registry import GenerationConfig
+    from workbench.runs.prompt import load_template
+    from workbench.runs.sweep import SweepConfig
+
+    def ints(field: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in form[field].split(",") if x.strip())
+        except ValueError:
+            raise FormError(field, f"{FIELDS[field]}: expected comma-separated integers, "
+                                   f"got {form[field]!r}") from None
+
+    limit = (ints("limit") or (None,))[0]
+    max_tokens = ints("max_tokens")
+    try:
+        sweep = SweepConfig(ks=ints("k"), budgets=ints("budget"),
+                            formats=tuple(f.strip() for f in form["format"].split(",") if f.strip()),
+                            oracle=form["oracle"], shuffles=2, limit=limit)
+        sweep.validate()
+    except FormError:
+        raise
+    except ValueError as exc:
+        raise form_error(str(exc)) from None
+    try:
+        template = load_template(form["prompt_file"], form["answer_format"]) if form["prompt_file"] else None
+    except ValueError as exc:
+        raise FormError("prompt_file", f"{FIELDS['prompt_file']}: {exc}") from None
+    gen = GenerationConfig(model=form["model"], max_tokens=max_tokens[0] if max_tokens else 0,
+                           answer_format=form["answer_format"],
+                           **({"system": template.system, "user": template.user} if template else {}))
+    try:
+        gen.validate()
+    except ValueError as exc:
+        raise form_error(str(exc)) from None
+    return sweep, gen
+
+
+def describe_plan(form: dict, samples: int) -> str:
+    """What the form would run: cells × samples = jobs, and the model (``FormError`` if it cannot).
+
+    The cells are the core's grid (``runs.cells.grid``, as ``plan_sweep`` builds it), so
+    the count is the one the run will have.
+    """
+    from workbench.models.base import ModelError
+    from workbench.models.locate import resolve_model
+    from workbench.runs.cells import grid
+
+    sweep, gen = configs_from_form(form)
+    try:
+        path = resolve_model(gen.model)
+    except ModelError as exc:
+        raise FormError("model", f"{FIELDS['model']}: {exc}") from None
+    cells = set(grid(sweep.ks, sweep.budgets, sweep.formats, oracle=sweep.oracle, shuffles=sweep.shuffles))
+    oracle = sum(c.kind == "oracle" for c in cells)
+    n = min(sweep.limit, samples) if sweep.limit else samples
+    model = path.name.removesuffix(".gguf") + (" (default)" if gen.model == "default" else "")
+    return (f"{len(cells)} cells" + (f" ({oracle} oracle)" if oracle else "")
+            + f" × {n:,}" + (f" of {samples:,}" if n < samples else "") + " samples"
+            + f" = [b]{len(cells) * n:,} jobs[/b] · model {esc(model)}")
+
+
+class RunForm(ModalScreen[dict | None]):
+    """The settings of a new run and what they will run; ctrl+s or the Start button starts it.
+
+    Enter moves to the next field (on a list it opens the list), so no key press meant
+    for a field can start a few hundred jobs by accident. The summary under the fields is
+    recomputed on every change; a setting that cannot work is named there instead.
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Start")]
+
+    def __init__(self, datasets: dict[str, int], values: dict | None = None, error: FormError | None = None):
+        super().__init__()
+        self.datasets = datasets
+        self.values = {**DEFAULTS, "dataset": next(reversed(datasets), None), **(values or {})}
+        self.error = error
+
+    def compose(self) -> ComposeResult:
+        v = self.values
+
+        def text(wid: str, placeholder: str = "") -> ComposeResult:
+            yield Label(FIELDS[wid])
+            yield Input(v[wid], id=wid, placeholder=placeholder)
+
+        with Vertical(classes="dialog form"):
+            yield Label("[b]New run[/b]  [dim]Enter next field · ctrl+s start · Esc cancel[/dim]")
+            with VerticalScroll(classes="form-body", can_focus=False), Grid(classes="fields"):
+                yield Label(FIELDS["dataset"])
+                yield Select([(d, d) for d in self.datasets], value=v["dataset"] if v["dataset"] in self.datasets
+                             else Select.BLANK, allow_blank=False, id="dataset")
+                yield from text("model", "default or a .gguf path")
+                yield from text("k")
+                yield from text("budget")
+                yield from text("format", "score,linear,struct")
+                yield from text("limit", "empty = all")
+                yield Label(FIELDS["answer_format"])
+                yield Select([("json", "json"), ("grounded (cite unit IDs)", "grounded"), ("text", "text")],
+                             value=v["answer_format"], allow_blank=False, id="answer_format")
+                yield from text("max_tokens")
+                yield from text("prompt_file", "optional: JSON {system,user} or text")
+                yield from text("name", "optional")
+                yield Label(FIELDS["oracle"])
+                yield Checkbox("only p*, struct vs shuffled", value=v["oracle"], id="oracle")
+            yield Static("", id="summary", classes="summary")
+            yield Static("", id="form-error", classes="form-error")
+            yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
+
+    def on_mount(self) -> None:
+        self._refresh_summary()
+        if self.error is not None:
+            self.show_error(self.error, planned=True)
+        else:
+            # The dataset list first: Enter there opens it, as a newcomer expects.
+            self.query_one("#dataset", Select).focus()
+
+    def _value(self, wid: str) -> str:
+        return self.query_one(f"#{wid}", Input).value.strip()
+
+    def form(self) -> dict:
+        """The typed values (what the form dismisses with)."""
+        return {
+            "dataset": self.query_one("#dataset", Select).value,
+            "model": self._value("model") or "default", "k": self._value("k"), "budget": self._value("budget"),
+            "format": self._value("format") or "linear", "limit": self._value("limit"),
+            "answer_format": self.query_one("#answer_format", Select).value,
+            "max_tokens": self._value("max_tokens") or "48", "prompt_file": self._value("prompt_file"),
+            "name": self._value("name"), "oracle": self.query_one("#oracle", Checkbox).value,
+        }
+
+    def _refresh_summary(self) -> FormError | None:
+        """Recompute the summary line; return the error that blocks starting, if any."""
+        summary = self.query_one("#summary", Static)
+        form = self.form()
+        try:
+            text = describe_plan(form, self.datasets.get(form["dataset"], 0))
+        except FormError as exc:
+            summary.set_class(True, "invalid")
+            summary.update(f"✗ {esc(str(exc))}")
+            return exc
+        summary.set_class(False, "invalid")
+        summary.update(text)
+        return None
+
+    def show_error(self, error: FormError, *, planned: bool = False) -> None:
+        """Say why the run cannot start, naming the field, and put the cursor there; the typed values stay.
+
+        ``planned``: the core refused it while planning (e.g. a run name taken by another
+        config), which the summary cannot know: it gets a line of its own until that field changes.
+        """
+        if planned:
+            self.error = error
+            box = self.query_one("#form-error", Static)
+            box.update(f"Cannot start: {esc(str(error))}")
+            box.display = True
+        else:
+            self.query_one("#summary", Static).update(f"✗ Cannot start: {esc(str(error))}")
+        if error.field:
+            widget = self.query_one(f"#{error.field}")
+            widget.focus()
+            widget.scroll_visible()
+
+    def _changed(self, wid: str | None) -> None:
+        self._refresh_summary()
+        if self.error is not None and self.error.field in (wid, None):
+            self.error = None
+            self.query_one("#form-error", Static).display = False
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._changed(event.input.id)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self._changed(event.select.id)
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        self._changed(event.checkbox.id)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.focus_next()
+
+    def action_submit(self) -> None:
+        error = self._refresh_summary()
+        if error is not None:
+            self.show_error(error)
+            return
+        self.dismiss(self.form())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_submit()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

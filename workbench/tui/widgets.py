@@ -1,0 +1,35 @@
+"""Widgets every screen shares."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+
+_WELCOME = """\
+[b]Welcome to the Dissipation Workbench.[/b] Nothing is imported yet. To begin:
+
+ • press {import_keys} to import a dataset directory, e.g. [b]sample_data/metaqa[/b],
+   then [b]r[/b] for Runs and [b]n[/b] for a new run;
+ • or run [b]just demo[/b] in a shell (in the checkout): it imports the sample data,
+   runs a small sweep with the default model and writes [b].workbench/demo.db[/b];
+   [b]just tui[/b] then opens it here.
+
+[b]?[/b] lists every key · [b]ctrl+p[/b] the command palette · [b]q[/b] quits"""
+
+
+def welcome(import_keys: str) -> str:
+    """The greeting of an empty database, as markup; ``import_keys`` says how to reach the import from here."""
+    return _WELCOME.format(import_keys=import_keys)
+
+ROOMY = 100  # a footer at least this wide has room for the palette's hint and padding around each key
+
+
+class KeyFooter(Footer):
+    """The footer of every screen: on a narrow terminal it is compact and leaves the command
+    palette's hint out (the header names ctrl+p and ? on every screen), so the screen's own keys fit."""
+
+    def on_resize(self, event) -> None:
+        roomy = event.size.width >= ROOMY
+        self.compact = not roomy
+        if self.show_command_palette != roomy:
+            self.show_command_palette = roomy
+            self.refresh(recompose=True)
