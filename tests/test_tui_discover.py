@@ -30,6 +30,8 @@ async def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(swe
         for line in ("h SearChain", "D Dedup", "9 unsupported", "a Accept", "x Reject/revert", "b Band",
                      "m Next run", "e Expand all"):
             assert line in text, line
+        # The new-run form's keys, as they are: enter moves on, ctrl+s starts.
+        assert "ctrl+s Start" in text and "enter next field" in text and "start (also ctrl+s" not in text
         shown = {(title, key, what) for title, items in help_sections(app) for key, what in items}
         names = {b.description: b.action for b in app.BINDINGS}
         for mode, screen in app.MODES.items():

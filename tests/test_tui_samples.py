@@ -60,6 +60,25 @@ async def test_tags_stay_short_and_the_prediction_stays_on_screen(swept_db):
         assert prediction_right <= table.scrollable_content_region.width
 
 
+async def test_at_80_columns_every_column_down_to_the_prediction_fits(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await open_samples(pilot)
+        table = app.screen.query_one("#samples")
+        await wait_for(pilot, lambda: table.row_count > 0)
+        columns = list(table.columns.values())
+        assert [str(c.label) for c in columns][-1] == "prediction"
+        assert sum(c.get_render_width(table) for c in columns) <= table.scrollable_content_region.width
+        row = table.get_row_at(0)
+        assert row[0].startswith("…") and row[0][-5:].isdigit()   # the id's distinctive end is kept
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:                 # and at 120 columns the full widths are back
+        await open_samples(pilot)
+        table = app.screen.query_one("#samples")
+        await wait_for(pilot, lambda: table.row_count > 0)
+        assert table.get_row_at(0)[0].startswith("metaqa-")
+
+
 async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none_matches(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:

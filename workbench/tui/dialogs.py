@@ -88,7 +88,8 @@ class PromptDialog(ModalScreen[str | None]):
 # Keys that are not bindings of a screen class: widgets' own keys and dialogs.
 EXTRA_KEYS = {
     "Everywhere": [("↑/↓", "move in tables and trees"), ("ctrl+p", "command palette (empty: every command)")],
-    "Runs": [("enter", "in the new-run form: start (also ctrl+s; esc cancels)")],
+    "New-run form": [("enter", "next field, or open the focused list"), ("tab/shift+tab", "next/previous field"),
+                     ("space", "tick or untick the oracle box")],
     "Retrieval": [("esc", "close the miss (↑/↓ pgup/pgdn scroll it)")],
     "SearChain": [("tab", "focus the report to scroll it (or R)")],
     "SearChain tree": [("enter", "expand or collapse a branch (also space)")],
@@ -107,6 +108,7 @@ def key_label(keys: str) -> str:
 def help_sections(app) -> list[tuple[str, list[tuple[str, str]]]]:
     """(screen, [(keys, what)]) for every screen, read from the BINDINGS themselves so the help cannot drift."""
     from workbench.tui.screens.detail import SampleDetailScreen
+    from workbench.tui.screens.run_form import RunForm
     from workbench.tui.screens.searchain import ChainTreeScreen
 
     def keys(bindings) -> list[tuple[str, str]]:
@@ -114,7 +116,7 @@ def help_sections(app) -> list[tuple[str, list[tuple[str, str]]]]:
 
     names = {b.action.split("'")[1]: b.description for b in app.BINDINGS if b.action.startswith("switch_mode(")}
     screens = [(names.get(mode, mode), cls) for mode, cls in app.MODES.items()]
-    screens += [("Sample detail", SampleDetailScreen), ("SearChain tree", ChainTreeScreen)]
+    screens += [("New-run form", RunForm), ("Sample detail", SampleDetailScreen), ("SearChain tree", ChainTreeScreen)]
     sections = [("Everywhere", keys(app.BINDINGS) + EXTRA_KEYS["Everywhere"])]
     sections += [(title, keys(cls.BINDINGS) + EXTRA_KEYS.get(title, [])) for title, cls in screens]
     sections.append(("Help", EXTRA_KEYS["Help"]))

@@ -98,7 +98,8 @@ class DedupScreen(WorkbenchScreen):
             return
         if message.payload is None:
             self.query_one("#heading", Static).update(
-                "[b]Dedup[/b]  no dedup runs yet: `workbench dedup import sample_data/dedup` then `workbench dedup run`")
+                "[b]Dedup[/b]  no dedup runs yet. In a shell: `workbench dedup import sample_data/dedup`, then "
+                "`workbench dedup run dedup`; this screen then fills in.")
             return
         self.run, self.modes, self.mode, self.items, self.decisions = message.payload
         merged = sum(p.merged for p in self.items)

@@ -118,8 +118,9 @@ class RetrievalScreen(WorkbenchScreen):
 
         heading = self.query_one("#heading", Static)
         if self.report is None:
-            heading.update("No corpus yet: `workbench corpus import DIR`, `workbench questions generate`, "
-                           "`workbench retrieve` (then this screen fills in).")
+            heading.update("[b]Retrieval[/b]  no corpus yet. In a shell: `workbench corpus import "
+                           "sample_data/howtocook --name hc`, `workbench questions generate hc`, "
+                           "`workbench retrieve hc`; this screen then fills in.")
             return
         r = self.report
         overall = r.levels[self.level]["overall"]

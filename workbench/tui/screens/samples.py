@@ -26,6 +26,24 @@ TAG_GROUP = Binding.Group("Tag", compact=True)
 # Columns with fixed widths: a long tag list or question must not push the prediction off screen.
 COLUMNS = (("sample", 21), ("question", 32), ("set", 3), ("vis", 3), ("K_eff", 5), ("cut", 3), ("score", 5),
            ("tags", 4), ("prediction", 22))
+FLEXIBLE = ("sample", "question", "prediction")  # the text columns that give way on a narrow terminal
+
+
+def column_widths(width: int) -> dict[str, int]:
+    """Each column's width for a table ``width`` cells wide: every column stays on screen.
+
+    At full width the widths are COLUMNS'; narrower, the sample id, the question and the
+    prediction share what the short columns, the cell padding and the scrollbar leave.
+    """
+    widths = dict(COLUMNS)
+    full = sum(widths.values()) + 2 * len(COLUMNS) + 2
+    if width >= full:
+        return widths
+    room = width - 2 - 2 * len(COLUMNS) - sum(w for c, w in COLUMNS if c not in FLEXIBLE)
+    widths["sample"] = max(8, min(21, room // 4))
+    widths["question"] = max(8, (room - widths["sample"]) * 11 // 20)
+    widths["prediction"] = max(6, room - widths["sample"] - widths["question"])
+    return widths
 
 
 @dataclass
@@ -130,12 +148,25 @@ class SamplesScreen(WorkbenchScreen):
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="samples", cursor_type="row", zebra_stripes=True)
-        for label, width in COLUMNS:
-            table.add_column(label, width=width)
+        self._add_columns(table, dict(COLUMNS))
         yield table
         yield Static("", id="empty", classes="status")
         yield Static("", id="status", classes="status")
         yield KeyFooter()
+
+    def _add_columns(self, table: DataTable, widths: dict[str, int]) -> None:
+        self.widths = widths
+        for label, _ in COLUMNS:
+            table.add_column(label, width=widths[label], key=label)
+
+    def on_resize(self) -> None:
+        table = self.query_one(DataTable)
+        widths = column_widths(table.size.width or self.size.width)
+        if widths != self.widths:
+            table.clear(columns=True)
+            self._add_columns(table, widths)
+            if self.shown is not None:  # a page has been loaded: draw it in the new columns
+                self._draw()
 
     def on_screen_resume(self) -> None:
         if self.shown is not None and self.shown != (self.app.run_name, self.app.cell_id):
@@ -190,9 +221,10 @@ class SamplesScreen(WorkbenchScreen):
         table.clear()
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
-            table.add_row(_fit(r.sample_id, COLUMNS[0][1]), _fit(r.question, COLUMNS[1][1]),
+            w = self.widths
+            table.add_row(_fit_tail(r.sample_id, w["sample"]), _fit(r.question, w["question"]),
                           "✓" if r.h_set else "·", "✓" if r.h_vis else "·", str(r.k_eff), "✂" if r.truncated else "",
-                          score, tag_abbrev(r.tags), _fit(r.prediction or "", COLUMNS[8][1]), key=str(r.sid))
+                          score, tag_abbrev(r.tags), _fit(r.prediction or "", w["prediction"]), key=str(r.sid))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
         empty = self.query_one("#empty", Static)
@@ -309,3 +341,8 @@ def _fit(text: str, width: int) -> str:
     """``text`` on one line cut to ``width`` characters, with … where it was cut."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _fit_tail(text: str, width: int) -> str:
+    """``text`` cut from the left: an id's end (metaqa-1hop-dev-01137 → …dev-01137) tells samples apart."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
