@@ -64,3 +64,4 @@ bench: install
     "{{py}}" bench/bench_tui.py
     "{{py}}" bench/bench_retrieval.py
     "{{py}}" bench/bench_dedup.py
+    "{{py}}" bench/bench_newcomer.py
