@@ -24,6 +24,14 @@ async def open_samples(pilot, rows: int = 50):
                    and app.screen.query_one("#samples").row_count == rows)
 
 
+async def open_detail(pilot):
+    """Samples of the first cell, then the first sample's detail, loaded."""
+    app = pilot.app
+    await open_samples(pilot)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen" and app.screen.detail is not None)
+
+
 async def test_escape_goes_back_to_the_ledger(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
@@ -118,10 +126,7 @@ async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
     assert order[:3] == ["k1-b64-score", "k5-b64-score", "k20-b64-score"]  # not k1, k20, k5
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
-        await open_samples(pilot)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
-                       and app.screen.detail is not None)
+        await open_detail(pilot)
         detail = app.screen
         assert detail.detail.cells == order
         seen = [detail.cell_id]
@@ -137,10 +142,7 @@ async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
 async def test_the_detail_footer_shows_the_cell_note_and_chain_keys(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
-        await open_samples(pilot)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
-                       and app.screen.detail is not None)
+        await open_detail(pilot)
         await pilot.pause(0.3)
         keys = {k.key: k for k in app.screen.query("FooterKey")}
         for key in ("left", "right", "N", "c"):
@@ -182,10 +184,7 @@ async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_
 async def test_the_detail_footer_fits_80_columns(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
-        await open_samples(pilot)
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen"
-                       and app.screen.detail is not None)
+        await open_detail(pilot)
         await pilot.pause(0.3)
         line = footer_line(app)
         for key in ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain"):

@@ -237,15 +237,11 @@ class RunsScreen(WorkbenchScreen):
             store.close()
 
     def on_run_progress(self, message: RunProgress) -> None:
-        bar = self.query_one("#progress", ProgressBar)
-        bar.display = True
-        p = message.progress
-        if p is None:
-            self.app.run_name = message.run
-            self.query_one("#status", Static).update(f"{esc(message.run)}: loading the model …")
-            self.load("runs", _runs)
-            return
-        self._show_progress(message.run, p)
+        """A run started executing here (its jobs' progress comes through ``_show_latest``)."""
+        self.query_one("#progress", ProgressBar).display = True
+        self.app.run_name = message.run
+        self.query_one("#status", Static).update(f"{esc(message.run)}: loading the model …")
+        self.load("runs", _runs)
 
     def _show_latest(self) -> None:
         """Show each executing run's latest progress, if not shown yet.
