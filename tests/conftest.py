@@ -99,6 +99,20 @@ def swept_db(tmp_path):
     return db
 
 
+@pytest.fixture
+def live_db(tmp_path):
+    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model."""
+    from workbench.models.registry import GenerationConfig
+
+    db = tmp_path / "live.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
+               generation=GenerationConfig(max_tokens=16).as_dict())
+    store.close()
+    return db
+
+
 class ScriptedLLM:
     """A test double of ``CachedLLM.ask`` for logic that does not depend on the model.
 

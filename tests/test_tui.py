@@ -9,10 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
-from workbench.data.importer import import_dataset
-from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, HelpScreen
@@ -102,9 +99,9 @@ async def test_samples_page_filter_search_and_detail(swept_db):
         await wait_for(pilot, lambda: app.screen.cell_id != "k1-b64-score")
 
 
-async def test_cli_writes_while_the_tui_reads(metaqa_run_db):
+async def test_cli_writes_while_the_tui_reads(live_db):
     """A CLI run writes jobs while the app polls the same file: live rows, no lock errors."""
-    db = metaqa_run_db
+    db = live_db
     app = WorkbenchApp(db, poll_seconds=0.2)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
@@ -123,19 +120,6 @@ async def test_cli_writes_while_the_tui_reads(metaqa_run_db):
         assert proc.returncode == 0, proc.stderr.read()
         assert len(seen) > 1  # the count moved while we watched
         assert not isinstance(app.screen, ErrorDialog)
-
-
-@pytest.fixture
-def metaqa_run_db(tmp_path):
-    from workbench.models.registry import GenerationConfig
-
-    db = tmp_path / "run.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
-               generation=GenerationConfig(max_tokens=16).as_dict())
-    store.close()
-    return db
 
 
 async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):

@@ -13,10 +13,8 @@ import threading
 import pytest
 from textual.widgets import Input, Select
 
-from conftest import SAMPLE_METAQA
 from tuikit import SIZE, SMALL, screen_text, snap_app, type_text, wait_for
 from workbench.data.importer import import_dataset
-from workbench.models.registry import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
@@ -165,18 +163,6 @@ async def test_a_run_written_elsewhere_appears_when_coming_back_to_runs(swept_db
         await pilot.press("r")
         await wait_for(pilot, lambda: table.row_count == 2)
         assert table.get_row_at(1)[0] == "from-cli"
-
-
-@pytest.fixture
-def live_db(tmp_path):
-    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model."""
-    db = tmp_path / "live.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
-               generation=GenerationConfig(max_tokens=16).as_dict())
-    store.close()
-    return db
 
 
 @pytest.fixture
