@@ -26,6 +26,7 @@ every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad inpu
 from workbench.cli_shared import emit_json, store_of, write_out
 from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
+from workbench.errors import EnvironmentFault
 from workbench.store.queries import NotFound
 
 
@@ -491,6 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, NotFound) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except EnvironmentFault as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
 
