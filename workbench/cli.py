@@ -51,11 +51,14 @@ _write_out = write_out
 def cmd_import(args) -> int:
     from dataclasses import asdict
 
-    from workbench.data.importer import import_dataset
+    from workbench.data.importer import describe_dataset_contents, import_dataset
 
     store = _store(args)
     name = args.name or Path(args.directory).resolve().name
     report = import_dataset(store, args.directory, name, strict=args.strict, replace=args.replace)
+    if report.replaced is not None:   # said on stderr even with --json (whose "replaced" holds the counts)
+        print(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}",
+              file=sys.stderr)
     if args.json:
         _emit_json(asdict(report))
         return 0
@@ -227,6 +230,10 @@ def cmd_predictions_import(args) -> int:
     store = _store(args)
     run = get_run(store, args.run)
     report = import_predictions(store, run, args.file, replace=args.replace)
+    if report.overwritten:
+        print(f"replaced {report.overwritten:,} earlier predictions of run {run.name}"
+              + (f"; {report.claims_reset:,} claim results verified on them deleted (their claim jobs are "
+                 "pending again: rerun claims to redo them)" if report.claims_reset else ""), file=sys.stderr)
     print(f"run {run.name}: {report.read:,} predictions read, {report.scored:,} scored ({report.score}), "
           f"{report.unchanged:,} unchanged")
     return 0
@@ -260,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl")
     p.add_argument("--name", help="dataset name (default: the directory name)")
     p.add_argument("--strict", action="store_true", help="reject gold/retrieved triples missing from kb.jsonl")
-    p.add_argument("--replace", action="store_true", help="replace a dataset of that name holding other content")
+    p.add_argument("--replace", action="store_true",
+                   help="replace a dataset of that name holding other content (its runs are deleted with it)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_import)
 
@@ -354,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
     q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
     q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
+    q.add_argument("--replace", action="store_true",
+                   help="replace a dataset of that name holding other content (its runs are deleted with it)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cli_retrieval.cmd_corpus_import)
 
@@ -427,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = psub.add_parser("import", parents=[common], help='read {"sample_id","cell_id","prediction"} JSONL')
     q.add_argument("file", help="predictions JSONL")
     q.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    q.add_argument("--replace", action="store_true", help="overwrite predictions that differ")
+    q.add_argument("--replace", action="store_true",
+                   help="overwrite predictions that differ (claim results verified on them are deleted)")
     q.set_defaults(func=cmd_predictions_import)
     return parser
 

@@ -18,6 +18,10 @@ def cmd_dedup_import(args) -> int:
 
     name = args.name or Path(args.directory).resolve().name
     report = import_kg(_store(args), args.directory, name, replace=args.replace)
+    if report.replaced is not None:
+        from workbench.kg.importer import describe_kg_contents
+
+        print(f"replaced KG {report.kg}: deleted {describe_kg_contents(report.replaced)}", file=sys.stderr)
     if args.json:
         _emit_json(report)
     else:

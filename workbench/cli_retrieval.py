@@ -14,11 +14,18 @@ def cmd_corpus_import(args) -> int:
     from dataclasses import asdict
 
     from workbench.data.corpus import ChunkConfig, import_corpus
+    from workbench.data.importer import count_noun, describe_dataset_contents
 
     config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
                          category_depth=args.category_depth)
     name = args.name or Path(args.directory).resolve().name
-    report = import_corpus(_store(args), args.directory, name, config)
+    report = import_corpus(_store(args), args.directory, name, config, replace=args.replace)
+    # Skipped links and a replacement are said on stderr even with --json (which also holds them).
+    for link in report.skipped_links:
+        print(f"warning: symbolic link leaves the corpus root, skipped: {link}", file=sys.stderr)
+    if report.replaced is not None:
+        print(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}",
+              file=sys.stderr)
     if args.json:
         _emit_json(asdict(report))
         return 0
@@ -26,8 +33,10 @@ def cmd_corpus_import(args) -> int:
         print(f"warning: unreadable, skipped: {problem}", file=sys.stderr)
     verb = "unchanged (already imported)" if report.unchanged else "imported"
     cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
-    print(f"{report.dataset}: {verb}: {report.documents:,} documents, {report.chunks:,} chunks"
-          + (f" ({cats})" if cats else ""))
+    skipped = (f"; {count_noun(len(report.skipped_links), 'link')} leaving the root skipped"
+               if report.skipped_links else "")
+    print(f"{report.dataset}: {verb}: {count_noun(report.documents, 'document')}, {count_noun(report.chunks, 'chunk')}"
+          + (f" ({cats})" if cats else "") + skipped)
     return 0
 
 
@@ -38,6 +47,10 @@ def cmd_retrieve(args) -> int:
 
     report = retrieve(_store(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
                       dense_model=args.dense_model, replace=args.replace)
+    if report.replaced is not None:
+        print(f"replaced retriever {report.retriever} of {report.dataset}: deleted "
+              f"{report.replaced['retrieval_rows']:,} retrieval rows ({report.replaced['runs_planned_on_them']:,} "
+              "runs planned on them keep their events)", file=sys.stderr)
     if args.json:
         _emit_json(asdict(report))
         return 0

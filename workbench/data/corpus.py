@@ -4,17 +4,21 @@ The document id is the path relative to the corpus root; the title comes from th
 name; the category from the folder at ``category_depth``. Documents are chunked by
 heading, each section then capped at ``max_chars`` with ``overlap`` characters carried
 over. Chunks become the dataset's units (kind ``chunk``) with ``doc_id`` = parent.
-Unreadable files are reported and skipped; the rest imports in one transaction.
+Unreadable files, and symbolic links that lead out of the corpus root, are reported and
+skipped; the rest imports in one transaction. A name that holds other content is refused
+unless ``replace`` is asked for, and then the report counts what went with the old dataset.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from workbench.data.importer import claim_dataset_name, count_noun, name_taken
 from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
 
@@ -47,6 +51,8 @@ class CorpusReport:
     categories: dict[str, int] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
     unchanged: bool = False
+    skipped_links: list[str] = field(default_factory=list)   # "link -> target" of links leaving the root
+    replaced: dict[str, int] | None = None   # what replacing the old dataset deleted
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,36 @@ class Document:
     text: str
 
 
-def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[str]]:
-    """Every ``*.md`` under ``root`` (README/LICENSE skipped), and the files that could not be read."""
-    docs, unreadable = [], []
-    for path in sorted(root.rglob("*.md")):
-        if path.name.lower() in _SKIP_NAMES or not path.is_file():
+def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[str], list[str]]:
+    """Every ``*.md`` under ``root`` (README/LICENSE skipped), the files that could not be read,
+    and the symbolic links skipped because they lead out of ``root``.
+
+    A link that stays inside the root is read like any file (a linked directory is not
+    descended into: its files are read under their own path). A link that leaves it (to
+    ``/etc/passwd``, to another tree) is never followed: the corpus is what lies under the root.
+    """
+    docs, unreadable, outside = [], [], []
+    real_root = root.resolve()
+    paths = []
+
+    def unreadable_folder(exc: OSError) -> None:
+        unreadable.append(f"{Path(exc.filename).relative_to(root).as_posix() or '.'}/: {type(exc).__name__}: {exc}")
+
+    for folder, dirnames, filenames in os.walk(root, onerror=unreadable_folder):
+        for name in sorted(dirnames):
+            link = Path(folder) / name
+            if link.is_symlink() and not _inside(link, real_root):
+                outside.append(f"{link.relative_to(root).as_posix()} -> {os.readlink(link)}")
+        for name in filenames:
+            path = Path(folder) / name
+            if not name.endswith(".md") or name.lower() in _SKIP_NAMES:
+                continue
+            if path.is_symlink() and not _inside(path, real_root):
+                outside.append(f"{path.relative_to(root).as_posix()} -> {os.readlink(path)}")
+                continue
+            paths.append(path)
+    for path in sorted(paths):
+        if not path.is_file():
             continue
         rel = path.relative_to(root).as_posix()
         try:
@@ -75,7 +106,12 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
                     else folders[-1] if folders else "")
         heading = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), None)
         docs.append(Document(rel, path.stem, heading, category, text))
-    return docs, unreadable
+    return docs, unreadable, sorted(outside)
+
+
+def _inside(link: Path, real_root: Path) -> bool:
+    """Whether the link's final target (every hop resolved) lies under the corpus root."""
+    return link.resolve().is_relative_to(real_root)
 
 
 def chunk_document(text: str, config: ChunkConfig) -> list[str]:
@@ -107,32 +143,37 @@ def chunk_document(text: str, config: ChunkConfig) -> list[str]:
     return chunks
 
 
-def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig | None = None) -> CorpusReport:
-    """Import a Markdown tree as dataset ``name`` (idempotent for the same files and config)."""
+def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig | None = None, *,
+                  replace: bool = False) -> CorpusReport:
+    """Import a Markdown tree as dataset ``name`` (idempotent for the same files and config).
+
+    A dataset of that name holding anything else raises :class:`DatasetExists` unless
+    ``replace``, which deletes it (with its runs) in the import's transaction.
+    """
     config = config or ChunkConfig()
     config.validate()
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"{root}: not a directory of Markdown files")
-    docs, unreadable = read_corpus(root, config)
+    docs, unreadable, outside = read_corpus(root, config)
     if not docs:
-        raise ValueError(f"{root}: no readable .md files" + (f" ({len(unreadable)} unreadable)" if unreadable else ""))
+        raise ValueError(f"{root}: no readable .md files" + (f" ({len(unreadable)} unreadable)" if unreadable else "")
+                         + (f" ({count_noun(len(outside), 'link')} leaving the root skipped)" if outside else ""))
     digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
     for d in docs:
         digest.update(d.doc_id.encode() + b"\0" + d.text.encode() + b"\0")
     sha = digest.hexdigest()
-    report = CorpusReport(dataset=name, unreadable=unreadable)
+    report = CorpusReport(dataset=name, unreadable=unreadable, skipped_links=outside)
     existing = store.conn.execute("SELECT id, content_sha256 FROM datasets WHERE name = ?", (name,)).fetchone()
     if existing and existing[1] == sha:
-        report.unchanged = True
-        report.documents = store.conn.execute("SELECT count(*) FROM documents WHERE dataset_id = ?",
-                                              (existing[0],)).fetchone()[0]
-        report.chunks = store.conn.execute("SELECT count(*) FROM units WHERE dataset_id = ?",
-                                           (existing[0],)).fetchone()[0]
-        return report
+        return _unchanged(store, report, existing[0])
+    if existing and not replace:
+        raise name_taken(store.conn, name, existing[0])
     with store.transaction() as conn:
-        if existing:
-            conn.execute("DELETE FROM datasets WHERE id = ?", (existing[0],))
+        replaced = claim_dataset_name(conn, name, existing, sha)
+        if isinstance(replaced, int):   # another process imported this very corpus meanwhile
+            return _unchanged(store, report, replaced)
+        report.replaced = replaced
         ds_id = conn.execute(
             "INSERT INTO datasets (name, unit_kind, source, content_sha256, created_at) VALUES (?, 'chunk', ?, ?, ?)",
             (name, str(root), sha, utcnow())).lastrowid
@@ -151,4 +192,12 @@ def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig
         conn.executemany("INSERT INTO units (dataset_id, uid, key, chunk_id, doc_id, text) VALUES (?, ?, ?, ?, ?, ?)",
                          units)
     report.documents, report.chunks = len(docs), len(units)
+    return report
+
+
+def _unchanged(store: Store, report: CorpusReport, dataset_id: int) -> CorpusReport:
+    report.unchanged = True
+    report.documents = store.conn.execute("SELECT count(*) FROM documents WHERE dataset_id = ?",
+                                          (dataset_id,)).fetchone()[0]
+    report.chunks = store.conn.execute("SELECT count(*) FROM units WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
     return report

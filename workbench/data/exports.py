@@ -1,4 +1,8 @@
-"""Exports of events and ledgers as CSV or JSONL, written only to the path the user named."""
+"""Exports of events and ledgers as CSV or JSONL, written only to the path the user named.
+
+Writing never replaces what the user did not name: a symbolic link keeps pointing where it
+did (its target gets the export), and a device or FIFO is written through, not swapped.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ import csv
 import io
 import json
 import os
+import stat
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.errors import BadInput, EnvironmentFault
 from workbench.store.db import Store
 from workbench.store.queries import Run
 
@@ -92,22 +98,67 @@ def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
 
 
 def write_atomic(path: str | Path, chunks: Iterable[str]) -> int:
-    """Write ``chunks`` to exactly ``path`` (via a temp file in the same directory); return bytes."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path}: is a directory; name the file to write")
-    if not path.parent.exists():
-        raise ValueError(f"{path.parent}: directory does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write ``chunks`` to exactly ``path``; return the bytes written.
+
+    A regular file (new or existing) is written to a temp file in its directory and renamed
+    over it, keeping an existing file's permissions: a reader never sees half a file. A
+    symbolic link is followed and its target written the same way: the link stays. Anything
+    else that exists there (``/dev/null``, a FIFO, a terminal) is written through, never
+    replaced. A directory, or a missing parent directory, is :class:`BadInput`; a failed write
+    (a full disk, ``/dev/full``, no permission) is one :class:`EnvironmentFault` line.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{path}: is a directory; name the file to write")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return _write_through(path, chunks)
+    if not target.parent.is_dir():
+        where = Path(path).parent if Path(path).parent.resolve() == target.parent else target.parent
+        raise BadInput(f"{where}: directory does not exist")
+    tmp = None
     size = 0
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        # mkstemp makes the file 0600; the file should look as any other the user writes.
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_UMASK)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             for chunk in chunks:
                 fh.write(chunk)
                 size += len(chunk.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}; nothing was written") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        raise
     return size
+
+
+def _write_through(path: str | Path, chunks: Iterable[str]) -> int:
+    """Write into an existing non-regular file (a device, a FIFO) as it is: it cannot be swapped."""
+    size = 0
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+                size += len(chunk.encode("utf-8"))
+    except OSError as exc:
+        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
+    return size
+
+
+def _current_umask() -> int:
+    # Read once at import: os.umask can only be read by setting it, which races with threads.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()

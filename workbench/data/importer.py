@@ -16,6 +16,7 @@ from typing import Any
 from workbench.data.errors import InputRejected, ProblemLog
 from workbench.data.fields import check_list, check_object, check_required, check_score, check_str, check_str_list, check_triple
 from workbench.data.jsonl import read_jsonl
+from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text, triple_key
 from workbench.store.db import Store, utcnow
 
@@ -37,10 +38,69 @@ class ImportReport:
     unknown_units: int = 0
     warnings: list[str] = field(default_factory=list)
     unchanged: bool = False
+    replaced: dict[str, int] | None = None   # what replacing the old dataset deleted (see dataset_contents)
 
 
-class DatasetExists(ValueError):
-    """A dataset of that name holds different content and ``replace`` was not asked for."""
+class DatasetExists(BadInput):
+    """A dataset (or KG) of that name holds different content and ``replace`` was not asked for."""
+
+
+class ChangedMeanwhile(DatasetExists):
+    """Another process created, replaced or deleted the name between our check and our write."""
+
+    def __init__(self, kind: str, name: str, before: object):
+        what = "created" if before is None else "replaced or deleted"
+        super().__init__(f"{kind} {name!r} was {what} by another process while this import ran; "
+                         "nothing was written by this one (rerun to see it)")
+
+
+def count_noun(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 run``, ``1,234 units``."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
+def dataset_contents(conn, dataset_id: int) -> dict[str, int]:
+    """What deleting a dataset removes with it (every table cascades from ``datasets``)."""
+    one = lambda sql: conn.execute(sql, (dataset_id,)).fetchone()[0]  # noqa: E731
+    runs = "SELECT id FROM runs WHERE dataset_id = ?"
+    return {
+        "samples": one("SELECT count(*) FROM samples WHERE dataset_id = ?"),
+        "units": one("SELECT count(*) FROM units WHERE dataset_id = ?"),
+        "documents": one("SELECT count(*) FROM documents WHERE dataset_id = ?"),
+        "retrieval_rows": one("SELECT count(*) FROM retrievals WHERE dataset_id = ?"),
+        "runs": one("SELECT count(*) FROM runs WHERE dataset_id = ?"),
+        "events": one(f"SELECT count(*) FROM events WHERE run_id IN ({runs})"),
+        "answered_events": one(f"SELECT count(*) FROM events WHERE run_id IN ({runs}) AND prediction IS NOT NULL"),
+        "claim_runs": one(f"SELECT count(*) FROM claim_runs WHERE run_id IN ({runs})"),
+        "searchain_runs": one("SELECT count(*) FROM pipeline_runs WHERE dataset_id = ?"),
+        "tags": one("SELECT count(*) FROM tags WHERE dataset_id = ?"),
+        "notes": one("SELECT count(*) FROM notes WHERE dataset_id = ?"),
+    }
+
+
+def name_taken(conn, name: str, dataset_id: int) -> DatasetExists:
+    """The refusal to import over dataset ``name`` without ``replace``, saying what replacing would delete."""
+    return DatasetExists(f"dataset {name!r} already exists with different content; pass --replace to replace it "
+                         f"(that deletes {describe_dataset_contents(dataset_contents(conn, dataset_id))})")
+
+
+def describe_dataset_contents(c: dict[str, int]) -> str:
+    """``20 samples, 1,234 units, 1 run (5 events, 5 answered), 0 claim runs, 0 SearChain runs``.
+
+    Runs and what hangs on them are always named, even at zero: they are what a user would
+    miss; documents, retrieval rows, tags and notes only when there are some.
+    """
+    parts = [count_noun(c["samples"], "sample"), count_noun(c["units"], "unit")]
+    if c["documents"]:
+        parts.append(count_noun(c["documents"], "document"))
+    if c["retrieval_rows"]:
+        parts.append(count_noun(c["retrieval_rows"], "retrieval row"))
+    runs = count_noun(c["runs"], "run")
+    if c["runs"]:
+        runs += f" ({count_noun(c['events'], 'event')}, {c['answered_events']:,} answered)"
+    parts += [runs, count_noun(c["claim_runs"], "claim run"), count_noun(c["searchain_runs"], "SearChain run")]
+    parts += [count_noun(c[k], k[:-1]) for k in ("tags", "notes") if c[k]]
+    return ", ".join(parts)
 
 
 def content_sha256(paths: list[Path]) -> str:
@@ -75,24 +135,54 @@ def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bo
 
     ``strict`` turns gold/retrieved triples missing from the KB into errors (otherwise
     they are added as units with ``in_kb=0`` and counted in a warning). ``replace``
-    swaps out an existing dataset of that name (and its runs) in the same transaction.
-    Raises :class:`InputRejected` on bad input, with nothing written.
+    swaps out an existing dataset of that name (and its runs) in the same transaction;
+    the report's ``replaced`` counts what went with it.
+    Raises :class:`InputRejected` on bad input, :class:`DatasetExists` when the name holds
+    other content (and :class:`ChangedMeanwhile` when another process took the name while
+    this one read its files), with nothing written.
     """
     directory = check_directory(directory)
     paths = [directory / f for f in FILES if (directory / f).is_file()]
     sha = content_sha256(paths)
 
-    existing = store.conn.execute("SELECT id, content_sha256, unit_kind FROM datasets WHERE name = ?", (name,)).fetchone()
+    existing = _dataset_row(store.conn, name)
     if existing and existing[1] == sha:
         return _unchanged_report(store, name, existing[0], existing[2])
     if existing and not replace:
-        raise DatasetExists(f"dataset {name!r} already exists with different content; "
-                            "pass --replace to replace it (its runs are deleted with it)")
+        raise name_taken(store.conn, name, existing[0])
 
     with store.transaction() as conn:
-        if existing:
-            conn.execute("DELETE FROM datasets WHERE id = ?", (existing[0],))
-        return _Importer(conn, directory, name, sha, strict).run()
+        replaced = claim_dataset_name(conn, name, existing, sha)
+        if isinstance(replaced, int):   # another process imported these very files meanwhile
+            return _unchanged_report(store, name, replaced, _dataset_row(conn, name)[2])
+        report = _Importer(conn, directory, name, sha, strict).run()
+        report.replaced = replaced
+        return report
+
+
+def _dataset_row(conn, name: str) -> tuple | None:
+    return conn.execute("SELECT id, content_sha256, unit_kind FROM datasets WHERE name = ?", (name,)).fetchone()
+
+
+def claim_dataset_name(conn, name: str, seen: tuple | None, sha: str) -> dict[str, int] | int | None:
+    """Inside the import's write transaction: make way for dataset ``name``.
+
+    ``seen`` is the row (id, sha, ...) looked up before the files were read. The check is
+    repeated under the write lock because another process may have imported the same name
+    meanwhile: if it holds the same content, its id is returned (nothing to do); any other
+    change raises :class:`ChangedMeanwhile`. Otherwise the old dataset, if any, is deleted
+    and its counted contents returned (None when there was none).
+    """
+    now = _dataset_row(conn, name)
+    if (now and now[:2]) != (seen and seen[:2]):
+        if now and now[1] == sha:
+            return now[0]
+        raise ChangedMeanwhile("dataset", name, seen)
+    if now is None:
+        return None
+    contents = dataset_contents(conn, now[0])
+    conn.execute("DELETE FROM datasets WHERE id = ?", (now[0],))
+    return contents
 
 
 def _unchanged_report(store: Store, name: str, dataset_id: int, kind: str) -> ImportReport:

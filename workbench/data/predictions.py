@@ -16,6 +16,7 @@ from typing import TextIO
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_required, check_str, json_type
 from workbench.data.jsonl import read_jsonl
+from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store
@@ -54,12 +55,16 @@ class PredictionsReport:
     scored: int
     unchanged: int
     score: str
+    overwritten: int = 0        # earlier predictions replaced (only with ``replace``)
+    claims_reset: int = 0       # claim results computed on them, set back to pending
 
 
 def import_predictions(store: Store, run: Run, path: str | Path, *, replace: bool = False) -> PredictionsReport:
     """Score and store predictions for ``run``; all or nothing.
 
-    A job that already holds a different prediction is an error unless ``replace``.
+    A job that already holds a different prediction is an error unless ``replace``; then
+    the claim results verified on the old prediction are deleted and their claim jobs set
+    back to pending (a ``claims`` pass redoes them), and the report counts both.
     """
     path = Path(path)
     if not path.is_file():
@@ -74,6 +79,7 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
     log = ProblemLog()
     seen: dict[tuple[str, int], int] = {}
     updates: list[tuple] = []
+    overwritten: list[tuple[str, int]] = []
     unchanged = read = 0
     for lineno, rec in read_jsonl(path, log, display=display):
         read += 1
@@ -101,11 +107,36 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
                     f"({sample.id!r}, {key[0]!r}) already has a different prediction; pass --replace to overwrite")
             continue
         score = scorer(rec["prediction"], sample.answers, sample.aliases)
-        updates.append((rec["prediction"], score, run.id, key[0], key[1]))
+        updates.append((rec["prediction"], score, run.id, key[0], key[1], old))
+        if old is not None:
+            overwritten.append(key)
     log.raise_if_any()
     with store.transaction() as conn:
-        conn.executemany("UPDATE events SET prediction = ?, score = ?, status = 'done', source = 'import',"
-                         " error = NULL WHERE run_id = ? AND cell_id = ? AND sid = ?", updates)
+        # Only where the prediction is still the one checked above: a run written by another
+        # process meanwhile is never overwritten unseen.
+        changed = conn.executemany("UPDATE events SET prediction = ?, score = ?, status = 'done', source = 'import',"
+                                   " error = NULL WHERE run_id = ? AND cell_id = ? AND sid = ? AND prediction IS ?",
+                                   updates).rowcount
+        if changed != len(updates):
+            raise BadInput(f"run {run.name!r} got new predictions from another process while {display} was read; "
+                           "nothing was written (rerun when that process is done)")
         if updates:
             conn.execute("UPDATE runs SET model = coalesce(model, 'external') WHERE id = ?", (run.id,))
-    return PredictionsReport(read=read, scored=len(updates), unchanged=unchanged, score=scorer_name)
+        claims_reset = _reset_claims(conn, run.id, overwritten)
+    return PredictionsReport(read=read, scored=len(updates), unchanged=unchanged, score=scorer_name,
+                             overwritten=len(overwritten), claims_reset=claims_reset)
+
+
+def _reset_claims(conn, run_id: int, jobs: list[tuple[str, int]]) -> int:
+    """Forget the claim results of overwritten predictions (they verified an answer that is gone);
+    return how many claim jobs go back to pending."""
+    reset = 0
+    of_run = "claim_run_id IN (SELECT id FROM claim_runs WHERE run_id = ?)"
+    for cell_id, sid in jobs:
+        for table in ("claims", "claim_verdicts"):
+            conn.execute(f"DELETE FROM {table} WHERE cell_id = ? AND sid = ? AND {of_run}", (cell_id, sid, run_id))
+        reset += conn.execute(
+            "UPDATE claim_jobs SET status = 'pending', error = NULL, n_claims = NULL, n_supported = NULL,"
+            " support_ratio = NULL, rejected = NULL, filtered_answer = NULL, metrics = NULL, finished_at = NULL"
+            f" WHERE cell_id = ? AND sid = ? AND status != 'pending' AND {of_run}", (cell_id, sid, run_id)).rowcount
+    return reset

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_required, check_str, check_str_list, check_triple
-from workbench.data.importer import content_sha256
+from workbench.data.importer import ChangedMeanwhile, DatasetExists, content_sha256, count_noun
 from workbench.data.jsonl import read_jsonl
 from workbench.store.db import Store, utcnow
 
@@ -36,6 +36,7 @@ class KGImportReport:
     chunks: int
     gold: int
     unchanged: bool = False
+    replaced: dict[str, int] | None = None   # what replacing the old KG deleted (see kg_contents)
 
 
 def _nfc(s: str) -> str:
@@ -43,7 +44,11 @@ def _nfc(s: str) -> str:
 
 
 def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool = False) -> KGImportReport:
-    """Import ``directory`` as KG ``name`` in one transaction (re-importing the same files is a no-op)."""
+    """Import ``directory`` as KG ``name`` in one transaction (re-importing the same files is a no-op).
+
+    A KG of that name holding other content raises :class:`DatasetExists` unless ``replace``,
+    which deletes it (with its dedup runs) in the same transaction; the report counts what went.
+    """
     directory = Path(directory)
     if not directory.is_dir() or not (directory / "kb.jsonl").is_file():
         raise ValueError(f"{directory}: not a KG directory (expected kb.jsonl, optionally chunks.jsonl and "
@@ -54,8 +59,8 @@ def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool =
     if existing and existing[1] == sha:
         return _counts(store, name, existing[0], unchanged=True)
     if existing and not replace:
-        raise ValueError(f"KG {name!r} already exists with different content; pass --replace to replace it "
-                         "(its dedup runs are deleted with it)")
+        raise DatasetExists(f"KG {name!r} already exists with different content; pass --replace to replace it "
+                            f"(that deletes {describe_kg_contents(kg_contents(store.conn, existing[0]))})")
     log = ProblemLog()
     chunks = _read_chunks(directory, log)
     triples, names = _read_kb(directory, log, chunks)
@@ -66,7 +71,15 @@ def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool =
         degree[h] += 1
         degree[t] += 1
     with store.transaction() as conn:
+        # Checked again under the write lock: another process may have taken the name meanwhile.
+        now = conn.execute("SELECT id, content_sha256 FROM kgs WHERE name = ?", (name,)).fetchone()
+        if now != existing:
+            if now and now[1] == sha:
+                return _counts(store, name, now[0], unchanged=True)
+            raise ChangedMeanwhile("KG", name, existing)
+        replaced = None
         if existing:
+            replaced = kg_contents(conn, existing[0])
             conn.execute("DELETE FROM kgs WHERE id = ?", (existing[0],))
         kg_id = conn.execute("INSERT INTO kgs (name, source, content_sha256, created_at) VALUES (?, ?, ?, ?)",
                              (name, str(directory), sha, utcnow())).lastrowid
@@ -76,7 +89,36 @@ def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool =
                          [(kg_id, tid, h, r, t, json.dumps(c)) for tid, (h, r, t, c) in enumerate(triples)])
         conn.executemany("INSERT INTO kg_chunks VALUES (?, ?, ?)", [(kg_id, c, t) for c, t in chunks.items()])
         conn.executemany("INSERT INTO kg_gold VALUES (?, ?, ?)", [(kg_id, eid, c) for eid, c in gold.items()])
-    return _counts(store, name, kg_id)
+    report = _counts(store, name, kg_id)
+    report.replaced = replaced
+    return report
+
+
+def kg_contents(conn, kg_id: int) -> dict[str, int]:
+    """What deleting a KG removes with it (every table cascades from ``kgs``)."""
+    one = lambda sql: conn.execute(sql, (kg_id,)).fetchone()[0]  # noqa: E731
+    runs = "SELECT id FROM dedup_runs WHERE kg_id = ?"
+    return {
+        "triples": one("SELECT count(*) FROM kg_triples WHERE kg_id = ?"),
+        "entities": one("SELECT count(*) FROM kg_entities WHERE kg_id = ?"),
+        "chunks": one("SELECT count(*) FROM kg_chunks WHERE kg_id = ?"),
+        "gold": one("SELECT count(*) FROM kg_gold WHERE kg_id = ?"),
+        "dedup_runs": one("SELECT count(*) FROM dedup_runs WHERE kg_id = ?"),
+        "verdicts": one(f"SELECT count(*) FROM dedup_verdicts WHERE status = 'done' AND run_id IN ({runs})"),
+        "decisions": one(f"SELECT count(*) FROM dedup_decisions WHERE run_id IN ({runs})"),
+    }
+
+
+def describe_kg_contents(c: dict[str, int]) -> str:
+    """``120 triples, 80 entities, 12 chunks, 1 dedup run (40 judge verdicts, 3 decisions)``."""
+    parts = [count_noun(c["triples"], "triple"), count_noun(c["entities"], "entity", "entities"),
+             count_noun(c["chunks"], "chunk")]
+    if c["gold"]:
+        parts.append(count_noun(c["gold"], "gold cluster label"))
+    runs = count_noun(c["dedup_runs"], "dedup run")
+    if c["dedup_runs"]:
+        runs += f" ({count_noun(c['verdicts'], 'judge verdict')}, {count_noun(c['decisions'], 'decision')})"
+    return ", ".join(parts + [runs])
 
 
 def _read_chunks(directory: Path, log: ProblemLog) -> dict[str, str]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from workbench.data.importer import count_noun
+from workbench.errors import BadInput
 from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_text
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples, load_units
@@ -27,6 +29,7 @@ class RetrievalRunReport:
     index_dir: str
     mode: str
     unchanged: bool = False
+    replaced: dict[str, int] | None = None   # the old results replaced: rows, and runs planned on them
 
 
 def _docs(store: Store, dataset_id: int) -> list[tuple[int, str]]:
@@ -86,18 +89,23 @@ def retrieve(store: Store, dataset: str | None = None, *, name: str | None = Non
     results = index.search_many([s.question for s in samples], k)
     rows = [(ds.id, name, s.sid, json.dumps([int(u) for u, _ in ranked]), json.dumps([float(x) for _, x in ranked]))
             for s, ranked in zip(samples, results)]
-    existing = store.conn.execute("SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?",
-                                  (ds.id, name)).fetchall()
     report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory), mode)
-    if existing:
-        if sorted(existing) == sorted(r[2:] for r in rows):
-            report.unchanged = True
-            return report
-        if not replace:
-            raise ValueError(f"retriever {name!r} already has different results in {ds.name!r}; pass --replace "
-                             "(runs planned on the old results keep their events) or choose another --name")
+    # Compared under the write lock: results another process stored meanwhile are never replaced unseen.
     with store.transaction() as conn:
-        conn.execute("DELETE FROM retrievals WHERE dataset_id = ? AND retriever = ?", (ds.id, name))
+        existing = conn.execute("SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?",
+                                (ds.id, name)).fetchall()
+        if existing:
+            if sorted(existing) == sorted(r[2:] for r in rows):
+                report.unchanged = True
+                return report
+            planned = conn.execute("SELECT count(*) FROM runs WHERE dataset_id = ? AND retriever = ?",
+                                   (ds.id, name)).fetchone()[0]
+            if not replace:
+                raise BadInput(f"retriever {name!r} already has different results in {ds.name!r}; pass --replace "
+                               f"to replace its {count_noun(len(existing), 'row')} ({count_noun(planned, 'run')} "
+                               "planned on them keep their events) or choose another --name")
+            report.replaced = {"retrieval_rows": len(existing), "runs_planned_on_them": planned}
+            conn.execute("DELETE FROM retrievals WHERE dataset_id = ? AND retriever = ?", (ds.id, name))
         conn.executemany("INSERT INTO retrievals (dataset_id, retriever, sid, uids, scores) VALUES (?, ?, ?, ?, ?)",
                          rows)
     return report

@@ -161,13 +161,23 @@ def cached_file_sha256(store: Store, path) -> str:
     return sha
 
 
-def delete_run(store: Store, name: str) -> None:
-    """Delete a run with its cells and events (cached generations stay: they are shared)."""
+def delete_run(store: Store, name: str) -> dict[str, int]:
+    """Delete a run with its cells, events and claim runs (cached generations stay: they are shared).
+
+    Returns what went, counted in the deleting transaction: ``cells``, ``events``,
+    ``answered_events`` (those holding a prediction) and ``claim_runs``.
+    """
     run = get_run(store, name)
     with store.transaction() as conn:
+        one = lambda sql: conn.execute(sql, (run.id,)).fetchone()[0]  # noqa: E731
+        gone = {"cells": one("SELECT count(*) FROM cells WHERE run_id = ?"),
+                "events": one("SELECT count(*) FROM events WHERE run_id = ?"),
+                "answered_events": one("SELECT count(*) FROM events WHERE run_id = ? AND prediction IS NOT NULL"),
+                "claim_runs": one("SELECT count(*) FROM claim_runs WHERE run_id = ?")}
         conn.execute("DELETE FROM events WHERE run_id = ?", (run.id,))
         conn.execute("DELETE FROM cells WHERE run_id = ?", (run.id,))
         conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
+    return gone
 
 
 def sample_sid(store: Store, dataset_id: int, sample_id: str) -> int:
