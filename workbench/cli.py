@@ -6,6 +6,8 @@ Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage (nothing writt
 from __future__ import annotations
 
 import argparse
+import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -21,12 +23,13 @@ first steps:
   workbench                        the terminal UI (? lists its keys)
 
 every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage
-(nothing written)."""
+(nothing written). WORKBENCH_DEBUG=1 shows the traceback behind a database error."""
 
 from workbench.cli_shared import emit_json, store_of, write_out
 from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
 from workbench.data.errors import InputRejected
 from workbench.errors import EnvironmentFault
+from workbench.store.db import default_db_path, sqlite_error_message
 from workbench.store.queries import NotFound
 
 
@@ -274,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("datasets", parents=[common], help="list datasets with their stats")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_datasets)
+    p.set_defaults(func=cmd_datasets, readonly=True)
 
     grid = argparse.ArgumentParser(add_help=False)
     grid.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
@@ -327,14 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", parents=[common], help="list runs with their progress")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_runs)
+    p.set_defaults(func=cmd_runs, readonly=True)
 
     p = sub.add_parser("ledger", parents=[common, report], help="print the dissipation ledger with 95%% CIs")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
     p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
     p.add_argument("--term", default="S_vis", help="term for --diff (default S_vis)")
-    p.set_defaults(func=cmd_ledger)
+    p.set_defaults(func=cmd_ledger, readonly=True)
 
     p = sub.add_parser("plot", parents=[common, report], help="draw the main (K sweep) or oracle (B sweep) plot")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
@@ -344,14 +347,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write to a file: .html keeps colours, anything else is text")
     p.add_argument("--width", type=int, default=78)
     p.add_argument("--height", type=int, default=20)
-    p.set_defaults(func=cmd_plot)
+    p.set_defaults(func=cmd_plot, readonly=True)
 
     p = sub.add_parser("export", parents=[common, report], help="write events or the ledger as CSV or JSONL")
     p.add_argument("what", choices=("events", "ledger"))
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     p.add_argument("--out", required=True, help="file to write, or - for stdout")
     p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
-    p.set_defaults(func=cmd_export)
+    p.set_defaults(func=cmd_export, readonly=True)
 
     p = sub.add_parser("corpus", parents=[common], help="Markdown corpora for retrieval evaluation")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -388,12 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--resamples", type=int, default=2000)
     q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cli_retrieval.cmd_retrieval_eval)
+    q.set_defaults(func=cli_retrieval.cmd_retrieval_eval, readonly=True)
     q = psub.add_parser("export", parents=[common], help="write retrieval results as retrieval.jsonl")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--retriever", help="only this retriever (default: all)")
     q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
-    q.set_defaults(func=cli_retrieval.cmd_retrieval_export)
+    q.set_defaults(func=cli_retrieval.cmd_retrieval_export, readonly=True)
 
     p = sub.add_parser("questions", parents=[common], help="generate questions for a Markdown corpus")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -423,14 +426,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dataset", help="dataset name (default: the most recent import)")
     q.add_argument("--tag", action="append", help="only samples with this tag (repeatable)")
     q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
-    q.set_defaults(func=cmd_tags_export)
+    q.set_defaults(func=cmd_tags_export, readonly=True)
 
     p = sub.add_parser("prompts", parents=[common], help="bring-your-own generator: export prompts")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("export", parents=[common], help="write the exact prompt of every (sample, cell) as JSONL")
     q.add_argument("run", nargs="?", help="run name (default: the most recent)")
     q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
-    q.set_defaults(func=cmd_prompts_export)
+    q.set_defaults(func=cmd_prompts_export, readonly=True)
 
     p = sub.add_parser("predictions", parents=[common], help="bring-your-own generator: import predictions")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -505,6 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except EnvironmentFault as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except sqlite3.Error as exc:
+        # The last resort: one line naming the database rather than a traceback.
+        if os.environ.get("WORKBENCH_DEBUG") == "1":
+            raise
+        print(f"error: {sqlite_error_message(getattr(args, 'db', None) or default_db_path(), exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

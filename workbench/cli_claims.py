@@ -182,14 +182,14 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     q.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_claims_report)
+    q.set_defaults(func=cmd_claims_report, readonly=True)
 
     q = psub.add_parser("show", parents=[common], help="the claims of one answer: verdicts and attribution")
     q.add_argument("run", help="run name")
     q.add_argument("sample", help="sample id")
     q.add_argument("--cell", help="cell id (default: the run's first)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_claims_show)
+    q.set_defaults(func=cmd_claims_show, readonly=True)
 
     q = psub.add_parser("check", parents=[common, verify],
                         help="decompose and verify one answer against a document, units or text")

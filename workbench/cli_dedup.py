@@ -180,7 +180,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_dedup_eval)
+    q.set_defaults(func=cmd_dedup_eval, readonly=True)
 
     q = psub.add_parser("review", parents=[common, merge], help="list proposed merges by confidence band")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
@@ -189,7 +189,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="high ≥0.9, mid 0.7–0.9, low 0.5–0.7, below <0.5")
     q.add_argument("--all", action="store_true", help="also pairs judged different")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_dedup_review)
+    q.set_defaults(func=cmd_dedup_review, readonly=True)
 
     for verb, text in (("accept", "accept a merge"), ("reject", "reject a merge"),
                        ("revert", "revert a merge (= reject it; clusters are recomputed)"),
@@ -207,4 +207,4 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--mode", default="graph+text", help="whose merges (default graph+text)")
     q.add_argument("--out", required=True, help="output directory")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_dedup_export)
+    q.set_defaults(func=cmd_dedup_export, readonly=True)

@@ -108,10 +108,10 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_searchain_report)
+    q.set_defaults(func=cmd_searchain_report, readonly=True)
 
     q = psub.add_parser("show", parents=[common], help="one sample's reasoning tree with feedback and evidence")
     q.add_argument("run", help="run name")
     q.add_argument("sample", help="sample id")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(func=cmd_searchain_show)
+    q.set_defaults(func=cmd_searchain_show, readonly=True)

@@ -9,10 +9,19 @@ from typing import Callable
 
 
 def store_of(args):
-    """The database named by ``--db`` (or the default one)."""
+    """The database named by ``--db`` (or the default one).
+
+    Verbs that only read declare it with ``set_defaults(readonly=True)``: they then work on
+    a database this process cannot write (opened read-only) or one from a newer workbench
+    (read with a warning), where the other verbs are refused with one line.
+    """
     from workbench.store import open_store
 
-    return open_store(args.db)
+    store = open_store(args.db, readonly=getattr(args, "readonly", False))
+    if store.newer_schema:
+        print(f"warning: {store.path} was written by a newer workbench (schema {store.newer_schema}); "
+              "reading it read-only", file=sys.stderr)
+    return store
 
 
 def json_default(value):

@@ -97,7 +97,7 @@ def _cached_or_scanned(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]
         return sids, {cid: (np.frombuffer(ints, dtype=np.int32).reshape(5, n), np.frombuffer(scores, dtype=np.float64))
                       for cid, _, n, _, ints, scores in rows}
     sids, raw = _scan(store, run, cells)
-    if len(sids) * len(cells) >= _CACHE_MIN_EVENTS:
+    if len(sids) * len(cells) >= _CACHE_MIN_EVENTS and not store.readonly:  # a read-only file keeps no cache
         sid_blob = sids.astype(np.int32).tobytes()
         with store.transaction() as conn:
             # Built from data read at `version`: a write since then has moved the version on,
