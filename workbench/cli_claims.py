@@ -9,6 +9,7 @@ import sys
 from workbench.cli_shared import emit_json as _emit_json
 from workbench.cli_shared import pass_parent, run_pass
 from workbench.cli_shared import store_of as _store
+from workbench.cli_types import INT64_MAX, MAX_RESAMPLES, MAX_SEED, count
 
 
 def _config(args):
@@ -173,14 +174,14 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                         help="decompose and verify every finished answer of a run (resumable, cached)")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--cell", action="append", help="only this cell (repeatable), e.g. k5-b128-linear")
-    q.add_argument("--limit", type=int, help="only the first N samples")
+    q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples")
     q.set_defaults(func=cmd_claims_run)
 
     q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95%% CIs")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--claim-run", type=int, help="claim run id (default: the latest)")
-    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (default 2000)")
+    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (default 0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_claims_report, readonly=True)
 

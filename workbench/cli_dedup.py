@@ -9,6 +9,7 @@ import sys
 from workbench.cli_shared import emit_json as _emit_json
 from workbench.cli_shared import pass_parent, run_pass
 from workbench.cli_shared import store_of as _store
+from workbench.cli_types import MAX_RESAMPLES, MAX_SEED, count, name as _name
 
 
 def cmd_dedup_import(args) -> int:
@@ -151,14 +152,14 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q = psub.add_parser("import", parents=[common], help="import a KG: kb.jsonl (+source_chunks), chunks.jsonl, "
                                                           "gold_clusters.jsonl")
     q.add_argument("directory")
-    q.add_argument("--name", help="KG name (default: the directory name)")
+    q.add_argument("--name", type=_name, help="KG name (default: the directory name)")
     q.add_argument("--replace", action="store_true", help="replace a KG of that name holding other content")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_dedup_import)
 
     q = psub.add_parser("run", parents=[common, execution], help="candidates by blocking, then the judge per mode")
     q.add_argument("kg", nargs="?", help="KG name (default: the latest import)")
-    q.add_argument("--name", help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
+    q.add_argument("--name", type=_name, help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
     q.add_argument("--modes", default="graph,graph+text", help="graph,graph+text,embedding (default graph,graph+text)")
     q.add_argument("--max-relations", type=int, default=10, help="relations per entity shown to the judge (10)")
     q.add_argument("--max-text-chunks", type=int, default=5, help="text chunks per entity in graph+text (5)")
@@ -177,8 +178,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
     q = psub.add_parser("eval", parents=[common, merge], help="pairwise and B-cubed P/R/F1 per mode vs gold clusters")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
-    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
-    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (2000)")
+    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_dedup_eval, readonly=True)
 

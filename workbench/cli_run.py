@@ -26,6 +26,8 @@ def cmd_run(args) -> int:
     store = _store(args)
     result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name, generation=gen.as_dict(),
                         progress=None if args.json else ProgressBar("plan"))
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if not args.json:
         state = "planned" if result.created else "found (same config): resuming"
         print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)

@@ -9,6 +9,7 @@ import sys
 from workbench.cli_shared import emit_json as _emit_json
 from workbench.cli_shared import pass_parent, run_pass
 from workbench.cli_shared import store_of as _store
+from workbench.cli_types import INT64_MAX, MAX_RESAMPLES, MAX_SEED, count, name as _name
 
 
 def cmd_searchain_run(args) -> int:
@@ -82,8 +83,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q = psub.add_parser("run", parents=[common, execution], help="plan and run SearChain over a dataset's samples")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--hops", type=int, help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
-    q.add_argument("--limit", type=int, help="only the first N (selected) samples")
-    q.add_argument("--name", help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
+    q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N (selected) samples")
+    q.add_argument("--name", type=_name, help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
     q.add_argument("--reader", choices=("extractive", "llm"), default="extractive",
                    help="who answers a step from its top-1 unit (default extractive)")
     q.add_argument("--threshold", type=float, default=0.75, help="reader confidence needed to correct (0.75)")
@@ -95,7 +96,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--max-tokens", type=int, default=200, help="tokens per chain (200)")
     q.add_argument("--no-grammar", dest="grammar", action="store_false",
                    help="let the model write chains freely (default: a GBNF grammar holds them to the CoQ format)")
-    q.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="sampling seed (0)")
     q.set_defaults(func=cmd_searchain_run)
 
     q = psub.add_parser("resume", parents=[common, execution], help="continue a SearChain run's pending samples")
@@ -105,8 +106,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q = psub.add_parser("report", parents=[common],
                         help="cover-EM, rounds, knowledge sources, citations, and the paired difference vs plain RAG")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
-    q.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
-    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (2000)")
+    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (0)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_searchain_report, readonly=True)
 

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Callable
 
+from workbench.cli_types import MAX_THREADS, count
+
 
 def store_of(args):
     """The database named by ``--db`` (or the default one).
@@ -52,7 +54,7 @@ def write_out(out: str, text: str, what: str) -> None:
 def pass_parent() -> argparse.ArgumentParser:
     """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--threads", type=int, help="llama.cpp n_threads (default: all cores)")
+    parent.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
     parent.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
     parent.add_argument("--retry-errors", action="store_true", help="also redo items that failed")
     parent.add_argument("--json", action="store_true", help="machine-readable output")

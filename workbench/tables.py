@@ -38,6 +38,8 @@ def ledger_tables(report) -> str:
     """The interface table, the reasoning table (when anything is scored) and the oracle table."""
     parts = [f"run {report.run} · dataset {report.dataset} · score {report.score} · "
              f"95% bootstrap CI, {report.resamples} resamples, seed {report.seed}"]
+    for warning in getattr(report, "warnings", ()):
+        parts[0] += f"\nwarning: {warning}"
     if report.excluded:
         parts[0] += f"\nexcluded: {report.excluded:,} samples tagged {', '.join(report.exclude_tags)}"
     if 0 < report.jobs_done < report.jobs_total:

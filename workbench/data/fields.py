@@ -1,13 +1,17 @@
 """Field checks shared by the importers.
 
 Each returns ``None`` when the value is good, else ``(suffix, reason)`` where ``suffix``
-extends the field path (``"[2]"``, or ``""`` for the field itself).
+extends the field path (``"[2]"``, or ``""`` for the field itself). ``check_name`` is the
+exception: it guards the names a user gives (datasets, runs, KGs) and raises.
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any
+
+from workbench.errors import BadInput
 
 Finding = tuple[str, str] | None
 
@@ -92,3 +96,21 @@ def check_required(log, file: str, line: int, rec: dict, specs) -> bool:
             log.add(file, line, f"$.{fld}{found[0]}", found[1])
             ok = False
     return ok
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """Return ``value`` if it can name a dataset, run or KG, else raise :class:`BadInput`.
+
+    A name is echoed to terminals and shown in tables, so it must be printable text: no
+    escape sequences or control characters (which a terminal would obey), and not blank.
+    The message shows the value escaped.
+    """
+    if not value.strip():
+        raise BadInput(f"{what} must not be blank, got {value!r}")
+    bad = next((i for i, ch in enumerate(value) if not ch.isprintable()), None)
+    if bad is not None:
+        char = value[bad]
+        label = unicodedata.name(char, "a control character")
+        raise BadInput(f"{what} must be printable, got {value!r} "
+                       f"(U+{ord(char):04X} {label} at character {bad + 1})")
+    return value

@@ -5,11 +5,17 @@ read in slices of ``_SLICE`` bytes; a line longer than one slice is first measur
 ahead (discarding the slices), then, if it is within the limit, re-read whole from its
 start. So an over-long line costs about one slice of memory, whatever its length. The
 limit is documented in the README.
+
+Each line is decoded strictly: an object may not repeat a key (``json`` would keep the last
+one silently), a string may not hold a lone surrogate (``\\ud800`` parses, then cannot be
+stored as UTF-8), and nesting deeper than ``MAX_DEPTH`` levels is refused (deep enough
+nesting exhausts Python's stack in the parser, and in anything that walks the value later).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +23,17 @@ from workbench.data.errors import ProblemLog
 from workbench.data.fields import json_type
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 100
 _SLICE = 1024 * 1024
+# A surrogate can only come from a \uD800-\uDFFF escape (the UTF-8 decoder refuses their
+# bytes), so a line without one needs no look at its strings.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# Strings (whose brackets do not count) and the structural characters of JSON.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_TOKEN = re.compile(_STRING + r'|[\[\]{},:]')
+_STRING_OR_NOT_BRACKET = re.compile(_STRING + r'|[^\[\]{}]+')
+_INNERMOST = re.compile(r"\[\]|\{\}")
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> Iterator[tuple[int, Any]]:
@@ -54,11 +70,14 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
                 continue
             seen_record = True
             try:
-                obj = json.loads(text)
+                obj = decode_record(text)
             except json.JSONDecodeError as exc:
                 # exc.colno would count the line's own newline as a line break ("column 1")
                 column = min(exc.pos, len(text.rstrip("\r\n"))) + 1
                 log.add(name, lineno, "$", f"malformed JSON: {exc.msg} (column {column})")
+                continue
+            except RecordRefused as exc:
+                log.add(name, lineno, exc.field, exc.reason)
                 continue
             if not isinstance(obj, dict):
                 log.add(name, lineno, "$", f"expected a JSON object, got {json_type(obj)}")
@@ -66,6 +85,133 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
             yield lineno, obj
     if not seen_record:
         log.add(name, 1, "$", "file is empty (no JSON records)")
+
+
+class RecordRefused(ValueError):
+    """A record that parses as JSON but is refused; ``field`` is its JSONPath-like place."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field, self.reason = field, reason
+
+
+def decode_record(text: str) -> Any:
+    """Parse one JSON text strictly.
+
+    Raises ``json.JSONDecodeError`` for malformed JSON and :class:`RecordRefused` for a
+    duplicate key, a lone surrogate or nesting deeper than ``MAX_DEPTH``.
+    """
+    # id -> (the first repeated key, the object): holding the object keeps its id its own
+    # even when a repeated key of its parent dropped it from the result.
+    duplicates: dict[int, tuple[str, dict]] = {}
+
+    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    duplicates[id(obj)] = (key, obj)
+                    break
+                seen.add(key)
+        return obj
+
+    try:
+        obj = json.loads(text, object_pairs_hook=keep_pairs)
+    except RecursionError:
+        raise RecordRefused(_deep_field(text), f"nested deeper than {MAX_DEPTH} levels") from None
+    # The walk (in Python) only runs to name the place of a problem found at C speed.
+    strings = _SURROGATE_ESCAPE.search(text) is not None
+    if duplicates or strings or _deeper_than(text, MAX_DEPTH):
+        _check_tree(obj, duplicates, strings=strings)
+    return obj
+
+
+def _deeper_than(text: str, limit: int) -> bool:
+    """Whether valid JSON ``text`` nests deeper than ``limit``, by regular expressions only.
+
+    Counting brackets bounds the depth; past the bound, the brackets outside strings are
+    kept and each pass deletes the innermost (empty) pairs: a value ``limit`` deep is gone
+    after ``limit`` passes.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _STRING_OR_NOT_BRACKET.sub("", text)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub("", brackets)
+    return bool(brackets)
+
+
+def _check_tree(root: Any, duplicates: dict[int, tuple[str, dict]], *, strings: bool) -> None:
+    """Walk a parsed value without recursion; raise at the first refused place.
+
+    Strings are looked at only when ``strings`` (the text held a surrogate escape).
+    """
+    if strings and isinstance(root, str):
+        _check_text(root, "$")
+    stack: list[tuple[Any, str, int, str]] = [(root, "$", 1, "$")] if isinstance(root, (dict, list)) else []
+    while stack:
+        value, path, depth, top = stack.pop()
+        if depth > MAX_DEPTH:
+            raise RecordRefused(top, f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            if id(value) in duplicates:
+                key = duplicates[id(value)][0]
+                raise RecordRefused(_child(path, key), f"duplicate key {key!r}")
+            items = value.items()
+        else:
+            items = enumerate(value)
+        children = []
+        for key, item in items:
+            nested = isinstance(item, (dict, list))
+            if not (nested or strings):
+                continue
+            child = f"{path}[{key}]" if isinstance(key, int) else _child(path, key)
+            if strings:
+                if isinstance(key, str):
+                    _check_text(key, child)
+                if isinstance(item, str):
+                    _check_text(item, child)
+            if nested:
+                children.append((item, child, depth + 1, top if depth > 1 else child))
+        stack.extend(reversed(children))
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RecordRefused(path, f"lone surrogate \\u{ord(text[exc.start]):04x} in a string "
+                                  "(not a Unicode character)") from None
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if _PLAIN_KEY.fullmatch(key) else f"{path}[{json.dumps(key)}]"
+
+
+def _deep_field(text: str) -> str:
+    """The top-level field under which ``text`` nests deeper than ``MAX_DEPTH`` (``$`` if none).
+
+    Used when the parser itself ran out of stack, so there is no value to walk: the text is
+    scanned for its strings and structural characters instead.
+    """
+    depth, top_key, last_string = 0, None, None
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return _child("$", top_key) if top_key is not None else "$"
+        elif token in "]}":
+            depth -= 1
+        elif token == ":":
+            if depth == 1 and last_string is not None:
+                top_key = json.loads(last_string)
+        elif token != ",":
+            last_string = token
+    return "$"
 
 
 def _read_long_line(fh, head: bytes) -> tuple[bytes | None, int]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.data.jsonl import RecordRefused, decode_record
 from workbench.runs.answers import INSTRUCTIONS
 
 DEFAULT_SYSTEM = (
@@ -50,9 +51,11 @@ def load_template(path: str | Path, answer_format: str = "text") -> PromptTempla
     system, user = DEFAULT_SYSTEM, raw
     if path.suffix.lower() == ".json":
         try:
-            obj = json.loads(raw)
+            obj = decode_record(raw)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: $: malformed JSON: {exc.msg}") from None
+        except RecordRefused as exc:
+            raise ValueError(f"{path}:1: {exc.field}: {exc.reason}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("user"), str):
             raise ValueError(f"{path}:1: $.user: missing (expected {{\"system\": str, \"user\": str}})")
         if not isinstance(obj.get("system", system), str):

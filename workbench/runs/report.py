@@ -41,6 +41,7 @@ class LedgerReport:
     excluded: int = 0
     exclude_tags: list[str] = field(default_factory=list)
     claims: dict[str, Any] | None = None    # the claim run whose metrics the rows carry: id, config
+    warnings: list[str] = field(default_factory=list)   # recorded when the run was planned
 
 
 _CACHE_MIN_EVENTS = 20_000  # smaller runs scan faster than they would read and write the cache
@@ -142,6 +143,7 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     excluded = sids_with_tags(store, run.dataset_id, exclude_tags)
     ra = load_run_arrays(store, run, score, excluded)
     report = LedgerReport(run.name, run.dataset, ra.score_name, resamples, seed)
+    report.warnings = list(run.config.get("warnings", []))
     # From the arrays, not a count over events (5M rows on a large run): a done job has a score.
     report.jobs_total = sum(len(a.score) for a in ra.arrays.values())
     report.jobs_done = int(sum(np.count_nonzero(~np.isnan(a.score)) for a in ra.arrays.values()))

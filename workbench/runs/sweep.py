@@ -57,6 +57,7 @@ class SweepResult:
     events: int
     created: bool
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # kept with the run (its config's "warnings")
 
 
 def _sorted_unique(values: Sequence[int]) -> tuple[int, ...]:
@@ -93,22 +94,28 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
 
     existing = store.conn.execute("SELECT id, config, dataset_id FROM runs WHERE name = ?", (name,)).fetchone()
     if existing:
-        if existing[1] != config_json or existing[2] != ds.id:
+        stored = json.loads(existing[1])
+        warnings = stored.pop("warnings", [])   # found from the data, not chosen: not part of the identity
+        if stored != json.loads(config_json) or existing[2] != ds.id:
             raise ValueError(f"run {name!r} exists with a different config; it is not mixed in. Choose another "
                              f"--name, or resume it with `workbench resume {name}`. "
-                             f"Differences: {_config_diff(json.loads(existing[1]), json.loads(config_json))}")
+                             f"Differences: {_config_diff(stored, json.loads(config_json))}")
         n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (existing[0],)).fetchone()[0]
         n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (existing[0],)).fetchone()[0]
-        return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes)
+        return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes,
+                           warnings=warnings)
 
     units = load_units(store, ds.id)
     samples = load_samples(store, ds.id)[: config.limit]
     ranked = load_retrieval(store, ds.id, retriever)
+    warnings = _k_warnings(config.ks, [len(ranked.get(s.sid, ())) for s in samples])
+    stored_json = (json.dumps({**json.loads(config_json), "warnings": warnings}, sort_keys=True) if warnings
+                   else config_json)
     cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
     with store.transaction() as conn:
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (name, ds.id, retriever, config_json, (generation or {}).get("model"), utcnow())).lastrowid
+            (name, ds.id, retriever, stored_json, (generation or {}).get("model"), utcnow())).lastrowid
         conn.executemany(
             "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
@@ -128,7 +135,20 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
             if progress:
                 progress(i + 1, len(samples))
         writer.flush()
-    return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes)
+    return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes,
+                       warnings=warnings)
+
+
+def _k_warnings(ks: Sequence[int], lengths: Sequence[int]) -> list[str]:
+    """A warning when some K is past every sample's retrieval list: those cells repeat one another."""
+    longest = max(lengths, default=0)
+    over = [k for k in ks if k > longest]
+    if not over:
+        return []
+    if longest == 0:
+        return ["no sample in this sweep has retrieved units: every retrieval cell sees empty evidence"]
+    return [f"K={','.join(map(str, over))} {'exceeds' if len(over) == 1 else 'exceed'} the longest retrieval "
+            f"list ({longest}): cells with K ≥ {longest} see the same evidence"]
 
 
 def _config_diff(old: dict, new: dict, prefix: str = "") -> str:

@@ -1,0 +1,270 @@
+"""Bad input is refused with exit 2, one message that names the place, and nothing written.
+
+JSON that parses but cannot be kept (nesting deep enough to exhaust the stack, a lone
+surrogate, a repeated key) is named as ``file:line: field: reason`` by every importer. A
+flag whose number cannot work, or a name that is blank or would drive the terminal, is
+refused while parsing the command line. A K past every retrieval list is allowed but said:
+at sweep time and in the ledger header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, write_jsonl
+from workbench.cli import main
+from workbench.data.fields import check_name
+from workbench.data.importer import import_dataset
+from workbench.data.jsonl import MAX_DEPTH, RecordRefused, decode_record
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.errors import BadInput
+from workbench.store import open_store
+
+DEEP = "[" * 5000 + "]" * 5000       # far past Python's recursion limit in json.loads
+ESC_NAME = "\x1b[31mred"
+
+
+def contents(db: Path) -> dict[str, list[str]]:
+    """Every row of every table, to compare a database before and after a refused command."""
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                            " AND name NOT LIKE 'sqlite_%'")]
+        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"'))) for t in tables}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def db(tmp_path, tiny_dir) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept (K=1, B=64, linear) as run ``s``."""
+    path = tmp_path / "bad.db"
+    store = open_store(path)
+    import_dataset(store, tiny_dir, "tiny")
+    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="tiny", name="s")
+    store.close()
+    return path
+
+
+def refused(argv: list[str], db: Path, capsys) -> str:
+    """Run the CLI, check it exits 2 and leaves the database as it was; return its stderr."""
+    before = contents(db)
+    assert main(["--db", str(db), *argv]) == 2
+    assert contents(db) == before
+    return capsys.readouterr().err
+
+
+def refused_by_parser(argv: list[str], db: Path, capsys) -> str:
+    """As ``refused``, for a value argparse turns down (it exits 2 itself)."""
+    before = contents(db)
+    with pytest.raises(SystemExit) as stop:
+        main(["--db", str(db), *argv])
+    assert stop.value.code == 2
+    assert contents(db) == before
+    return capsys.readouterr().err
+
+
+# -- JSON that parses but cannot be kept: every importer -------------------------------------
+def dataset_dir(tmp_path, tiny_dir, bad_line: str) -> tuple[Path, str]:
+    """The tiny dataset with ``bad_line`` as line 2 of samples.jsonl."""
+    d = tmp_path / "bad-dataset"
+    shutil.copytree(tiny_dir, d)
+    lines = (d / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[1] = bad_line
+    (d / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return d, "samples.jsonl"
+
+
+def kg_dir(tmp_path, bad_line: str) -> tuple[Path, str]:
+    """sample_data/dedup with ``bad_line`` as line 2 of kb.jsonl."""
+    d = tmp_path / "bad-kg"
+    shutil.copytree(REPO / "sample_data" / "dedup", d)
+    lines = (d / "kb.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[1] = bad_line
+    (d / "kb.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return d, str(d / "kb.jsonl")
+
+
+def predictions_file(tmp_path, bad_line: str) -> tuple[Path, str]:
+    """Predictions for run ``s``: a good line 1, ``bad_line`` as line 2."""
+    path = write_jsonl(tmp_path / "predictions.jsonl", [
+        {"sample_id": "q1", "cell_id": "k1-b64-linear", "prediction": "William Dieterle"}, bad_line])
+    return path, str(path)
+
+
+def bad_record(kind: str, field: str, raw_value: str) -> str:
+    """A record of ``kind`` that is good except for ``field``, whose JSON text is ``raw_value``."""
+    good = {"samples": {"id": "q2", "question": "who directed Kismet", "answers": ["William Dieterle"],
+                        "gold_paths": [[["Kismet", "directed_by", "William Dieterle"]]]},
+            "kg": {"triple": ["Back to the Future Part III", "has_tags", "christopher lloyd"],
+                   "source_chunks": ["c0006"]},
+            "predictions": {"sample_id": "q2", "cell_id": "k1-b64-linear", "prediction": "Dieterle"}}[kind]
+    text = json.dumps({k: v for k, v in good.items() if k != field})
+    return text[:-1] + f', "{field}": {raw_value}}}'
+
+
+# Per importer: a field, its JSON when good, its JSON holding a lone surrogate, and a key
+# repeated (with a good value, so that only the repetition is wrong).
+IMPORTERS = {
+    "samples": ("meta", '{"hops": 2}', r'{"hops": 2, "note": "broken \ud800 text"}', ("id", '"q9"')),
+    "kg": ("source_chunks", '["c0006"]', r'["c0006", "c\ud800"]', ("triple", '["A", "r", "B"]')),
+    "predictions": ("prediction", '"Dieterle"', r'"broken \ud800 text"', ("sample_id", '"q3"')),
+}
+SURROGATE_PLACE = {"samples": "$.meta.note", "kg": "$.source_chunks[1]", "predictions": "$.prediction"}
+
+
+def run_importer(kind: str, line: str, tmp_path, tiny_dir, db: Path, capsys) -> tuple[str, str]:
+    """Import a file of ``kind`` whose line 2 is ``line``; return (stderr, the file as named)."""
+    if kind == "samples":
+        directory, shown = dataset_dir(tmp_path, tiny_dir, line)
+        argv = ["import", str(directory), "--name", "other"]
+    elif kind == "kg":
+        directory, shown = kg_dir(tmp_path, line)
+        argv = ["dedup", "import", str(directory), "--name", "kg"]
+    else:
+        path, shown = predictions_file(tmp_path, line)
+        argv = ["predictions", "import", str(path), "s"]
+    return refused(argv, db, capsys), shown
+
+
+@pytest.mark.parametrize("kind", IMPORTERS)
+def test_json_nested_5000_deep_is_refused_with_its_place_by_every_importer(kind, tmp_path, tiny_dir, db, capsys):
+    field = IMPORTERS[kind][0]
+    err, shown = run_importer(kind, bad_record(kind, field, DEEP), tmp_path, tiny_dir, db, capsys)
+    assert f"{shown}:2: $.{field}: nested deeper than {MAX_DEPTH} levels" in err
+    assert "Traceback" not in err and "RecursionError" not in err
+
+
+@pytest.mark.parametrize("kind", IMPORTERS)
+def test_a_lone_surrogate_is_refused_with_its_place_by_every_importer(kind, tmp_path, tiny_dir, db, capsys):
+    field, _, broken, _ = IMPORTERS[kind]
+    err, shown = run_importer(kind, bad_record(kind, field, broken), tmp_path, tiny_dir, db, capsys)
+    assert f"{shown}:2: {SURROGATE_PLACE[kind]}: lone surrogate \\ud800 in a string (not a Unicode character)" in err
+
+
+@pytest.mark.parametrize("kind", IMPORTERS)
+def test_a_repeated_key_is_refused_with_its_place_by_every_importer(kind, tmp_path, tiny_dir, db, capsys):
+    # Without the check the last value would win silently: each value alone is good.
+    field, good, _, (repeated, value) = IMPORTERS[kind]
+    line = bad_record(kind, field, good)[:-1] + f', "{repeated}": {value}}}'
+    err, shown = run_importer(kind, line, tmp_path, tiny_dir, db, capsys)
+    assert f"{shown}:2: $.{repeated}: duplicate key '{repeated}'" in err
+
+
+def test_the_decoder_names_the_field_and_keeps_the_depth_limit_exact():
+    at_limit = '{"meta": ' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}"
+    assert decode_record(at_limit)["meta"]                      # the record itself is level 1
+    for text, field, reason in [
+            ('{"meta": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}", "$.meta", f"nested deeper than {MAX_DEPTH} levels"),
+            ('{"a b": ' + '{"x": ' * 3000 + "1" + "}" * 3001, '$["a b"]', f"nested deeper than {MAX_DEPTH} levels"),
+            ('{"meta": {"k": 1, "k": 2}}', "$.meta.k", "duplicate key 'k'"),
+            ('{"a": {"x": 1, "x": 2}, "a": 3}', "$.a", "duplicate key 'a'"),
+            ('{"l": ["ok", {"k\\udc00": 1}]}', '$.l[1]["k\\udc00"]', "lone surrogate \\udc00 in a string"
+                                                                     " (not a Unicode character)")]:
+        with pytest.raises(RecordRefused) as refusal:
+            decode_record(text)
+        assert (refusal.value.field, refusal.value.reason) == (field, reason)
+    # A surrogate pair is one character, and an escaped backslash is no escape.
+    assert decode_record(r'{"q": "\ud83d\ude00", "r": "\\ud800"}') == {"q": "\U0001F600", "r": "\\ud800"}
+
+
+def test_a_prompt_file_with_a_repeated_key_is_refused_with_its_field(tmp_path, db, capsys):
+    prompt = tmp_path / "prompt.json"
+    prompt.write_text('{"user": "{evidence} {question}", "user": "{question}"}', encoding="utf-8")
+    err = refused(["run", "tiny", "--k", "1", "--budget", "64", "--format", "linear", "--name", "p",
+                   "--prompt-file", str(prompt), "--model", str(tmp_path / "absent.gguf")], db, capsys)
+    assert f"{prompt}:1: $.user: duplicate key 'user'" in err
+
+
+# -- numbers that cannot work ----------------------------------------------------------------
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--budget", str(10**23), "expected comma-separated integers from 1 to 10,000,000, got '100000000000000000000000'"),
+    ("--k", str(10**23), "expected comma-separated integers from 1 to 1,000,000, got '100000000000000000000000'"),
+    ("--k", "1,2.5", "expected comma-separated integers from 1 to 1,000,000, got '2.5' in '1,2.5'"),
+])
+@pytest.mark.parametrize("verb", ["sweep", "run"])
+def test_a_number_out_of_range_is_refused_naming_its_flag(verb, flag, value, message, db, tmp_path, capsys):
+    grid = {"--k": "1", "--budget": "64", flag: value}
+    argv = [verb, "tiny", "--k", grid["--k"], "--budget", grid["--budget"], "--format", "linear", "--name", "n"]
+    if verb == "run":
+        argv += ["--model", str(tmp_path / "absent.gguf")]
+    err = refused_by_parser(argv, db, capsys)
+    assert err.splitlines()[-1] == f"workbench {verb}: error: argument {flag}: {message}"
+
+
+def test_bootstrap_resamples_out_of_range_are_refused_naming_the_flag(db, capsys):
+    err = refused_by_parser(["ledger", "s", "--resamples", str(10**23)], db, capsys)
+    assert err.splitlines()[-1].endswith(
+        "argument --resamples: expected an integer from 1 to 1,000,000, got '100000000000000000000000'")
+
+
+# -- K past every retrieval list -------------------------------------------------------------
+def test_k_past_the_longest_retrieval_list_is_warned_and_shown_in_the_ledger_header(db, capsys):
+    # tiny's longest retrieval list holds 3 units (q2): K=3 is within it, K=5 and 500 are not.
+    assert main(["--db", str(db), "sweep", "tiny", "--k", "1,3", "--budget", "64", "--format", "linear",
+                 "--name", "within"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["--db", str(db), "sweep", "tiny", "--k", "1,5,500", "--budget", "64", "--format", "linear",
+                 "--name", "wide"]) == 0
+    warning = "K=5,500 exceed the longest retrieval list (3): cells with K ≥ 3 see the same evidence"
+    assert f"warning: {warning}" in capsys.readouterr().err
+    assert main(["--db", str(db), "ledger", "wide", "--resamples", "20"]) == 0
+    header = capsys.readouterr().out.split("\n\n")[0]
+    assert f"\nwarning: {warning}" in header
+    assert main(["--db", str(db), "ledger", "within", "--resamples", "20"]) == 0
+    assert "warning" not in capsys.readouterr().out
+    # The warning is kept with the run, not part of its identity: the same sweep is found again.
+    assert main(["--db", str(db), "sweep", "tiny", "--k", "1,5,500", "--budget", "64", "--format", "linear",
+                 "--name", "wide"]) == 0
+    again = capsys.readouterr()
+    assert "already planned" in again.out and f"warning: {warning}" in again.err
+
+
+# -- names -----------------------------------------------------------------------------------
+def naming_verbs(tmp_path, tiny_dir) -> dict[str, list[str]]:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
+    absent = str(tmp_path / "absent.gguf")
+    grid = ["tiny", "--k", "1", "--budget", "64", "--format", "linear"]
+    return {"import": ["import", str(tiny_dir)],
+            "corpus import": ["corpus", "import", str(corpus)],
+            "sweep": ["sweep", *grid],
+            "run": ["run", *grid, "--model", absent],
+            "retrieve": ["retrieve", "tiny"],
+            "dedup import": ["dedup", "import", str(REPO / "sample_data" / "dedup")],
+            "dedup run": ["dedup", "run", "--model", absent],
+            "searchain run": ["searchain", "run", "tiny", "--model", absent]}
+
+
+VERBS = ["import", "corpus import", "sweep", "run", "retrieve", "dedup import", "dedup run", "searchain run"]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_name_with_an_escape_sequence_is_refused_and_shown_escaped(verb, tmp_path, tiny_dir, db, capsys):
+    err = refused_by_parser([*naming_verbs(tmp_path, tiny_dir)[verb], "--name", ESC_NAME], db, capsys)
+    assert "\x1b" not in err
+    assert err.splitlines()[-1].endswith(
+        r"argument --name: name must be printable, got '\x1b[31mred' (U+001B a control character at character 1)")
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_blank_name_is_refused(verb, tmp_path, tiny_dir, db, capsys):
+    err = refused_by_parser([*naming_verbs(tmp_path, tiny_dir)[verb], "--name", "   "], db, capsys)
+    assert err.splitlines()[-1].endswith("argument --name: name must not be blank, got '   '")
+
+
+def test_a_name_is_printable_text_in_any_script():
+    assert check_name("红烧肉 set", "name") == "红烧肉 set"
+    for bad, reason in [
+            ("a\u202eb", "must be printable, got 'a\\u202eb' (U+202E RIGHT-TO-LEFT OVERRIDE at character 2)"),
+            ("tab\there", "must be printable, got 'tab\\there' (U+0009 a control character at character 4)"),
+            ("", "must not be blank, got ''")]:
+        with pytest.raises(BadInput, match=re.escape(f"dataset name {reason}")):
+            check_name(bad, "dataset name")

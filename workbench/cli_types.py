@@ -1,0 +1,78 @@
+"""Argument types of the CLI: a bad value is refused while parsing (exit 2), before the
+database is opened, so nothing is written.
+
+argparse reports an ``ArgumentTypeError`` as one line naming the flag
+(``argument --budget: ...``); any other exception from a type would lose the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from workbench.data.fields import check_name
+from workbench.errors import BadInput
+
+INT64_MAX = 2**63 - 1      # SQLite's INTEGER: a larger number cannot be stored
+MAX_K = 1_000_000
+MAX_BUDGET = 10_000_000    # evidence tokens; far beyond any model's context
+MAX_SHUFFLES = 1_000       # every shuffle is a cell per budget
+MAX_SEED = 2**32 - 1       # llama.cpp seeds are 32-bit
+MAX_RESAMPLES = 1_000_000
+MAX_THREADS = 1_024
+MAX_TOKENS = 1_048_576     # context window and generated tokens
+
+
+def name(text: str) -> str:
+    """A user-chosen name (dataset, run, KG, retriever): printable and not blank."""
+    try:
+        return check_name(text)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def count(low: int, high: int) -> Callable[[str], int]:
+    """One integer in ``[low, high]``."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}, got {_shown(text)}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def counts(low: int, high: int) -> Callable[[str], tuple[int, ...]]:
+    """Comma-separated integers, each in ``[low, high]``."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        values = []
+        for part in (p for p in text.split(",") if p.strip()):
+            value = _integer(part)
+            if value is None or not low <= value <= high:
+                raise argparse.ArgumentTypeError(f"expected comma-separated integers from {low:,} to {high:,}, "
+                                                 f"got {_shown(part.strip())}"
+                                                 + (f" in {_shown(text)}" if part.strip() != text.strip() else ""))
+            values.append(value)
+        return tuple(values)
+
+    parse.__name__ = "integers"
+    return parse
+
+
+def _integer(text: str) -> int | None:
+    # int() takes any length of digits (and "1_000"); a float such as 1e23 is not an integer.
+    text = text.strip()
+    if not text or len(text) > 40:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _shown(text: str) -> str:
+    """The value as typed, escaped and cut short: it is echoed to a terminal."""
+    return repr(text if len(text) <= 40 else text[:40] + "…")
