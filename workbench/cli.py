@@ -309,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     execution.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
     execution.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4, help="concurrent requests (openai backend)")
     execution.add_argument("--retry-errors", action="store_true", help="also re-run jobs that failed")
+    execution.add_argument("--wait", action="store_true",
+                           help="if another process is writing this run, wait for it to finish (default: refuse, exit 1)")
 
     p = sub.add_parser("run", parents=[common, grid, execution],
                        help="plan a sweep with a model and generate every (sample, cell) job; resumable")

@@ -38,7 +38,7 @@ def cmd_claims_run(args) -> int:
     code = run_pass("claims", "answers",
                     partial(run_claims, store, run, config, cells=args.cell, limit=args.limit, llm=llm,
                             retry_errors=args.retry_errors), as_json=args.json,
-                    resume_hint=f"workbench claims run {run.name}", llm=llm)
+                    resume_hint=f"workbench claims run {run.name}", llm=llm, wait=args.wait)
     if not args.json:
         info = store.conn.execute("SELECT count(*), coalesce(sum(n_claims), 0) FROM claim_jobs j JOIN claim_runs c"
                                   " ON c.id = j.claim_run_id WHERE c.run_id = ? AND c.config_key = ? AND"

@@ -67,7 +67,8 @@ def _execute(args, store) -> int:
     llm = (default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
            if any(m != "embedding" for m in config.modes) else None)
     return run_pass("dedup", "verdicts", partial(execute_dedup, store, name, llm=llm, retry_errors=args.retry_errors),
-                    as_json=args.json, resume_hint=f"workbench dedup resume {name}", llm=llm)
+                    as_json=args.json, resume_hint=f"workbench dedup resume {name}", llm=llm,
+                    wait=args.wait)
 
 
 def cmd_dedup_eval(args) -> int:

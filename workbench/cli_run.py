@@ -6,6 +6,7 @@ import sys
 
 
 from workbench.cli_shared import emit_json as _emit_json
+from workbench.cli_shared import say
 
 
 def cmd_run(args) -> int:
@@ -59,7 +60,8 @@ def _execute(args, store, run) -> int:
     with StopOnSigint() as interrupt:
         report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
                                                       concurrency=args.concurrency),
-                         retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show)
+                         retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show,
+                         wait=args.wait, on_wait=say)
     stats = run_stats(store, run)
     if args.json:
         _emit_json({"execution": report, "run": stats})
@@ -74,7 +76,9 @@ def _execute(args, store, run) -> int:
 
 def _run_summary(report, stats) -> str:
     lines = []
-    if report.jobs == 0:
+    if report.jobs == 0 and report.stopped:
+        lines.append(f"run {report.run}: stopped while waiting for the other writer, nothing done")
+    elif report.jobs == 0:
         failed = f", {stats['errors']:,} failed (--retry-errors re-runs them)" if stats["errors"] else ""
         lines.append(f"run {report.run}: nothing to do ({stats['done']:,} jobs done{failed})")
     else:

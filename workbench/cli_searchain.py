@@ -43,7 +43,8 @@ def _execute(args, store) -> int:
                       n_gpu_layers=args.n_gpu_layers, seed=config.seed)
     return run_pass("searchain", "samples", partial(execute_searchain, store, name, llm=llm,
                                                     retry_errors=args.retry_errors),
-                    as_json=args.json, resume_hint=f"workbench searchain resume {name}", llm=llm)
+                    as_json=args.json, resume_hint=f"workbench searchain resume {name}", llm=llm,
+                    wait=args.wait)
 
 
 def cmd_searchain_report(args) -> int:

@@ -51,20 +51,32 @@ def write_out(out: str, text: str, what: str) -> None:
         print(f"wrote {what} to {out}")
 
 
+WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
+
+
+def say(line: str) -> None:
+    """One line for the user on stderr (stdout stays for --json)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def pass_parent() -> argparse.ArgumentParser:
     """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
     parent.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
     parent.add_argument("--retry-errors", action="store_true", help="also redo items that failed")
+    parent.add_argument("--wait", action="store_true", help=WAIT_HELP)
     parent.add_argument("--json", action="store_true", help="machine-readable output")
     return parent
 
 
-def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume_hint: str, llm=None) -> int:
-    """Run ``execute(stop=..., progress=...)`` with a progress bar and Ctrl-C handling; print its summary.
+def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume_hint: str, llm=None,
+             wait: bool = False) -> int:
+    """Run ``execute(stop=, progress=, wait=, on_wait=)`` with a progress bar and Ctrl-C handling; print its summary.
 
     Returns the exit code: 0, 1 when the model could not be used, 130 when stopped early.
+    Another process writing the same run raises ``LeaseHeld`` (exit 1), or with ``wait``
+    is waited for, saying so in one line.
     """
     from workbench.progress import ProgressBar, StopOnSigint
 
@@ -76,14 +88,15 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
 
     try:
         with StopOnSigint() as interrupt:
-            report = execute(stop=interrupt.stop, progress=None if as_json else show)
+            report = execute(stop=interrupt.stop, progress=None if as_json else show, wait=wait, on_wait=say)
     finally:
         if llm is not None:
             llm.close()
     if as_json:
         emit_json(report)
     elif report.jobs == 0:
-        print(f"{label} {report.run}: nothing to do", file=sys.stderr)
+        print(f"{label} {report.run}: " + ("stopped while waiting, nothing done" if report.stopped
+                                           else "nothing to do"), file=sys.stderr)
     else:
         print(f"{label} {report.run}: {report.done:,} of {report.jobs:,} {items} done in {report.seconds:,.1f}s: "
               f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"

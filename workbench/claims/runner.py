@@ -28,6 +28,7 @@ from workbench.metrics.scoring import normalize_answer
 from workbench.models.base import ModelError
 from workbench.passes import CallTally, PassReport
 from workbench.store.db import Store, utcnow
+from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Run, Sample, load_samples
 
 
@@ -85,6 +86,10 @@ def claim_run_id(store: Store, run: Run, config: ClaimsConfig) -> int:
     if row:
         return row[0]
     with store.transaction() as conn:
+        # Read again under the write lock: another process may have created it since.
+        row = conn.execute("SELECT id FROM claim_runs WHERE run_id = ? AND config_key = ?", (run.id, key)).fetchone()
+        if row:
+            return row[0]
         cur = conn.execute("INSERT INTO claim_runs (run_id, config_key, config, created_at) VALUES (?, ?, ?, ?)",
                            (run.id, key, json.dumps(asdict(config)), utcnow()))
         return cur.lastrowid
@@ -252,12 +257,15 @@ class _ClaimsExecution:
 def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[str] | None = None,
                limit: int | None = None, llm=None, retry_errors: bool = False,
                stop: threading.Event | None = None,
-               progress: Callable[[int, int, ClaimsReport], None] | None = None) -> ClaimsReport:
+               progress: Callable[[int, int, ClaimsReport], None] | None = None, wait: bool = False,
+               on_wait: Callable[[str], None] | None = None) -> ClaimsReport:
     """Verify the claims of every finished answer of ``run`` under ``config``; resumable.
 
     ``llm`` is a :class:`workbench.models.cached.CachedLLM`; by default one over
     ``config.model`` is built when the config needs it. ``stop`` (set from another thread,
-    e.g. a SIGINT handler) ends the pass after the job in progress.
+    e.g. a SIGINT handler) ends the pass after the job in progress. One process at a time
+    runs a claim run: another holding it raises :class:`~workbench.store.lease.LeaseHeld`,
+    or with ``wait`` is waited for (``on_wait`` hears why).
     """
     config.validate()
     stop = stop or threading.Event()
@@ -266,14 +274,30 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
         from workbench.models.cached import default_llm
 
         llm = default_llm(store, config.model)   # loads the model on its first call only
-    # Everything that can refuse the options does so before anything is written.
-    verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model,
-                               nli_model=config.nli_model, lexical_threshold=config.lexical_threshold,
-                               embedding_threshold=config.embedding_threshold)
-    _check_cells(store, run, cells)
-    crid = claim_run_id(store, run, config)
+    try:
+        # Everything that can refuse the options does so before anything is written.
+        verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model,
+                                   nli_model=config.nli_model, lexical_threshold=config.lexical_threshold,
+                                   embedding_threshold=config.embedding_threshold)
+        _check_cells(store, run, cells)
+        crid = claim_run_id(store, run, config)
+        report = ClaimsReport(run.name, claim_run=crid)
+        try:
+            with hold(store, f"claims:{crid}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
+                _claims_pass(store, run, config, crid, cells, limit, llm, verifiers, retry_errors, stop, progress,
+                             report)
+        except LeaseWaitStopped:
+            report.stopped = True
+    finally:
+        if own_llm:
+            llm.close()
+    return report
+
+
+def _claims_pass(store: Store, run: Run, config: ClaimsConfig, crid: int, cells, limit, llm, verifiers,
+                 retry_errors: bool, stop: threading.Event, progress, report: ClaimsReport) -> None:
+    """Plan the claim run's jobs and process the pending ones (under its lease)."""
     plan_jobs(store, run, crid, cells=cells, limit=limit)
-    report = ClaimsReport(run.name, claim_run=crid)
     statuses = ("pending", "error") if retry_errors else ("pending",)
     scope, params = "", []
     if cells:
@@ -289,7 +313,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
         " ORDER BY j.sid, j.cell_id", (run.id, crid, *statuses, *params)).fetchall()
     report.jobs = len(jobs)
     if not jobs:
-        return report
+        return
     start = time.perf_counter()
     tally = CallTally(llm)
     try:
@@ -315,7 +339,4 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
                 progress(report.done + report.errors, report.jobs, tally.update(report))
     finally:
         tally.update(report)
-        if own_llm:
-            llm.close()
     report.seconds = time.perf_counter() - start
-    return report

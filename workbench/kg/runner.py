@@ -21,6 +21,7 @@ from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messag
 from workbench.models.base import ModelError
 from workbench.passes import CallTally, PassReport
 from workbench.store.db import Store, utcnow
+from workbench.store.lease import LeaseWaitStopped, hold, this_command
 
 
 @dataclass(frozen=True)
@@ -114,13 +115,7 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
     name = name or f"dedup-{kg_name}-{key}"
     row = store.conn.execute("SELECT config, candidate_stats, kg_id FROM dedup_runs WHERE name = ?", (name,)).fetchone()
     if row is not None:
-        old = json.loads(row[0])
-        new = json.loads(json.dumps(asdict(config)))
-        if old != new or row[2] != kg_id:
-            diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in new.items() if old.get(k) != v)
-            raise ValueError(f"dedup run {name!r} exists with another config ({diff or 'another KG'}); "
-                             "pick another --name")
-        return name, False, json.loads(row[1])
+        return name, False, _same_plan(row, kg_id, config, name)
     graph = KG(store, kg_id)
     cands, stats = generate_candidates(graph.names, graph.neighbours if config.use_neighbours else None,
                                        config=CandidateConfig(fuzzy_threshold=config.fuzzy_threshold,
@@ -128,30 +123,62 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
     if any(g is not None for g in graph.gold):
         stats["pairs_completeness"] = pairs_completeness(cands, gold_pairs_from_clusters(graph.gold))
     with store.transaction() as conn:
-        run_id = conn.execute("INSERT INTO dedup_runs (kg_id, name, config, candidate_stats, created_at)"
-                              " VALUES (?, ?, ?, ?, ?)", (kg_id, name, json.dumps(asdict(config)),
-                                                          json.dumps(stats), utcnow())).lastrowid
-        conn.executemany("INSERT INTO dedup_pairs VALUES (?, ?, ?, ?, ?)",
-                         [(run_id, c.a, c.b, ",".join(c.reasons), c.score) for c in cands])
-        conn.executemany("INSERT INTO dedup_verdicts (run_id, a, b, mode) VALUES (?, ?, ?, ?)",
-                         [(run_id, c.a, c.b, m) for c in cands for m in config.modes])
+        # Read again under the write lock: another process may have planned this name since.
+        row = conn.execute("SELECT config, candidate_stats, kg_id FROM dedup_runs WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            run_id = conn.execute("INSERT INTO dedup_runs (kg_id, name, config, candidate_stats, created_at)"
+                                  " VALUES (?, ?, ?, ?, ?)", (kg_id, name, json.dumps(asdict(config)),
+                                                              json.dumps(stats), utcnow())).lastrowid
+            conn.executemany("INSERT INTO dedup_pairs VALUES (?, ?, ?, ?, ?)",
+                             [(run_id, c.a, c.b, ",".join(c.reasons), c.score) for c in cands])
+            conn.executemany("INSERT INTO dedup_verdicts (run_id, a, b, mode) VALUES (?, ?, ?, ?)",
+                             [(run_id, c.a, c.b, m) for c in cands for m in config.modes])
+    if row is not None:
+        return name, False, _same_plan(row, kg_id, config, name)
     return name, True, stats
+
+
+def _same_plan(row, kg_id: int, config: DedupConfig, name: str) -> dict:
+    """The candidate stats of a stored run of that name; refused if planned with another config or KG."""
+    old = json.loads(row[0])
+    new = json.loads(json.dumps(asdict(config)))
+    if old != new or row[2] != kg_id:
+        diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in new.items() if old.get(k) != v)
+        raise ValueError(f"dedup run {name!r} exists with another config ({diff or 'another KG'}); "
+                         "pick another --name")
+    return json.loads(row[1])
 
 
 def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
                   stop: threading.Event | None = None,
-                  progress: Callable[[int, int, PassReport], None] | None = None) -> PassReport:
-    """Judge every pending (pair, mode) of a dedup run, each committed with its contexts."""
+                  progress: Callable[[int, int, PassReport], None] | None = None, wait: bool = False,
+                  on_wait: Callable[[str], None] | None = None) -> PassReport:
+    """Judge every pending (pair, mode) of a dedup run, each committed with its contexts.
+
+    One process at a time runs it: another holding it raises
+    :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
+    """
     run_id, name, kg_id, config = get_dedup_run(store, name)
     stop = stop or threading.Event()
     report = PassReport(run=name)
+    try:
+        with hold(store, f"dedup:{name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
+            _dedup_pass(store, run_id, kg_id, config, llm, retry_errors, stop, progress, report)
+    except LeaseWaitStopped:
+        report.stopped = True
+    return report
+
+
+def _dedup_pass(store: Store, run_id: int, kg_id: int, config: DedupConfig, llm, retry_errors: bool,
+                stop: threading.Event, progress, report: PassReport) -> None:
+    """Select the pending verdicts (under the run's lease) and judge each."""
     statuses = ("pending", "error") if retry_errors else ("pending",)
     jobs = store.conn.execute(
         f"SELECT a, b, mode FROM dedup_verdicts WHERE run_id = ? AND status IN ({','.join('?' * len(statuses))})"
         " ORDER BY a, b, mode", (run_id, *statuses)).fetchall()
     report.jobs = len(jobs)
     if not jobs:
-        return report
+        return
     graph = KG(store, kg_id)
     own = llm is None and any(m != "embedding" for m in config.modes)
     if own:
@@ -194,9 +221,8 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
     finally:
         tally.update(report)
         if own:
-                llm.close()
+            llm.close()
     report.seconds = time.perf_counter() - start
-    return report
 
 
 def _finish(store: Store, run_id: int, a: int, b: int, mode: str, *, verdict=None, contexts=(None, None),

@@ -25,6 +25,7 @@ from workbench.pipelines.reader import READERS, make_reader
 from workbench.pipelines.searchain import LoopConfig, Trace, run_searchain
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store, utcnow
+from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Sample, get_dataset, load_retrieval, load_samples, load_units, retrievers
 
 
@@ -76,21 +77,33 @@ def plan_searchain(store: Store, dataset: str | None, config: SearChainConfig, n
     name = name or f"searchain-{ds.name}-{config.key()}"
     row = store.conn.execute("SELECT id, dataset_id, config FROM pipeline_runs WHERE name = ?", (name,)).fetchone()
     if row is not None:
-        old = json.loads(row[2])
-        if row[1] != ds.id or old != asdict(config):
-            diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in asdict(config).items() if old.get(k) != v)
-            raise ValueError(f"run {name!r} exists with another config ({diff or 'another dataset'}); "
-                             "pick another --name")
+        _same_plan(row, ds, config, name)
         return name, False
     chosen = select_samples(load_samples(store, ds.id), config)
     if not chosen:
         raise ValueError(f"no samples of {ds.name!r} match" + (f" --hops {config.hops}" if config.hops else ""))
     with store.transaction() as conn:
-        cur = conn.execute("INSERT INTO pipeline_runs (name, kind, dataset_id, config, created_at)"
-                           " VALUES (?, 'searchain', ?, ?, ?)", (name, ds.id, json.dumps(asdict(config)), utcnow()))
-        conn.executemany("INSERT INTO pipeline_samples (prun_id, sid) VALUES (?, ?)",
-                         [(cur.lastrowid, s.sid) for s in chosen])
+        # Read again under the write lock: another process may have planned this name since.
+        row = conn.execute("SELECT id, dataset_id, config FROM pipeline_runs WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            cur = conn.execute("INSERT INTO pipeline_runs (name, kind, dataset_id, config, created_at)"
+                               " VALUES (?, 'searchain', ?, ?, ?)",
+                               (name, ds.id, json.dumps(asdict(config)), utcnow()))
+            conn.executemany("INSERT INTO pipeline_samples (prun_id, sid) VALUES (?, ?)",
+                             [(cur.lastrowid, s.sid) for s in chosen])
+    if row is not None:
+        _same_plan(row, ds, config, name)
+        return name, False
     return name, True
+
+
+def _same_plan(row, ds, config: SearChainConfig, name: str) -> None:
+    """Refuse a stored run of that name planned with another config or dataset."""
+    old = json.loads(row[2])
+    if row[1] != ds.id or old != asdict(config):
+        diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in asdict(config).items() if old.get(k) != v)
+        raise ValueError(f"run {name!r} exists with another config ({diff or 'another dataset'}); "
+                         "pick another --name")
 
 
 def get_pipeline_run(store: Store, name: str | None = None) -> tuple[int, str, int, SearChainConfig]:
@@ -179,18 +192,34 @@ def _persist(store: Store, prun_id: int, sample: Sample, trace: Trace, baseline:
 
 def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
                       stop: threading.Event | None = None,
-                      progress: Callable[[int, int, PassReport], None] | None = None) -> PassReport:
-    """Run every pending sample of a SearChain run (and failed ones with ``retry_errors``)."""
+                      progress: Callable[[int, int, PassReport], None] | None = None, wait: bool = False,
+                      on_wait: Callable[[str], None] | None = None) -> PassReport:
+    """Run every pending sample of a SearChain run (and failed ones with ``retry_errors``).
+
+    One process at a time runs it: another holding it raises
+    :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
+    """
     prun_id, name, dataset_id, config = get_pipeline_run(store, name)
     stop = stop or threading.Event()
     report = PassReport(run=name)
+    try:
+        with hold(store, f"searchain:{name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
+            _searchain_pass(store, prun_id, dataset_id, config, llm, retry_errors, stop, progress, report)
+    except LeaseWaitStopped:
+        report.stopped = True
+    return report
+
+
+def _searchain_pass(store: Store, prun_id: int, dataset_id: int, config: SearChainConfig, llm, retry_errors: bool,
+                    stop: threading.Event, progress, report: PassReport) -> None:
+    """Select the pending samples (under the run's lease) and run SearChain on each."""
     statuses = ("pending", "error") if retry_errors else ("pending",)
     sids = [sid for (sid,) in store.conn.execute(
         f"SELECT sid FROM pipeline_samples WHERE prun_id = ? AND status IN ({','.join('?' * len(statuses))})"
         " ORDER BY sid", (prun_id, *statuses))]
     report.jobs = len(sids)
     if not sids:
-        return report
+        return
     own = llm is None
     if own:
         from workbench.models.cached import default_llm
@@ -230,7 +259,6 @@ def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_
         if own:
             llm.close()
     report.seconds = time.perf_counter() - start
-    return report
 
 
 def _fail(store: Store, prun_id: int, sid: int, message: str) -> None:

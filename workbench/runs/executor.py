@@ -24,6 +24,7 @@ from workbench.models.registry import ExecOptions, GenerationConfig, make_backen
 from workbench.passes import PassReport
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.store.db import Store, utcnow
+from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Run, load_samples
 
 
@@ -82,12 +83,17 @@ def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dic
 
 def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_errors: bool = False,
             stop: threading.Event | None = None, progress: Callable[[Progress], None] | None = None,
-            backend: Backend | None = None) -> ExecReport:
+            backend: Backend | None = None, wait: bool = False,
+            on_wait: Callable[[str], None] | None = None) -> ExecReport:
     """Run every pending job of ``run`` (and failed ones with ``retry_errors``).
 
     ``stop`` set from another thread (e.g. a SIGINT handler) ends the run cleanly after
     the generations in flight are committed. A model that cannot load is recorded on the
     selected jobs (status ``error``) and reported in ``fatal``.
+
+    One process at a time executes a run: while another holds its lease this raises
+    :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` waits for it (``on_wait``
+    hears why) and then runs whatever the other left pending.
     """
     gen_config = run.config.get("generation")
     if not gen_config:
@@ -97,6 +103,17 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     opts = opts or ExecOptions()
     stop = stop or threading.Event()
     report = ExecReport(run=run.name)
+    try:
+        # The jobs are selected under the lease: a writer that waited sees what the other finished.
+        with hold(store, f"run:{run.name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
+            return _execute_held(store, run, gen, opts, retry_errors, stop, progress, backend, report)
+    except LeaseWaitStopped:
+        report.stopped = True
+        return report
+
+
+def _execute_held(store: Store, run: Run, gen: GenerationConfig, opts: ExecOptions, retry_errors: bool,
+                  stop: threading.Event, progress, backend: Backend | None, report: ExecReport) -> ExecReport:
     statuses = ("pending", "error") if retry_errors else ("pending",)
     jobs = _load_jobs(store, run, statuses)
     report.jobs = len(jobs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
@@ -112,7 +113,11 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
     stored_json = (json.dumps({**json.loads(config_json), "warnings": warnings}, sort_keys=True) if warnings
                    else config_json)
     cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
-    with store.transaction() as conn:
+    with suppress(_PlannedMeanwhile), store.transaction() as conn:
+        # Read again under the write lock: another process may have planned this name since.
+        raced = conn.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() is not None
+        if raced:
+            raise _PlannedMeanwhile   # rolls back this (empty) transaction
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (name, ds.id, retriever, stored_json, (generation or {}).get("model"), utcnow())).lastrowid
@@ -135,8 +140,17 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
             if progress:
                 progress(i + 1, len(samples))
         writer.flush()
+    if raced:
+        # Found as planned by the other process when the config is the same, refused otherwise.
+        found = plan_sweep(store, config, dataset=ds.name, name=name, generation=generation)
+        found.notes = notes
+        return found
     return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes,
                        warnings=warnings)
+
+
+class _PlannedMeanwhile(Exception):
+    """Another process inserted a run of this name between the first look and the write."""
 
 
 def _k_warnings(ks: Sequence[int], lengths: Sequence[int]) -> list[str]:

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, ProgressBar, Static
 
+from workbench.store.lease import LeaseHeld
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
 from workbench.tui.markup import esc
@@ -91,6 +92,8 @@ class RunsScreen(WorkbenchScreen):
             if self.app.run_name == message.payload:
                 self.app.run_name = None
             self.load("runs", _runs)
+        elif message.what == "refused":
+            self._refused(*message.payload)
         elif message.what == "datasets-for-form":
             if not message.payload:
                 self.app.show_error("No dataset", "Import a dataset first (d, then i).")
@@ -229,12 +232,26 @@ class RunsScreen(WorkbenchScreen):
                 # Only the latest snapshot matters: a timer on the UI thread shows it (see _show_latest).
                 self._latest[name] = p
 
-            report = execute(store, get_run(store, name), stop=stop, progress=progress)
+            try:
+                # on_wait: a note when the lease of a writer that died is taken over.
+                report = execute(store, get_run(store, name), stop=stop, progress=progress,
+                                 on_wait=lambda line: self.app.call_from_thread(self.notify, line))
+            except LeaseHeld as exc:  # another process (a CLI resume, another window) is executing it
+                # A message, not call_from_thread: it lands after the RunProgress above.
+                self.post_message(Loaded("refused", (name, str(exc))))
+                return
             self.post_message(RunFinished(name, report))
         finally:
             if registered:
                 self.app.executions.pop(name, None)
             store.close()
+
+    def _refused(self, name: str, reason: str) -> None:
+        """The run is being written elsewhere: say by whom, and leave it alone."""
+        self.query_one("#progress", ProgressBar).display = False
+        self.query_one("#status", Static).update(esc(reason))
+        self.notify(reason, title=f"Run {name} not started", severity="error", timeout=10)
+        self.load("runs", _runs)
 
     def on_run_progress(self, message: RunProgress) -> None:
         """A run started executing here (its jobs' progress comes through ``_show_latest``)."""
