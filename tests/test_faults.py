@@ -2,7 +2,7 @@
 
 Every row states the exit code and the message the user sees, and that nothing was lost.
 Kill -9 at random points, ten times each for import, run and claims run, is
-``bench/bench_faults.py`` (``just faults``); the import row below runs two trials of it.
+``bench/bench_faults.py`` (``.venv/bin/python bench/bench_faults.py``); the import row below runs two trials of it.
 
 | fault | exit | message (start) | nothing lost | proved by |
 | --- | --- | --- | --- | --- |
