@@ -65,3 +65,4 @@ bench: install
     "{{py}}" bench/bench_retrieval.py
     "{{py}}" bench/bench_dedup.py
     "{{py}}" bench/bench_newcomer.py
+    "{{py}}" bench/bench_model_slot.py

@@ -24,6 +24,13 @@ def write_jsonl(path: Path, rows) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def private_model_slot(tmp_path, monkeypatch):
+    """Each test (and the CLI processes it starts) has its own model slot, not the machine's:
+    a test never waits for a model held elsewhere on the machine or leaked by an earlier test."""
+    monkeypatch.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path / "model.lock"))
+
+
 @pytest.fixture
 def store(tmp_path):
     """An empty, migrated workbench database in a temp dir."""

@@ -46,6 +46,7 @@ def cmd_resume(args) -> int:
 
 def _execute(args, store, run) -> int:
     from workbench.models.registry import ExecOptions
+    from workbench.models.slot import ModelSlotStopped
     from workbench.progress import ProgressBar, StopOnSigint
     from workbench.runs.executor import execute, run_stats
 
@@ -58,10 +59,16 @@ def _execute(args, store, run) -> int:
             already=p.run_done - p.done, overall=p.run_total)
 
     with StopOnSigint() as interrupt:
-        report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
-                                                      concurrency=args.concurrency),
-                         retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show,
-                         wait=args.wait, on_wait=say)
+        try:
+            report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                                          concurrency=args.concurrency, on_wait=bar.waiting,
+                                                          stop=interrupt.stop),
+                             retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show,
+                             wait=args.wait, on_wait=say)
+        except ModelSlotStopped:
+            print(f"run {run.name}: stopped while waiting for the model; nothing was generated "
+                  f"(`workbench resume {run.name}` continues)", file=sys.stderr)
+            return 130
     stats = run_stats(store, run)
     if args.json:
         _emit_json({"execution": report, "run": stats})

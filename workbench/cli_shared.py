@@ -78,6 +78,7 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
     Another process writing the same run raises ``LeaseHeld`` (exit 1), or with ``wait``
     is waited for, saying so in one line.
     """
+    from workbench.models.slot import ModelSlotStopped
     from workbench.progress import ProgressBar, StopOnSigint
 
     bar = ProgressBar(label)
@@ -88,7 +89,12 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
 
     try:
         with StopOnSigint() as interrupt:
+            if llm is not None:  # the model loads on the first call: whoever holds the cores is named then
+                llm.on_wait, llm.stop = bar.waiting, interrupt.stop
             report = execute(stop=interrupt.stop, progress=None if as_json else show, wait=wait, on_wait=say)
+    except ModelSlotStopped:
+        print(f"{label}: stopped while waiting for the model (`{resume_hint}` continues)", file=sys.stderr)
+        return 130
     finally:
         if llm is not None:
             llm.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from workbench.models import slot as model_slot
+
 
 class ProgressBar:
     """Call with ``(done, total)``; redraws at most 10 times a second, one final line at the end."""
@@ -14,6 +16,17 @@ class ProgressBar:
         self.start = time.monotonic()
         self.last = 0.0
         self.tty = self.stream.isatty()
+        self._waited = False
+
+    def waiting(self, message: str) -> None:
+        """Show ``message`` (e.g. "waiting for the model: pid N …") in the bar's place until the bar is drawn.
+
+        The time spent waiting for the model slot is not the pass's: the rate and ETA
+        count from when this process took the slot.
+        """
+        self._waited = True
+        self.stream.write(("\r" if self.tty else "") + f"{self.label}: {message}" + ("" if self.tty else "\n"))
+        self.stream.flush()
 
     def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "", *,
                  already: int = 0, overall: int | None = None) -> None:
@@ -23,6 +36,12 @@ class ProgressBar:
         23/24, not 1/2), while the rate and ETA come from this execution's own work.
         """
         now = time.monotonic()
+        if self._waited:
+            # On a terminal the bar replaces the (longer) waiting line.
+            self._waited, self.last = False, 0.0
+            self.start = max(self.start, min(model_slot.taken_at() or self.start, now))
+            if self.tty:
+                self.stream.write("\r\x1b[K")
         if done < total and now - self.last < (0.1 if self.tty else 5.0):
             return
         self.last = now

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from workbench.models.base import Backend, Sampling
 from workbench.store.db import Store, utcnow
@@ -30,8 +30,10 @@ class Call:
 class CachedLLM:
     """A backend wrapped with the store's generation cache.
 
-    The backend is built on first use (``factory``), so a command with nothing left to do
-    (every item finished) never loads a model.
+    The backend is built on first use (``factory(on_wait=, stop=)``), so a command with
+    nothing left to do (every item finished) never loads a model. ``on_wait`` and
+    ``stop``, settable until then, go to the factory: loading a local model waits for the
+    machine-wide model slot, and they say who hears of that wait and what ends it.
     """
 
     def __init__(self, store: Store, factory, *, seed: int = 0):
@@ -41,12 +43,14 @@ class CachedLLM:
         self.seed = seed
         self.model_calls = 0
         self.cache_hits = 0
+        self.on_wait: Callable[[str], None] | None = None
+        self.stop: threading.Event | None = None
         self._lock = threading.Lock()
 
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = self._factory()
+            self._backend = self._factory(on_wait=self.on_wait, stop=self.stop)
         return self._backend
 
     def ask(self, messages: Sequence[dict[str, str]], *, max_tokens: int, schema: dict | None = None,
@@ -87,10 +91,21 @@ class CachedLLM:
 
 
 def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_threads: int | None = None,
-                n_gpu_layers: int = 0, seed: int = 0) -> CachedLLM:
-    """A :class:`CachedLLM` over a llama.cpp GGUF (``default``: SmolLM2-135M), loaded on first use."""
+                n_gpu_layers: int = 0, seed: int = 0, on_wait: Callable[[str], None] | None = None,
+                stop: threading.Event | None = None) -> CachedLLM:
+    """A :class:`CachedLLM` over a llama.cpp GGUF (``default``: SmolLM2-135M), loaded on first use.
+
+    Loading waits for the machine-wide model slot; ``on_wait``/``stop`` (also settable on
+    the returned object before its first call) hear of that wait and end it.
+    """
     from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
 
     gen = GenerationConfig(model=model, n_ctx=n_ctx, seed=seed)
-    return CachedLLM(store, lambda: make_backend(gen, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers),
-                                                 store), seed=seed)
+
+    def build(on_wait, stop) -> Backend:
+        return make_backend(gen, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait,
+                                             stop=stop), store)
+
+    llm = CachedLLM(store, build, seed=seed)
+    llm.on_wait, llm.stop = on_wait, stop
+    return llm

@@ -13,8 +13,9 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
+from workbench.models import slot as model_slot
 from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
 
 # llama-cpp-python is imported lazily: importing it costs ~0.3 s and most verbs never generate.
@@ -30,22 +31,38 @@ def _load_llama(path: Path, **kwargs):
 
 
 class LlamaCppBackend:
-    """A GGUF model loaded in this process. One generation at a time (``concurrency = 1``)."""
+    """A GGUF model loaded in this process. One generation at a time (``concurrency = 1``).
+
+    It holds the machine-wide model slot (:mod:`workbench.models.slot`) from before the
+    model loads until ``close()``: a second process waits for it rather than fight over
+    the cores. ``on_wait(message)`` hears once that it waits, and for whom; ``stop`` ends
+    the wait (:class:`~workbench.models.slot.ModelSlotStopped`).
+    """
 
     name = "llamacpp"
     concurrency = 1
 
     def __init__(self, path: str | Path, model_id: str, *, n_ctx: int = 2048, n_threads: int | None = None,
-                 n_gpu_layers: int = 0, seed: int = 0):
+                 n_gpu_layers: int = 0, seed: int = 0, on_wait: Callable[[str], None] | None = None,
+                 stop: threading.Event | None = None):
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self.path = Path(path)
         self.model_id = model_id
         self.n_ctx = n_ctx
-        self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                               n_gpu_layers=n_gpu_layers, seed=seed)
+        # A GPU run (n_gpu_layers > 0) takes the slot too: the layers left on the CPU, the
+        # sampling and the grammar still run on n_threads CPU threads, and two processes
+        # would also share one GPU's memory.
+        self._slot = model_slot.acquire(on_wait=on_wait, stop=stop)
+        try:
+            self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                                   n_gpu_layers=n_gpu_layers, seed=seed)
+        except BaseException:
+            self._slot.release()
+            raise
         template = self.llm.metadata.get("tokenizer.chat_template")
         if not template:
+            self.close()
             raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template; pass a chat model")
         self.chat_template = template
         eos, bos = self.llm.token_eos(), self.llm.token_bos()
@@ -113,7 +130,18 @@ class LlamaCppBackend:
         return common - 1 if common == len(tokens) and common > 0 else common
 
     def close(self) -> None:
-        self.llm.close()
+        """Free the model and give the model slot back (idempotent)."""
+        try:
+            self.llm.close()
+        finally:
+            self._slot.release()
+
+    def __del__(self):
+        # A backend dropped without close() must not keep other processes off the cores
+        # for the rest of this one's life.
+        slot = getattr(self, "_slot", None)
+        if slot is not None:
+            slot.release()
 
 
 class LlamaTokenizer:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from workbench.models.base import Backend, Sampling
 from workbench.runs.answers import ANSWER_FORMATS
@@ -57,16 +58,27 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class ExecOptions:
-    """How to run (not what): may change between a run and its resume."""
+    """How to run (not what): may change between a run and its resume.
+
+    ``on_wait`` and ``stop`` concern the machine-wide model slot of a local model
+    (:mod:`workbench.models.slot`): ``on_wait(message)`` hears once that another process
+    holds it, ``stop`` set ends that wait.
+    """
 
     n_threads: int | None = None
     n_gpu_layers: int = 0
     concurrency: int = 4
     timeout: float = 120.0
+    on_wait: Callable[[str], None] | None = None
+    stop: threading.Event | None = None
 
 
 def make_backend(gen: GenerationConfig, opts: ExecOptions, store) -> Backend:
-    """Build the backend; raises ``ModelError`` with a clear message if the model is unusable."""
+    """Build the backend; raises ``ModelError`` with a clear message if the model is unusable.
+
+    A llama.cpp backend first takes the machine-wide model slot, waiting while another
+    process holds it. A server (``openai``) does not: it schedules its own requests.
+    """
     if gen.backend == "openai":
         from workbench.models.openai_http import OpenAIBackend
 
@@ -79,4 +91,5 @@ def make_backend(gen: GenerationConfig, opts: ExecOptions, store) -> Backend:
 
     path = resolve_model(gen.model)
     return LlamaCppBackend(path, cached_file_sha256(store, path), n_ctx=gen.n_ctx,
-                           n_threads=opts.n_threads or os.cpu_count(), n_gpu_layers=opts.n_gpu_layers, seed=gen.seed)
+                           n_threads=opts.n_threads or os.cpu_count(), n_gpu_layers=opts.n_gpu_layers, seed=gen.seed,
+                           on_wait=opts.on_wait, stop=opts.stop)

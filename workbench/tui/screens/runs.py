@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, ProgressBar, Static
 
+from workbench.models.registry import ExecOptions
+from workbench.models.slot import ModelSlotStopped
 from workbench.store.lease import LeaseHeld
 from workbench.tui.app import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
@@ -92,6 +94,8 @@ class RunsScreen(WorkbenchScreen):
             if self.app.run_name == message.payload:
                 self.app.run_name = None
             self.load("runs", _runs)
+        elif message.what == "model-wait":
+            self.query_one("#status", Static).update(f"{esc(message.payload[0])}: {esc(message.payload[1])}")
         elif message.what == "refused":
             self._refused(*message.payload)
         elif message.what == "datasets-for-form":
@@ -204,7 +208,7 @@ class RunsScreen(WorkbenchScreen):
     @work(thread=True, exit_on_error=False, group="execute")
     def execute_run(self, dataset, sweep, gen, name, form: dict | None = None) -> None:
         """Plan (when given configs) and execute a run; progress comes back as messages."""
-        from workbench.runs.executor import execute
+        from workbench.runs.executor import ExecReport, execute
         from workbench.runs.sweep import plan_sweep
         from workbench.store.queries import get_run
 
@@ -233,9 +237,14 @@ class RunsScreen(WorkbenchScreen):
                 self._latest[name] = p
 
             try:
-                # on_wait: a note when the lease of a writer that died is taken over.
-                report = execute(store, get_run(store, name), stop=stop, progress=progress,
-                                 on_wait=lambda line: self.app.call_from_thread(self.notify, line))
+                # Another process using the model: said on the progress line, and a pause ends the wait.
+                waiting = ExecOptions(on_wait=lambda m: self.post_message(Loaded("model-wait", (name, m))), stop=stop)
+                try:
+                    # on_wait (the lease): a note when the lease of a writer that died is taken over.
+                    report = execute(store, get_run(store, name), stop=stop, progress=progress, opts=waiting,
+                                     on_wait=lambda line: self.app.call_from_thread(self.notify, line))
+                except ModelSlotStopped:
+                    report = ExecReport(run=name, stopped=True)
             except LeaseHeld as exc:  # another process (a CLI resume, another window) is executing it
                 # A message, not call_from_thread: it lands after the RunProgress above.
                 self.post_message(Loaded("refused", (name, str(exc))))

@@ -1,0 +1,294 @@
+"""The machine-wide model slot: one process at a time runs the local model, the others wait and say for whom.
+
+Each test has its own lock file (the ``private_model_slot`` fixture), shared with the
+processes it starts; the other processes are real Python processes holding the slot.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_METAQA
+from tuikit import SIZE, wait_for
+from workbench.data.importer import import_dataset
+from workbench.models import slot
+from workbench.models.cached import default_llm
+from workbench.models.llamacpp import LlamaCppBackend
+from workbench.models.locate import default_model_path
+from workbench.models.registry import GenerationConfig
+from workbench.models.slot import ModelSlotStopped
+from workbench.progress import ProgressBar
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.tui.app import WorkbenchApp
+
+HOLDER = """
+import sys
+from workbench.models import slot
+hold = slot.acquire(sys.argv[1])
+print("held", flush=True)
+sys.stdin.readline()   # the test says when to let go
+hold.release()
+print("released", flush=True)
+"""
+
+WAITING = re.compile(r"waiting for the model: pid (\d+) \(`(.*)`\) has used the cores since \d\d:\d\d:\d\d")
+
+
+@contextmanager
+def holder(what: str = "workbench claims run demo"):
+    """A child Python process that holds the slot until a line arrives on its stdin (or it is killed)."""
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, what], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def let_go(child, after: float = 0.0) -> None:
+    """Tell the holder to release the slot, ``after`` seconds from now (from another thread)."""
+    def send():
+        child.stdin.write("\n")
+        child.stdin.flush()
+
+    threading.Timer(after, send).start()
+
+
+def busy_elsewhere() -> bool:
+    """Whether another process holds the slot now: a fresh process's attempt, which must not wait."""
+    probe = ("import sys, threading\nfrom workbench.models import slot\nstop = threading.Event(); stop.set()\n"
+             "try:\n    slot.acquire('probe', stop=stop)\nexcept slot.ModelSlotStopped:\n    sys.exit(3)\n")
+    return subprocess.run([sys.executable, "-c", probe]).returncode == 3
+
+
+def test_the_slot_is_a_lock_file_per_user_in_the_temporary_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv(slot.SLOT_ENV)
+    assert slot.slot_path().name == "model.lock"
+    assert slot.slot_path().parent.name == f"dissipation-workbench-{os.getuid()}"
+    monkeypatch.setenv(slot.SLOT_ENV, str(tmp_path / "elsewhere.lock"))
+    assert slot.slot_path() == tmp_path / "elsewhere.lock"
+    monkeypatch.setenv(slot.SLOT_ENV, "off")
+    assert slot.slot_path() is None
+
+
+def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
+    with holder("workbench claims run demo") as child:
+        messages = []
+
+        def on_wait(message):
+            messages.append(message)
+            let_go(child, after=1.0)   # several polls later: the message is not repeated
+
+        hold = slot.acquire("the waiter", on_wait=on_wait)
+        assert child.stdout.readline().strip() == "released"
+    try:
+        assert len(messages) == 1
+        pid, what = WAITING.fullmatch(messages[0]).groups()
+        assert (int(pid), what) == (child.pid, "workbench claims run demo")
+        assert hold.waited >= 1.0
+        # The new holder names itself for the next waiter.
+        named = slot.read_holder(slot.slot_path())
+        assert (named.pid, named.what) == (os.getpid(), "the waiter")
+    finally:
+        hold.release()
+    assert slot.read_holder(slot.slot_path()) is None   # released: nobody is named any more
+
+
+def test_a_holder_killed_with_sigkill_frees_the_slot():
+    with holder() as child:
+        messages = []
+
+        def on_wait(message):
+            messages.append(message)
+            os.kill(child.pid, signal.SIGKILL)
+
+        with slot.acquire("after the kill", on_wait=on_wait) as hold:
+            assert child.wait(timeout=5) == -signal.SIGKILL
+            assert hold.waited > 0 and f"pid {child.pid} " in messages[0]
+            assert slot.read_holder(slot.slot_path()).pid == os.getpid()
+
+
+def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
+    with holder() as child:
+        stop = threading.Event()
+        start = time.monotonic()
+        with pytest.raises(ModelSlotStopped):
+            slot.acquire("stopped", on_wait=lambda message: threading.Timer(0.3, stop.set).start(), stop=stop)
+        assert time.monotonic() - start < 3
+        assert slot.held_in_process() == 0
+        assert slot.read_holder(slot.slot_path()).pid == child.pid
+
+
+def test_holders_in_one_process_share_the_slot_until_the_last_releases():
+    never_wait = threading.Event()
+    never_wait.set()   # a wait would raise ModelSlotStopped instead of deadlocking the test
+    first = slot.acquire("first", stop=never_wait)
+    second = slot.acquire("second", stop=never_wait)
+    assert slot.held_in_process() == 2 and busy_elsewhere()
+    first.release()
+    first.release()    # idempotent: still one holder
+    assert slot.held_in_process() == 1 and busy_elsewhere()
+    second.release()
+    assert slot.held_in_process() == 0 and not busy_elsewhere()
+
+
+def test_off_turns_the_coordination_off(monkeypatch):
+    with holder():
+        monkeypatch.setenv(slot.SLOT_ENV, "off")
+        never_wait = threading.Event()
+        never_wait.set()
+        with slot.acquire("uncoordinated", stop=never_wait) as hold:
+            assert hold.waited == 0 and slot.held_in_process() == 0
+
+
+def test_an_unusable_lock_file_is_a_model_error_naming_it(monkeypatch, tmp_path):
+    from workbench.models.base import ModelError
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv(slot.SLOT_ENV, str(tmp_path / "a-file" / "model.lock"))
+    with pytest.raises(ModelError, match=r"a-file/model.lock: cannot open the model slot .*WORKBENCH_MODEL_SLOT"):
+        slot.acquire("x")
+
+
+def test_the_progress_bar_shows_the_wait_then_the_bar_at_the_rate_after_it():
+    out = io.StringIO()
+    bar = ProgressBar("claims", stream=out)
+    bar.start -= 300          # five minutes spent waiting for the model …
+    bar.waiting("waiting for the model: pid 42 (`workbench dedup run d`) has used the cores since 10:00:00")
+    with slot.acquire("bar"):   # … which is taken now
+        time.sleep(0.2)
+        bar(1, 2)
+    first, second = out.getvalue().splitlines()
+    assert first == "claims: waiting for the model: pid 42 (`workbench dedup run d`) has used the cores since 10:00:00"
+    assert second.startswith("claims [") and " 1/2 " in second
+    # The rate counts from the end of the wait: ~5/s, not 1 in 300 s (ETA 5 minutes).
+    assert float(re.search(r"([\d.]+)/s", second).group(1)) > 1 and "ETA 0s" in second
+
+
+# -- with the real model ---------------------------------------------------------------------------------
+
+
+def test_loading_the_model_waits_for_another_process_and_says_so():
+    with holder("workbench dedup run kg") as child:
+        messages = []
+
+        def on_wait(message):
+            messages.append(message)
+            let_go(child)
+
+        backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=256, n_threads=2, on_wait=on_wait)
+        assert child.stdout.readline().strip() == "released"
+    try:
+        assert WAITING.fullmatch(messages[0]).groups() == (str(child.pid), "workbench dedup run kg")
+        # A second backend in the same process (the TUI, a test) shares the slot: no wait.
+        never_wait = threading.Event()
+        never_wait.set()
+        second = LlamaCppBackend(default_model_path(), "sha", n_ctx=256, n_threads=2, stop=never_wait)
+        second.close()
+        assert slot.held_in_process() == 1 and busy_elsewhere()
+    finally:
+        backend.close()
+    assert slot.held_in_process() == 0 and not busy_elsewhere()
+
+
+def test_a_pass_model_loads_on_its_first_call_after_the_wait(store):
+    with holder("workbench searchain run s") as child:
+        llm = default_llm(store, n_ctx=256)
+        messages = []
+        llm.on_wait = lambda message: (messages.append(message), let_go(child))
+        call = llm.ask([{"role": "user", "content": "Say yes."}], max_tokens=2)
+        llm.close()
+    assert not call.cached and f"pid {child.pid} (`workbench searchain run s`)" in messages[0]
+    assert slot.held_in_process() == 0
+
+
+@pytest.fixture
+def two_job_db(tmp_path) -> Path:
+    """MetaQA with a planned run, ``small``, of two short generations for the default model."""
+    db = tmp_path / "small.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="small",
+               generation=GenerationConfig(max_tokens=4).as_dict())
+    store.close()
+    return db
+
+
+def _stderr_lines(proc) -> queue.Queue:
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    return lines
+
+
+def _until(lines: queue.Queue, pattern: str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        if pattern in line:
+            return line
+
+
+def _cli(db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "workbench.cli", "--db", str(db), *args]
+
+
+def test_workbench_resume_waits_for_the_model_then_runs(two_job_db):
+    with holder("workbench tui") as child:
+        proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        lines = _stderr_lines(proc)
+        line = _until(lines, "waiting for the model")
+        assert line.strip().startswith(f"run: waiting for the model: pid {child.pid} (`workbench tui`)")
+        let_go(child)
+        assert proc.wait(timeout=600) == 0
+    con = sqlite3.connect(two_job_db)
+    assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("done", 2)]
+
+
+def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db):
+    with holder():
+        proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        lines = _stderr_lines(proc)
+        _until(lines, "waiting for the model")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert "stopped while waiting for the model" in _until(lines, "stopped while waiting")
+    con = sqlite3.connect(two_job_db)
+    assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("pending", 2)]
+
+
+async def test_the_runs_screen_says_whom_a_run_waits_for_and_p_ends_the_wait(two_job_db):
+    app = WorkbenchApp(two_job_db)
+    with holder("workbench claims run demo") as child:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("r")
+            table = app.screen.query_one("#runs")
+            await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+            await pilot.press("u")
+            status = app.screen.query_one("#status")
+            await wait_for(pilot, lambda: "waiting for the model" in str(status.render()), what="the wait shown")
+            assert WAITING.search(str(status.render())).groups() == (str(child.pid), "workbench claims run demo")
+            assert str(status.render()).startswith("small: waiting for the model: pid")
+            await pilot.press("p")
+            await wait_for(pilot, lambda: "small paused" in str(status.render()), what="the run paused")
+            assert "small" not in app.executions
+    con = sqlite3.connect(two_job_db)
+    assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("pending", 2)]

@@ -1,0 +1,222 @@
+"""The machine-wide model slot: one process at a time runs the local model.
+
+llama.cpp gives a model every core (``n_threads = os.cpu_count()``). Two processes doing
+so on one machine do not share the cores, they thrash: a 3-sample SearChain pass took
+37 s alone and 470 s beside a dedup pass in another process. So a process that loads a
+llama.cpp model first takes this slot, and a second one waits, says once whom it waits
+for, and starts when the first closes its model.
+
+The slot is a lock file (``flock``), not a row in the database: the processes that
+compete for the cores may each use a different database (a demo database in the TUI, a
+scratch one on the command line), and what they share is the machine. A lock file in the
+user's temporary directory is per machine and per user, and the kernel releases a
+``flock`` when its holder exits for any reason, ``kill -9`` included, so no stale lease
+ever needs recovering. The holder writes its pid, what it runs and since when into the
+lock file, for the waiter's message.
+
+``WORKBENCH_MODEL_SLOT`` overrides the place (a path), or ``off`` disables the slot (each
+process then takes every core as before; for a machine with cores to spare, and for the
+benchmark that measures the thrash).
+
+Within one process, model holders share the slot (a reference count): the TUI running two
+things, or a test opening two backends, never waits on itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from workbench.models.base import ModelError
+
+SLOT_ENV = "WORKBENCH_MODEL_SLOT"
+POLL_SECONDS = 0.25
+# The holder writes its line right after taking the lock; a waiter that finds none yet
+# gives it this long before saying it waits for an unnamed process.
+_NAME_GRACE_SECONDS = 1.0
+
+
+class ModelSlotStopped(BaseException):
+    """The wait for the model slot was ended by a stop request (Ctrl-C, a pause).
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: it is a cancellation, not a failure,
+    and must pass through a pass's per-item ``except Exception`` (which would record it on
+    an item as an error) up to whoever asked to stop.
+    """
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds the slot, as written into the lock file."""
+
+    pid: int
+    what: str
+    since: float    # epoch seconds
+
+    def describe(self) -> str:
+        clock = datetime.fromtimestamp(self.since).strftime("%H:%M:%S")
+        return f"pid {self.pid} (`{self.what}`) has used the cores since {clock}"
+
+
+def slot_path() -> Path | None:
+    """The lock file of this machine and user, ``WORKBENCH_MODEL_SLOT`` if set, or None when it is ``off``."""
+    value = os.environ.get(SLOT_ENV, "").strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    return Path(tempfile.gettempdir()) / f"dissipation-workbench-{os.getuid()}" / "model.lock"
+
+
+def command_line() -> str:
+    """This process's command line, short: what a waiter is told the holder runs."""
+    argv = [os.path.basename(sys.argv[0]) or "python", *sys.argv[1:]] if sys.argv else ["python"]
+    text = " ".join(argv)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def read_holder(path: Path) -> Holder | None:
+    """The holder named in the lock file at ``path``, or None (no line, or its process is gone)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "null")
+        holder = Holder(int(data["pid"]), str(data["what"]), float(data["since"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return holder if _alive(holder.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _ProcessSlot:
+    """This process's share of the slot: one open lock file, held while the count is above 0."""
+
+    def __init__(self):
+        self.guard = threading.Lock()
+        self.count = 0
+        self.fd: int | None = None
+        self.taken_at: float | None = None     # time.monotonic() when this process took the lock
+
+    def try_take(self, path: Path, what: str) -> bool:
+        """Join the process's hold, or take the file lock without blocking; False if another process has it."""
+        with self.guard:
+            if self.count:
+                self.count += 1
+                return True
+            fd = _open(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except OSError as exc:
+                os.close(fd)
+                raise ModelError(f"{path}: cannot lock the model slot ({exc.strerror}); "
+                                 f"set {SLOT_ENV} to another file, or to off") from exc
+            line = json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}).encode("utf-8")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, line, 0)
+            self.fd, self.count, self.taken_at = fd, 1, time.monotonic()
+            return True
+
+    def release(self) -> None:
+        with self.guard:
+            if not self.count:
+                return
+            self.count -= 1
+            if self.count == 0 and self.fd is not None:
+                # Clear the line first: a waiter must not name a holder that has left.
+                os.ftruncate(self.fd, 0)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                os.close(self.fd)
+                self.fd = None
+
+
+def _open(path: Path) -> int:
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot open the model slot ({exc.strerror}); "
+                         f"set {SLOT_ENV} to a writable file, or to off") from exc
+
+
+_PROCESS = _ProcessSlot()
+
+
+class SlotHold:
+    """A share of the slot; ``release()`` (idempotent) gives it back. Also a context manager."""
+
+    def __init__(self, held: bool, waited: float = 0.0):
+        self._held = held
+        self.waited = waited    # seconds spent waiting for another process
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            _PROCESS.release()
+
+    def __enter__(self) -> "SlotHold":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def held_in_process() -> int:
+    """How many holders in this process share the slot now (0: not held here)."""
+    return _PROCESS.count
+
+
+def taken_at() -> float | None:
+    """When (``time.monotonic()``) this process last took the slot: the end of any wait for it."""
+    return _PROCESS.taken_at
+
+
+def acquire(what: str | None = None, *, on_wait: Callable[[str], None] | None = None,
+            stop: threading.Event | None = None, poll: float = POLL_SECONDS) -> SlotHold:
+    """Take the model slot, waiting while another process holds it.
+
+    ``what`` describes this process's work to waiters (default: its command line).
+    ``on_wait(message)`` is called once if the slot is busy, e.g. "waiting for the model:
+    pid 4242 (`workbench claims run demo`) has used the cores since 14:03:11". The wait
+    polls every ``poll`` seconds, so ``stop`` being set ends it with
+    :class:`ModelSlotStopped`, and Ctrl-C (``KeyboardInterrupt``) lands within one poll.
+    Raises :class:`ModelError` if the lock file cannot be opened.
+    """
+    path = slot_path()
+    if path is None:
+        return SlotHold(False)
+    what = what or command_line()
+    start = time.monotonic()
+    told = False
+    while not _PROCESS.try_take(path, what):
+        if stop is not None and stop.is_set():
+            raise ModelSlotStopped(f"stopped while waiting for the model slot {path}")
+        if not told and on_wait is not None:
+            holder = read_holder(path)
+            if holder is not None or time.monotonic() - start >= _NAME_GRACE_SECONDS:
+                on_wait("waiting for the model: " + (holder.describe() if holder is not None
+                                                     else f"another process holds {path}"))
+                told = True
+        if stop is not None:
+            stop.wait(poll)
+        else:
+            time.sleep(poll)
+    return SlotHold(True, time.monotonic() - start)
