@@ -24,7 +24,20 @@ from workbench.tui.messages import DataChanged, Loaded
 
 
 class WorkbenchScreen(Screen):
-    """Base screen: loads data in thread workers and shows worker failures in a dialog."""
+    """Base screen: loads data in thread workers and shows worker failures in a dialog.
+
+    ``loaded`` is True once the screen is shown and every result its workers owe has been
+    applied: what a test (or a screenshot) waits on instead of a guessed delay.
+    """
+
+    _mounted = False
+    _shown = False
+
+    @property
+    def loaded(self) -> bool:
+        """Shown, and no load in flight or queued: the widgets hold the latest results."""
+        awaited = self.__dict__.get("_awaited", {})
+        return self._mounted and self._shown and not any(awaited.values())
 
     def load(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> None:
         """Run ``fn(store, *args)`` in a thread with a fresh connection; post ``Loaded(what, result)``.
@@ -34,27 +47,55 @@ class WorkbenchScreen(Screen):
         2 cores would only slow each other down).
         """
         pending = self.__dict__.setdefault("_pending_loads", {})
+        awaited = self.__dict__.setdefault("_awaited", {})
         if what in pending:
+            if pending[what] is None:  # a second result is now owed (a replaced request owes none)
+                awaited[what] = awaited.get(what, 0) + 1
             pending[what] = (fn, args, kwargs)
             return
+        awaited[what] = awaited.get(what, 0) + 1
         pending[what] = None
         self._load(what, fn, args, kwargs)
 
     @work(thread=True, exit_on_error=False, exclusive=False, group="load")
     def _load(self, what: str, fn, args, kwargs) -> None:
         store = self.app.open_store()
+        delivered = False
         try:
             result = fn(store, *args, **kwargs)
+            delivered = True
         finally:
             store.close()
-            self.app.call_from_thread(self._load_done, what)
+            self.app.call_from_thread(self._load_done, what, delivered)
         self.post_message(Loaded(what, result))
 
-    def _load_done(self, what: str) -> None:
+    def _load_done(self, what: str, delivered: bool) -> None:
         pending = self.__dict__.get("_pending_loads", {})
         again = pending.pop(what, None)
-        if again is not None:
-            self.load(what, *again[:1], *again[1], **again[2])
+        if not delivered:  # a failed load posts nothing: its result is no longer awaited
+            self._applied(what)
+        if again is not None:  # already counted in ``_awaited`` when it was queued
+            pending[what] = None
+            self._load(what, *again)
+
+    def _applied(self, what: str) -> None:
+        awaited = self.__dict__.get("_awaited", {})
+        awaited[what] = max(0, awaited.get(what, 0) - 1)
+
+    # Textual calls these after the subclass's own handlers (it walks the MRO): by then a
+    # subclass has started whatever follow-up load its handler asked for.
+    def on_loaded(self, message: Loaded) -> None:
+        self._applied(message.what)
+
+    def on_mount(self) -> None:
+        self._mounted = True
+
+    def on_screen_resume(self) -> None:
+        self._shown = True
+
+    def on_screen_suspend(self) -> None:
+        # Coming back, the screen reloads: until then what it holds may be stale.
+        self._shown = False
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
