@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
+from workbench.data.corpus import import_corpus
 from workbench.data.importer import import_dataset
+from workbench.kg.importer import import_kg
+from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
+from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
+from workbench.retrieval.evaluate import filename_questions
+from workbench.retrieval.runs import retrieve
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 
@@ -94,10 +101,27 @@ def metaqa_db(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def swept_db(tmp_path):
-    """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages)."""
-    db = tmp_path / "wb.db"
+def copy_db(src: Path, dst: Path) -> Path:
+    """A private copy of a closed workbench database: copying a small SQLite file costs
+    milliseconds, building it (import, sweep, a model pass) costs seconds to minutes."""
+    for suffix in ("", "-wal"):
+        if Path(f"{src}{suffix}").exists():
+            shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
+    return dst
+
+
+@pytest.fixture(scope="session")
+def private_slot_for_session(tmp_path_factory):
+    """Session-built databases run the model in their own model slot, as each test does."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path_factory.mktemp("slot") / "model.lock"))
+        yield
+
+
+@pytest.fixture(scope="session")
+def swept_template(tmp_path_factory) -> Path:
+    """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages), built once."""
+    db = tmp_path_factory.mktemp("swept") / "wb.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
     plan_sweep(store, SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2),
@@ -107,17 +131,93 @@ def swept_db(tmp_path):
 
 
 @pytest.fixture
-def live_db(tmp_path):
-    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model."""
+def swept_db(tmp_path, swept_template):
+    """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages): this test's own copy."""
+    return copy_db(swept_template, tmp_path / "wb.db")
+
+
+@pytest.fixture(scope="session")
+def live_template(tmp_path_factory) -> Path:
+    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model, built once."""
     from workbench.models.registry import GenerationConfig
 
-    db = tmp_path / "live.db"
+    db = tmp_path_factory.mktemp("live") / "live.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
     plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
                generation=GenerationConfig(max_tokens=16).as_dict())
     store.close()
     return db
+
+
+@pytest.fixture
+def live_db(tmp_path, live_template):
+    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model: this test's copy."""
+    return copy_db(live_template, tmp_path / "live.db")
+
+
+@pytest.fixture(scope="session")
+def chained_template(tmp_path_factory, private_slot_for_session) -> Path:
+    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep, built once."""
+    db = tmp_path_factory.mktemp("chains") / "chains.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
+    name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
+    assert execute_searchain(store, name).done == 2
+    store.close()
+    return db
+
+
+@pytest.fixture
+def chained_db(tmp_path, chained_template):
+    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep: this test's copy."""
+    return copy_db(chained_template, tmp_path / "chains.db")
+
+
+@pytest.fixture(scope="session")
+def judged_template(tmp_path_factory, private_slot_for_session) -> Path:
+    """The tiny KG of test_kg_dedup judged by SmolLM2 in both modes, built once."""
+    from test_kg_dedup import CHUNKS, GOLD, TRIPLES  # here: that module imports this one
+
+    root = tmp_path_factory.mktemp("dedup")
+    kg = root / "kg"
+    kg.mkdir()
+    write_jsonl(kg / "kb.jsonl", [{"triple": t, "source_chunks": c} for t, c in TRIPLES])
+    write_jsonl(kg / "chunks.jsonl", [{"chunk_id": k, "text": v} for k, v in CHUNKS.items()])
+    write_jsonl(kg / "gold_clusters.jsonl", [{"entity": e, "cluster": c} for e, c in GOLD.items()])
+    db = root / "dedup.db"
+    store = open_store(db)
+    import_kg(store, kg, "tiny")
+    name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
+    assert execute_dedup(store, name).errors == 0
+    store.close()
+    return db
+
+
+@pytest.fixture
+def judged_db(tmp_path, judged_template):
+    """The tiny KG judged by SmolLM2 in both modes: this test's copy."""
+    return copy_db(judged_template, tmp_path / "dedup.db")
+
+
+@pytest.fixture(scope="session")
+def corpus_template(tmp_path_factory) -> Path:
+    """sample_data/howtocook with Chinese and English filename questions (some misses) and BM25 results, once."""
+    db = tmp_path_factory.mktemp("corpus") / "hc.db"
+    store = open_store(db)
+    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
+    filename_questions(store, "hc")
+    filename_questions(store, "hc", lang="en")  # English questions over Chinese recipes: some misses
+    retrieve(store, "hc", k=5)
+    store.close()
+    return db
+
+
+@pytest.fixture
+def corpus_db(tmp_path, corpus_template):
+    """sample_data/howtocook with Chinese and English filename questions and BM25 results: this test's copy."""
+    return copy_db(corpus_template, tmp_path / "hc.db")
 
 
 class ScriptedLLM:

@@ -15,7 +15,8 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, HelpScreen
 
 from conftest import SAMPLE_METAQA
-from tuikit import SIZE, heading, settle, snap_app, type_text, wait_for
+from tuikit import (MODEL_PATIENCE, SIZE, heading, palette_highlights, settle, settled_after, snap_app, type_text,
+                    wait_for)
 
 async def test_help_and_every_mode_opens_from_the_keyboard(swept_db):
     app = WorkbenchApp(swept_db)
@@ -116,7 +117,7 @@ async def test_cli_writes_while_the_tui_reads(live_db):
                 seen.add(table.get_row_at(0)[4])
             return proc.poll() is not None and table.get_row_at(0)[4] == "6"
 
-        await wait_for(pilot, done_count, timeout=120)
+        await wait_for(pilot, done_count, timeout=MODEL_PATIENCE, what="the CLI's 6 jobs shown done")
         assert proc.returncode == 0, proc.stderr.read()
         assert len(seen) > 1  # the count moved while we watched
         assert not isinstance(app.screen, ErrorDialog)
@@ -147,7 +148,8 @@ async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):
         form.query_one("#oracle", Checkbox).value = False
         await pilot.press("ctrl+s")
         runs = app.screen
-        await wait_for(pilot, lambda: "flow finished" in str(runs.query_one("#status").render()), timeout=180)
+        await wait_for(pilot, lambda: "flow finished" in str(runs.query_one("#status").render()),
+                       timeout=MODEL_PATIENCE, what="the flow run finished")
         await pilot.press("l")
         await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
                        and app.screen.view.report.run == "flow")
@@ -173,20 +175,15 @@ def test_snapshot_ledger(snap_compare, swept_db):
 
 
 def test_snapshot_samples(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), press=["s"], terminal_size=SIZE, run_before=settle)
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=settled_after(("s", "samples")))
 
 
 def test_snapshot_runs_and_datasets(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), press=["r"], terminal_size=SIZE, run_before=settle)
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=settled_after(("r", "runs")))
 
 
 def test_snapshot_sample_detail(snap_compare, swept_db):
-    async def open_detail(pilot):
-        await pilot.press("s")
-        await pilot.pause(1.0)
-        await pilot.press("enter")
-        await pilot.pause(1.0)
-
+    open_detail = settled_after(("s", "samples"), ("enter", "SampleDetailScreen"))
     assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=open_detail)
 
 
@@ -214,26 +211,13 @@ async def test_the_command_palette_switches_screens(swept_db):
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await pilot.press("ctrl+p")
         await type_text(pilot, "Go to Samples")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: palette_highlights(app, "Go to Samples"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "samples")
 
 
-async def test_retrieval_screen_shows_curves_and_opens_a_miss(tmp_path):
-    from workbench.data.corpus import import_corpus
-    from workbench.retrieval.evaluate import filename_questions
-    from workbench.retrieval.runs import retrieve
-
-    from conftest import REPO
-
-    db = tmp_path / "hc.db"
-    store = open_store(db)
-    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
-    filename_questions(store, "hc")
-    filename_questions(store, "hc", lang="en")  # English questions over Chinese recipes: some misses
-    retrieve(store, "hc", k=5)
-    store.close()
-    app = WorkbenchApp(db)
+async def test_retrieval_screen_shows_curves_and_opens_a_miss(corpus_db):
+    app = WorkbenchApp(corpus_db)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("v")
         await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
-from test_kg_dedup import kg_dir  # noqa: F401  (the tiny KG fixture, used by judged_db)
-from tuikit import SIZE, heading, wait_for
-from workbench.kg.importer import import_kg
-from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
+from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 
-
-@pytest.fixture
-def judged_db(tmp_path, kg_dir):  # noqa: F811
-    """The tiny KG judged by SmolLM2 in both modes."""
-    db = tmp_path / "dedup.db"
-    store = open_store(db)
-    import_kg(store, kg_dir, "tiny")
-    name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
-    assert execute_dedup(store, name).errors == 0
-    store.close()
-    return db
+# judged_db (conftest): the tiny KG of test_kg_dedup judged by SmolLM2 in both modes, built once per session.
 
 
 def _decisions(db):
@@ -37,8 +22,8 @@ async def test_review_accepts_and_rejects_with_one_key_and_decisions_are_stored(
     app = WorkbenchApp(judged_db)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("D")
-        await wait_for(pilot, lambda: app.current_mode == "dedup" and "review" in heading(app))
-        screen = app.screen
+        screen = await until_loaded(pilot, "dedup")
+        assert "review" in heading(app)
         table = screen.query_one("#pairs")
         assert screen.mode == "graph+text" and table.row_count == len(screen.items) >= 2
         first, second = screen.items[0], screen.items[1]
@@ -58,10 +43,4 @@ async def test_review_accepts_and_rejects_with_one_key_and_decisions_are_stored(
 
 
 def test_snapshot_dedup_review(snap_compare, judged_db):
-    from tuikit import settle as _settle
-
-    async def open_dedup(pilot):
-        await pilot.press("D")
-        await _settle(pilot)
-
-    assert snap_compare(WorkbenchApp(judged_db, poll_seconds=3600), terminal_size=SIZE, run_before=open_dedup)
+    assert snap_compare(snap_app(judged_db), terminal_size=SIZE, run_before=settled_after(("D", "dedup")))

@@ -27,9 +27,9 @@ async def test_a_long_confirmation_wraps_so_every_word_is_on_screen(swept_db):
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         app.push_screen(ConfirmDialog(LONG))
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.pause(0.2)
         question = app.screen.query_one("#question")
-        assert question.content_region.height >= 3            # wrapped over several lines …
+        # wrapped over several lines …
+        await wait_for(pilot, lambda: question.content_region.height >= 3, what="the question wrapped")
         assert question.content_region.right <= SMALL[0]      # … inside the terminal
         assert "`workbench resume metaqa-98a508e8`." in shown_text(app.screen)
 
@@ -41,6 +41,6 @@ async def test_a_long_error_title_wraps_too(swept_db):
         app.show_error("Cannot import /a/very/long/path/that/a/user/typed/into/the/import/dialog/samples.jsonl",
                        "samples.jsonl:2: field 'question': missing")
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
-        await pilot.pause(0.2)
-        shown = shown_text(app.screen)
-        assert "/import/dialog" in shown and "/samples.jsonl" in shown  # the end of the title, on its next line
+        # The end of the title, on its next line.
+        await wait_for(pilot, lambda: "/import/dialog" in shown_text(app.screen)
+                       and "/samples.jsonl" in shown_text(app.screen), what="the whole title on screen")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.command import CommandPalette
 from textual.containers import VerticalScroll
 
-from tuikit import SIZE, SMALL, footer_line, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, footer_line, palette_highlights, settle, snap_app, type_text, wait_for
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import HelpScreen, help_sections, help_table, key_label
 
@@ -49,11 +49,14 @@ async def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(swe
 
 def test_snapshot_help_at_80x24_scrolled_to_the_end(snap_compare, swept_db):
     async def open_help(pilot):
+        app = pilot.app
         await settle(pilot)
         await pilot.press("question_mark")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        body = app.screen.query_one("#help-body", VerticalScroll)
+        await wait_for(pilot, lambda: body.max_scroll_y > 0, what="the help laid out")
         await pilot.press("end")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y, what="the help scrolled to its end")
 
     assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=open_help)
 
@@ -79,7 +82,7 @@ async def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_r
             assert command in prompts, command
         assert "Searchain" not in prompts
         await type_text(pilot, "New run")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: palette_highlights(app, "New run"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
         assert app.current_mode == "runs"
@@ -91,7 +94,7 @@ async def test_palette_pause_with_nothing_running_says_so(swept_db):
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await pilot.press("ctrl+p")
         await type_text(pilot, "Pause run")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: palette_highlights(app, "Pause run"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))
 
@@ -113,5 +116,5 @@ async def test_every_screen_names_help_and_the_palette_in_its_header_and_keeps_i
             # enter is each screen's main action: the focused table's own hidden enter must not hide it.
             enter = next((b for b in type(app.screen).BINDINGS if b.key == "enter"), None)
             if enter is not None:
-                await pilot.pause(0.2)
-                assert f"⏎ {enter.description}" in footer_line(app), (mode, footer_line(app))
+                await wait_for(pilot, lambda: f"⏎ {enter.description}" in footer_line(app),
+                               what=f"⏎ {enter.description} in the footer of {mode}")

@@ -8,7 +8,7 @@ from workbench.metrics.ledger import Estimate
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
 
-from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, until_loaded, wait_for
 
 
 def side(app) -> str:
@@ -20,9 +20,15 @@ def said(app, text: str) -> bool:
 
 
 async def ledger_ready(pilot):
-    app = pilot.app
-    await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
-                   and app.screen.query_one("#ledger").row_count > 0)
+    """The ledger with its full bootstrap applied: no redraw is left to come under the test's keys."""
+    screen = await until_loaded(pilot, "ledger")
+    assert screen.view.report.resamples == screen.resamples and screen.query_one("#ledger").row_count > 0
+
+
+def faith_on_screen(table) -> bool:
+    """The last column (Faith) is scrolled into the table's view."""
+    faith_right = sum(c.get_render_width(table) for c in table.columns.values())
+    return faith_right - table.scroll_x <= table.scrollable_content_region.width
 
 
 async def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(swept_db):
@@ -33,7 +39,7 @@ async def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(swept
         await wait_for(pilot, lambda: "S_vis:" in side(app))
         assert "paired difference" in side(app)
         await pilot.press("space")  # unmark k5: one mark is left
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "k1-b64-score marked" in side(app), what="one mark left in the panel")
         text = side(app)
         assert "S_vis:" not in text and "−" not in text, "the difference of a pair no longer marked"
         assert "k1-b64-score marked" in text and "k5-b64-score" in text and "S_set" in text
@@ -47,7 +53,7 @@ async def test_a_late_difference_does_not_overwrite_an_unmarked_pair(swept_db):
         await ledger_ready(pilot)
         screen = app.screen
         await pilot.press("space", "down", "space", "space")  # unmark before the difference lands
-        await pilot.pause(3.0)
+        await until_loaded(pilot, "ledger")                    # … and it has landed
         assert screen.marked == ["k1-b64-score"]
         assert "S_vis:" not in side(app) and "−" not in side(app)
 
@@ -86,12 +92,11 @@ async def test_the_side_panel_scrolls_and_its_lines_fit(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
         await ledger_ready(pilot)
-        await pilot.pause(0.3)
         panel = app.screen.query_one("#side-scroll")
+        await wait_for(pilot, lambda: panel.max_scroll_y > 0, what="at 80×24 the panel holding more than it shows")
         width = panel.scrollable_content_region.width
         estimates = [line for line in side(app).splitlines() if "[" in line or "—" in line]
         assert max(len(line) for line in estimates) <= width, "a line wider than the panel wraps mid-interval"
-        assert panel.max_scroll_y > 0, "at 80×24 the panel holds more than it shows"
         assert app.focused is app.screen.query_one("#ledger"), "the table, not the panel, has the keys"
         await pilot.press("J", "J", "J", "J")
         await wait_for(pilot, lambda: panel.scroll_y == panel.max_scroll_y)
@@ -115,15 +120,12 @@ async def test_faith_is_reachable_at_80_columns(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
         await ledger_ready(pilot)
-        await pilot.pause(0.3)
         table = app.screen.query_one("#ledger")
         assert "←/→ more columns" in heading(app)
-        assert table.max_scroll_x > 0, "at 80 columns the ledger is wider than the screen"
-        faith_right = sum(c.get_render_width(table) for c in table.columns.values())
-        visible = table.scrollable_content_region.width
-        assert faith_right - table.scroll_x > visible
+        await wait_for(pilot, lambda: table.max_scroll_x > 0, what="at 80 columns a ledger wider than the screen")
+        assert not faith_on_screen(table)
         await pilot.press("right", "right")
-        await wait_for(pilot, lambda: faith_right - table.scroll_x <= visible)
+        await wait_for(pilot, lambda: faith_on_screen(table), what="Faith scrolled into view")
         await pilot.press("left", "left")
         await wait_for(pilot, lambda: table.scroll_x == 0)
 
@@ -144,12 +146,10 @@ async def test_the_footer_shows_every_ledger_key(swept_db, size):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=size) as pilot:
         await ledger_ready(pilot)
-        await pilot.pause(0.3)
-        line = footer_line(app)
         # enter was hidden by the table's own enter binding, J/K were cut off after e at 80 columns.
-        for key in ("⏎ Samples", "b Budget", "f Format", "m Run", "o Oracle", "space Mark", "e Excl. tagged",
-                    "J/K Side"):
-            assert key in line, f"{key!r} is not in the footer: {line!r}"
+        keys = ("⏎ Samples", "b Budget", "f Format", "m Run", "o Oracle", "space Mark", "e Excl. tagged", "J/K Side")
+        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
+                       what=lambda: f"every ledger key in the footer (it shows {footer_line(app)!r})")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "samples")
 
@@ -163,6 +163,7 @@ def test_snapshot_small_ledger_scrolled_to_faith(snap_compare, swept_db):
     async def scrolled(pilot):
         await settle(pilot)
         await pilot.press("right", "right")
-        await pilot.pause(0.3)
+        table = pilot.app.screen.query_one("#ledger")
+        await wait_for(pilot, lambda: faith_on_screen(table), what="Faith scrolled into view")
 
     assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=scrolled)

@@ -13,7 +13,8 @@ import threading
 import pytest
 from textual.widgets import Input, Select
 
-from tuikit import SIZE, SMALL, screen_text, snap_app, type_text, wait_for
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, screen_text, settled_after, snap_app, type_text, until_loaded,
+                    wait_for)
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -34,13 +35,16 @@ def _runs(db) -> dict[str, dict[str, int]]:
 
 
 async def _open_form(pilot) -> RunForm:
+    """Runs, then n: the form with its summary computed and the dataset list focused."""
     app = pilot.app
     await pilot.press("r")
-    await wait_for(pilot, lambda: app.current_mode == "runs")
+    await until_loaded(pilot, "runs")
     await pilot.press("n")
     await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
-    await pilot.pause(0.2)
-    return app.screen
+    form = app.screen
+    await wait_for(pilot, lambda: "jobs" in _summary(form) and app.focused is form.query_one("#dataset"),
+                   what="the form ready")
+    return form
 
 
 def _summary(form: RunForm) -> str:
@@ -51,7 +55,7 @@ def _status(app) -> str:
     return str(app.screen.query_one("#status").render())
 
 
-async def _exited(app, timeout: float = 60.0) -> None:
+async def _exited(app, timeout: float = PATIENCE) -> None:
     """Wait until the app exits by itself (sleeping, not pumping it through the Pilot)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -84,8 +88,8 @@ async def test_enter_walks_the_form_and_the_summary_says_what_will_run_before_an
         assert isinstance(app.screen, RunForm) and not app.executions
         assert "16 cells (6 oracle) × 4 of 300 samples = 64 jobs" in _summary(form)   # recomputed live
         form.query_one("#k", Input).value = "5"
-        await pilot.pause(0.1)
-        assert "8 cells (6 oracle) × 4 of 300 samples = 32 jobs" in _summary(form)
+        await wait_for(pilot, lambda: "8 cells (6 oracle) × 4 of 300 samples = 32 jobs" in _summary(form),
+                       what=lambda: f"the summary for K=5 (it says {_summary(form)!r})")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, RunForm))
     assert list(_runs(swept_db)) == ["sweep"], "nothing was planned"
@@ -97,17 +101,17 @@ async def test_a_bad_field_keeps_the_form_with_what_was_typed_and_names_the_fiel
         form = await _open_form(pilot)
         form.query_one("#name", Input).value = "mine"
         form.query_one("#budget", Input).value = "64,x"
-        await pilot.pause(0.1)
-        assert "budgets B: expected comma-separated integers" in _summary(form)   # said before starting …
+        await wait_for(pilot, lambda: "budgets B: expected comma-separated integers" in _summary(form),
+                       what="the bad budget named before starting")
         await pilot.press("ctrl+s")
-        await pilot.pause(0.2)
-        assert app.screen is form                                              # … and starting is refused
-        assert "Cannot start: budgets B: expected comma-separated integers" in _summary(form)
+        await wait_for(pilot, lambda: "Cannot start: budgets B: expected comma-separated integers" in _summary(form),
+                       what="starting refused")
+        assert app.screen is form
         assert app.focused.id == "budget"
         assert form.query_one("#name", Input).value == "mine"
         await pilot.press("end", "backspace", "backspace")
-        await pilot.pause(0.1)
-        assert "8 cells (3 oracle) × 20 of 300 samples = 160 jobs" in _summary(form)   # fixed: B=64 only
+        await wait_for(pilot, lambda: "8 cells (3 oracle) × 20 of 300 samples = 160 jobs" in _summary(form),
+                       what="the summary for B=64 only")
     assert list(_runs(swept_db)) == ["sweep"]
 
 
@@ -121,29 +125,22 @@ async def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_valu
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, RunForm) and app.screen is not form)
         again = app.screen
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.focused is again.query_one("#name"), what="the name field focused")
         assert "Cannot start: run name: run 'sweep' exists with a different config" in str(
             again.query_one("#form-error").render())
-        assert app.focused.id == "name"
         assert again.query_one("#k", Input).value == "3" and again.query_one("#name", Input).value == "sweep"
         await pilot.press("end", "2")                                            # another name: the line goes
-        await pilot.pause(0.1)
-        assert not again.query_one("#form-error").display
+        await wait_for(pilot, lambda: not again.query_one("#form-error").display, what="the error line gone")
     sweep = _runs(swept_db)["sweep"]
     assert (sweep["cells"], sweep["jobs"]) == (6, 6 * 300), "the existing run is untouched"
 
 
-async def _form_on_screen(pilot):
-    await _open_form(pilot)
-    await pilot.pause(0.5)
-
-
 def test_snapshot_new_run_form_at_80x24(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=_form_on_screen)
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=_open_form)
 
 
 def test_snapshot_new_run_form_at_120x40(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=_form_on_screen)
+    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=_open_form)
 
 
 # -- a live runs list (item 7) ---------------------------------------------------------------
@@ -197,7 +194,7 @@ async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(
                 seen.append((match.group(1), match.group(2), table.get_row_at(0)[4], table.get_row_at(0)[8]))
             return "live finished" in _status(app)
 
-        await wait_for(pilot, watch, timeout=180)
+        await wait_for(pilot, watch, timeout=MODEL_PATIENCE, what="live finished")
         assert seen, "the progress line was shown while the run executed"
         assert all(total == "6" for _, total, _, _ in seen), seen           # the run's 6 jobs, not the 4 left
         assert all(line == row and state == "running" for line, _, row, state in seen), seen
@@ -232,12 +229,8 @@ async def test_an_empty_database_greets_with_what_to_do_first(tmp_path, tiny_dir
 
 
 def test_snapshot_runs_greeting_at_80x24(snap_compare, tmp_path):
-    async def open_runs(pilot):
-        await pilot.press("r")
-        await pilot.pause(0.5)
-
     app = snap_app(tmp_path / "new.db")
-    assert snap_compare(app, terminal_size=SMALL, run_before=open_runs)
+    assert snap_compare(app, terminal_size=SMALL, run_before=settled_after(("r", "runs")))
 
 
 # -- quitting while a run executes (item 13) ------------------------------------------------
@@ -255,15 +248,15 @@ async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_q
         assert "stops after the job in progress" in question
         assert "u in Runs" in question and "`workbench resume live`" in question
         await pilot.press("n")                                  # no: the run goes on
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmDialog), what="the question answered")
         assert not app._exit and "live" in app.executions
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.press("y")
-        await pilot.pause(0.1)
-        stop = app.executions.get("live")                       # stopping (or already stopped), and saying so
+        await wait_for(pilot, lambda: any("Stopping live" in n.message for n in app._notifications),
+                       what="saying it stops")
+        stop = app.executions.get("live")                       # stopping (or already stopped)
         assert stop is None or stop.is_set()
-        assert any("Stopping live" in n.message for n in app._notifications)
         await _exited(app)
     jobs = _runs(live_db)["live"]
     # Nothing lost or duplicated; on a fast machine the last jobs may finish before the stop lands.
@@ -275,7 +268,7 @@ async def test_q_with_no_run_executing_quits_at_once(swept_db):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await pilot.press("q")
-        await _exited(app, timeout=5)
+        await _exited(app)
         assert not isinstance(app.screen, ConfirmDialog)
 
 
@@ -292,5 +285,5 @@ async def test_the_progress_line_catches_up_after_a_burst_of_jobs(swept_db):
         # What the executor's progress callback delivers for four jobs finishing within a few milliseconds.
         for done in range(1, 5):
             screen._latest["sweep"] = Progress(done, 12, done, 0, 0, 10 * done, 1.0, 0, 12)
-        await wait_for(pilot, lambda: "sweep: 4/12 jobs done" in _status(app), timeout=2)
+        await wait_for(pilot, lambda: "sweep: 4/12 jobs done" in _status(app), what="the burst's last job shown")
         assert app.screen.query_one("#runs").get_row_at(0)[4] == "4"

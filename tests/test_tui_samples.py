@@ -11,7 +11,7 @@ from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.samples import QUADRANT_KEYS
 
-from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, settled_after, snap_app, type_text, until_loaded, wait_for
 
 
 async def open_samples(pilot, rows: int = 50):
@@ -20,8 +20,8 @@ async def open_samples(pilot, rows: int = 50):
     await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
                    and app.screen.query_one("#ledger").row_count > 0)
     await pilot.press("enter")
-    await wait_for(pilot, lambda: app.current_mode == "samples" and "page 1/" in heading(app)
-                   and app.screen.query_one("#samples").row_count == rows)
+    await until_loaded(pilot, "samples")
+    assert "page 1/" in heading(app) and app.screen.query_one("#samples").row_count == rows
 
 
 async def open_detail(pilot):
@@ -29,7 +29,8 @@ async def open_detail(pilot):
     app = pilot.app
     await open_samples(pilot)
     await pilot.press("enter")
-    await wait_for(pilot, lambda: type(app.screen).__name__ == "SampleDetailScreen" and app.screen.detail is not None)
+    await until_loaded(pilot, "SampleDetailScreen")
+    assert app.screen.detail is not None
 
 
 async def test_escape_goes_back_to_the_ledger(swept_db):
@@ -79,12 +80,9 @@ async def test_at_80_columns_every_column_down_to_the_prediction_fits(swept_db):
         assert sum(c.get_render_width(table) for c in columns) <= table.scrollable_content_region.width
         row = table.get_row_at(0)
         assert row[0].startswith("…") and row[0][-5:].isdigit()   # the id's distinctive end is kept
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:                 # and at 120 columns the full widths are back
-        await open_samples(pilot)
-        table = app.screen.query_one("#samples")
-        await wait_for(pilot, lambda: table.row_count > 0)
-        assert table.get_row_at(0)[0].startswith("metaqa-")
+        await pilot.resize_terminal(*SIZE)                         # and at 120 columns the full widths are back
+        await wait_for(pilot, lambda: table.row_count > 0 and table.get_row_at(0)[0].startswith("metaqa-"),
+                       what="full sample ids at 120 columns")
 
 
 async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none_matches(swept_db):
@@ -143,11 +141,13 @@ async def test_the_detail_footer_shows_the_cell_note_and_chain_keys(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
         await open_detail(pilot)
-        await pilot.pause(0.3)
-        keys = {k.key: k for k in app.screen.query("FooterKey")}
+
+        def on_screen(key):
+            shown = [k for k in app.screen.query("FooterKey") if k.key == key]
+            return shown and shown[0].region.width > 0 and shown[0].region.right <= SIZE[0]
+
         for key in ("left", "right", "N", "c"):
-            assert key in keys, f"{key} is not in the footer"
-            assert keys[key].region.width > 0 and keys[key].region.right <= SIZE[0], f"{key} is off screen"
+            await wait_for(pilot, lambda: on_screen(key), what=f"{key} on screen in the footer")
 
 
 @pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
@@ -155,12 +155,10 @@ async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_e
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=size) as pilot:
         await open_samples(pilot)
-        await pilot.pause(0.3)
-        line = footer_line(app)
         # enter was hidden by the table's own enter binding; only 2, 3 and 4 of the nine quadrants showed.
-        for key in ("⏎ Detail", "pgup/pgdn Page", "1-9 Quadrant", "/ Search", "t Tag filter", "ALRF Tag",
-                    "esc Ledger"):
-            assert key in line, f"{key!r} is not in the footer: {line!r}"
+        keys = ("⏎ Detail", "pgup/pgdn Page", "1-9 Quadrant", "/ Search", "t Tag filter", "ALRF Tag", "esc Ledger")
+        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
+                       what=lambda: f"every samples key in the footer (it shows {footer_line(app)!r})")
         await pilot.press("9")
         await wait_for(pilot, lambda: "quadrant unsupported" in heading(app))
         await pilot.press("1", "pagedown")
@@ -185,26 +183,21 @@ async def test_the_detail_footer_fits_80_columns(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
         await open_detail(pilot)
-        await pilot.pause(0.3)
-        line = footer_line(app)
-        for key in ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain"):
-            assert key in line, f"{key!r} is not in the footer: {line!r}"
+        keys = ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain")
+        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
+                       what=lambda: f"every detail key in the footer (it shows {footer_line(app)!r})")
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------
 def test_snapshot_small_samples(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), press=["s"], terminal_size=SMALL, run_before=settle)
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=settled_after(("s", "samples")))
 
 
 def test_snapshot_small_empty_quadrant(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), press=["s", "2"], terminal_size=SMALL, run_before=settle)
+    run_before = settled_after(("s", "samples"), ("2", "samples"))
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=run_before)
 
 
 def test_snapshot_small_sample_detail(snap_compare, swept_db):
-    async def open_detail(pilot):
-        await pilot.press("s")
-        await pilot.pause(1.0)
-        await pilot.press("enter")
-        await pilot.pause(1.0)
-
-    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=open_detail)
+    run_before = settled_after(("s", "samples"), ("enter", "SampleDetailScreen"))
+    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=run_before)

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 from textual.containers import VerticalScroll
 
-from conftest import REPO
-from test_kg_dedup import kg_dir  # noqa: F401  (judged_db needs it)
-from test_tui_dedup import judged_db  # noqa: F401
-from test_tui_searchain import chained_db  # noqa: F401
-from tuikit import SIZE, SMALL, heading, screen_text, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, heading, screen_text, settle, settled_after, snap_app, type_text, until_loaded, wait_for
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, PromptDialog
@@ -30,9 +25,9 @@ async def test_import_prompt_shows_a_hint_and_an_empty_enter_says_what_is_needed
         field = app.screen.query_one("Input")
         assert field.value == "" and field.placeholder.startswith("a directory, e.g.")
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "kb.jsonl" in str(app.screen.query_one("#problem").render()),
+                       what="the prompt saying what it needs")
         assert isinstance(app.screen, PromptDialog)        # still asking, and saying for what
-        assert "kb.jsonl" in str(app.screen.query_one("#problem").render())
 
 
 async def test_a_bad_path_is_refused_before_the_name_is_asked(tmp_path):
@@ -97,24 +92,7 @@ async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_
         assert "a: all runs" not in heading(app)
 
 
-# -- Retrieval ---------------------------------------------------------------------------------
-@pytest.fixture
-def corpus_db(tmp_path):
-    """sample_data/howtocook with Chinese and English filename questions (some misses) and BM25 results."""
-    from workbench.data.corpus import import_corpus
-    from workbench.retrieval.evaluate import filename_questions
-    from workbench.retrieval.runs import retrieve
-
-    db = tmp_path / "hc.db"
-    store = open_store(db)
-    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
-    filename_questions(store, "hc")
-    filename_questions(store, "hc", lang="en")
-    retrieve(store, "hc", k=5)
-    store.close()
-    return db
-
-
+# -- Retrieval (corpus_db: sample_data/howtocook with filename questions and BM25 results, in conftest) ----
 async def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomputing(corpus_db, monkeypatch):
     from workbench.tui.screens.retrieval import RetrievalScreen
 
@@ -131,7 +109,7 @@ async def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_re
         full, draws = screen.report, len(painted)
         await pilot.press("d")
         await pilot.press("v")
-        await pilot.pause(0.5)
+        await until_loaded(pilot, "retrieval")
         assert app.screen is screen and screen.report is full   # unchanged data: nothing recomputed
         assert all(n == 1000 for n in painted[draws:])
 
@@ -142,9 +120,10 @@ async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus
         await pilot.press("v")
         screen = app.screen
         await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
-        await pilot.pause(0.3)
+        await until_loaded(pilot, "retrieval")
         side = screen.query_one("#side-scroll", VerticalScroll)
-        assert side.max_scroll_y > 0                          # 36 metric lines in a short panel: it scrolls
+        # 36 metric lines in a short panel: it scrolls.
+        await wait_for(pilot, lambda: side.max_scroll_y > 0, what="the side panel scrolling")
         table = screen.query_one("#misses")
         columns = list(table.columns.values())
         assert "retrieved instead" in str(columns[2].label)
@@ -152,31 +131,23 @@ async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus
         assert columns[2].width >= 15
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
-        await pilot.pause(0.3)
         body = app.screen.query_one("#miss-body", VerticalScroll)
-        assert body.max_scroll_y > 0
+        await wait_for(pilot, lambda: body.max_scroll_y > 0, what="the miss scrolling")
         await pilot.press("end")
         await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y)
 
 
 def test_snapshot_retrieval_at_80x24(snap_compare, corpus_db):
-    async def open_retrieval(pilot):
-        await pilot.press("v")
-        await wait_for(pilot, lambda: getattr(pilot.app.screen, "report", None) is not None
-                       and pilot.app.screen.report.resamples == 1000)
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause(1.0)
-
-    assert snap_compare(snap_app(corpus_db), terminal_size=SMALL, run_before=open_retrieval)
+    assert snap_compare(snap_app(corpus_db), terminal_size=SMALL, run_before=settled_after(("v", "retrieval")))
 
 
-# -- Dedup -------------------------------------------------------------------------------------
-async def test_dedup_says_when_a_band_is_empty_pluralises_and_explains_per_mode_decisions(judged_db):  # noqa: F811
+# -- Dedup (judged_db: conftest) -----------------------------------------------------------------
+async def test_dedup_says_when_a_band_is_empty_pluralises_and_explains_per_mode_decisions(judged_db):
     app = WorkbenchApp(judged_db)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("D")
-        await wait_for(pilot, lambda: app.current_mode == "dedup" and "review" in heading(app))
-        screen = app.screen
+        screen = await until_loaded(pilot, "dedup")
+        assert "review" in heading(app)
         merged = sum(p.merged for p in screen.items)
         assert f"{merged} merge{'' if merged == 1 else 's'} ·" in heading(app)   # "0 merges", "1 merge"
         assert "0 decisions in this mode" in heading(app)
@@ -197,15 +168,15 @@ async def test_dedup_says_when_a_band_is_empty_pluralises_and_explains_per_mode_
         assert empty, "the tiny KG has an empty band"
 
 
-# -- SearChain ---------------------------------------------------------------------------------
-def test_searchain_sample_list_keeps_rows_at_80x24(snap_compare, chained_db):  # noqa: F811
+# -- SearChain (chained_db: conftest) ------------------------------------------------------------
+def test_searchain_sample_list_keeps_rows_at_80x24(snap_compare, chained_db):
     """The report scrolls in its own box; the sample list below it keeps its rows (one real-model fixture)."""
 
     async def open_searchain(pilot):
         app = pilot.app
         await pilot.press("h")
-        await wait_for(pilot, lambda: app.current_mode == "searchain" and "chains" in heading(app))
-        await settle(pilot)
+        await settle(pilot, "searchain")
+        assert "chains" in heading(app)
         table = app.screen.query_one("#chains")
         assert table.row_count == 2 and table.size.height >= 3      # header + both samples visible
         report = app.screen.query_one("#report-scroll", VerticalScroll)

@@ -2,43 +2,29 @@
 
 from __future__ import annotations
 
-import pytest
+import time
+
 from textual.widgets import Tree
 
-from workbench.data.importer import import_dataset
-from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
-from workbench.runs.sweep import SweepConfig, plan_sweep
-from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens import searchain
 
-from conftest import SAMPLE_METAQA
-from tuikit import SIZE, heading, wait_for
+from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
 
-
-@pytest.fixture
-def chained_db(tmp_path):
-    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep."""
-    db = tmp_path / "chains.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
-    name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
-    assert execute_searchain(store, name).done == 2
-    store.close()
-    return db
+# chained_db (conftest): two MetaQA 2-hop questions through SearChain with SmolLM2, built once per session.
 
 
 async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chained_db):
     app = WorkbenchApp(chained_db)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("h")
-        await wait_for(pilot, lambda: app.current_mode == "searchain" and "chains" in heading(app))
+        await until_loaded(pilot, "searchain")
+        assert "chains" in heading(app)
         report = str(app.screen.query_one("#report").render())
         assert "cover-EM" in report and "knowledge sources" in report and "SearChain − RAG" in report
         assert app.screen.query_one("#chains").row_count == 2
         await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "ChainTreeScreen"
-                       and app.screen.tree_data is not None)
+        await until_loaded(pilot, "ChainTreeScreen")
         tree = app.screen.query_one(Tree)
         data = app.screen.tree_data
         assert len(tree.root.children) >= 1
@@ -58,8 +44,7 @@ async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chaine
         feedback = [c for c in _all(tree.root) if "feedback" in str(c.label)]
         assert feedback and not any(c.is_expanded for c in feedback)
         await pilot.press("e")
-        await pilot.pause(0.2)
-        assert all(c.is_expanded for c in feedback)
+        await wait_for(pilot, lambda: all(c.is_expanded for c in feedback), what="every feedback expanded")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.current_mode == "searchain" and type(app.screen).__name__ ==
                        "SearChainScreen")
@@ -92,13 +77,15 @@ def _all(node):
         yield from _all(child)
 
 
-def test_snapshot_chain_tree(snap_compare, chained_db):
-    from tuikit import settle as _settle
+def test_snapshot_chain_tree(snap_compare, chained_db, monkeypatch):
+    """The picture waits for the tree's worker, however slow: it was once taken after a fixed delay,
+    and on a loaded machine showed an empty tree. Here the worker is slowed as such a machine would."""
+    tree = searchain._tree
 
-    async def open_tree(pilot):
-        await pilot.press("h")
-        await _settle(pilot)
-        await pilot.press("enter")
-        await _settle(pilot)
+    def slow_tree(*args):
+        time.sleep(2.0)
+        return tree(*args)
 
-    assert snap_compare(WorkbenchApp(chained_db, poll_seconds=3600), terminal_size=SIZE, run_before=open_tree)
+    monkeypatch.setattr(searchain, "_tree", slow_tree)
+    open_tree = settled_after(("h", "searchain"), ("enter", "ChainTreeScreen"))
+    assert snap_compare(snap_app(chained_db), terminal_size=SIZE, run_before=open_tree)

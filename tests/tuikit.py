@@ -6,17 +6,45 @@ import asyncio
 
 SIZE = (120, 40)
 SMALL = (80, 24)
+# How long a wait may last before the test fails. Only a safety net (each wait ends as soon as its
+# condition holds): generous, as a loaded 2-core machine runs workers and the real model slowly.
+PATIENCE = 120.0
+MODEL_PATIENCE = 900.0  # a run with the real model, its load included
 
 
-async def wait_for(pilot, condition, timeout=60.0, step=0.1):
-    """Let the app work until ``condition()`` holds (workers run in threads)."""
+async def wait_for(pilot, condition, timeout=PATIENCE, step=0.1, what="condition"):
+    """Let the app work until ``condition()`` holds (workers run in threads).
+
+    ``step`` is only how often the condition is checked: every TUI test waits on what it
+    needs to see, never on a guessed delay, so a loaded machine makes it slower, not flaky.
+    ``what`` names the condition in the failure (a callable: computed when it fails).
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         await pilot.pause(step)
         if condition():
             return
-    raise AssertionError("condition not reached in time")
+    raise AssertionError(f"{what() if callable(what) else what} not reached in {timeout:.0f} s")
+
+
+async def until_loaded(pilot, screen=None, timeout=PATIENCE):
+    """Wait until the screen on top (of type name or mode ``screen``, if given) shows what its workers loaded.
+
+    ``WorkbenchScreen.loaded``: shown, and every result its workers owe applied (on the
+    Ledger and Retrieval screens, the full bootstrap after the quick one).
+    """
+    app = pilot.app
+
+    def ready():
+        top = app.screen
+        mode_on_top = app.current_mode == screen and len(app.screen_stack) == 1
+        if screen is not None and type(top).__name__ != screen and not mode_on_top:
+            return False
+        return getattr(top, "loaded", False)
+
+    await wait_for(pilot, ready, timeout=timeout, what=f"{screen or 'the screen'} loaded")
+    return app.screen
 
 
 async def type_text(pilot, text):
@@ -42,17 +70,34 @@ def snap_app(db):
     return WorkbenchApp(db, poll_seconds=3600)
 
 
-async def settle(pilot):
-    """Wait for the data and, on the ledger, for the full bootstrap (not the quick first pass)."""
-    await pilot.pause(0.5)
-    screen = pilot.app.screen
+async def settle(pilot, screen=None):
+    """For a screenshot: the screen on top has loaded (see ``until_loaded``) and has been drawn."""
+    await until_loaded(pilot, screen)
+    await pilot.wait_for_scheduled_animations()
 
-    def ready():
-        view = getattr(screen, "view", None)
-        return not hasattr(screen, "view") or (view is not None and view.report.resamples == screen.resamples)
 
-    await wait_for(pilot, ready, timeout=30)
-    await pilot.pause(0.3)
+def settled_after(*steps):
+    """A snapshot's ``run_before``: the first screen loaded, then for each ``(key, screen)`` the key
+    pressed and that screen (a type name or a mode) loaded. Keys go here, not in snap_compare's
+    ``press``: those are pressed after ``run_before`` and nothing waits for what they load."""
+
+    async def run_before(pilot):
+        await settle(pilot)
+        for key, screen in steps:
+            await pilot.press(key)
+            await settle(pilot, screen)
+
+    return run_before
+
+
+def palette_highlights(app, prompt: str) -> bool:
+    """The command palette's search has put ``prompt`` on its highlighted line (enter would run it)."""
+    options = app.screen.query("CommandList")
+    if not options:
+        return False
+    options = options.first()
+    index = options.highlighted
+    return index is not None and prompt in str(options.get_option_at_index(index).prompt)
 
 
 def footer_line(app) -> str:
