@@ -10,11 +10,12 @@ CLI pass on another would be), each generate the same jobs with SmolLM2 on the C
   second waits for the first, says so, then runs.
 
 Prints one JSON line per scenario and a table: the wall time from the first spawn to the
-last exit, each process's own time, and the ratio to ``sequential``. A scenario still
-running after ``--cap`` seconds is stopped and reported as longer than the cap.
-Run: ``python bench/bench_model_slot.py [--jobs 12] [--cap 120]`` (about 2 minutes on an
-idle 2-core machine). The load average before each scenario is recorded: other work on
-the machine slows every scenario.
+last exit, each process's own time, the jobs done per second by both together (counted
+in the databases, so a scenario stopped at the cap still has a rate) and the wall time's
+ratio to ``sequential``. A scenario still running after ``--cap`` seconds is stopped and
+reported as longer than the cap. Run: ``python bench/bench_model_slot.py [--jobs 8]
+[--cap 75]`` (under 3 minutes on an idle 2-core machine). The load average before each
+scenario is recorded: other work on the machine slows every scenario.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -101,16 +103,26 @@ def scenario(name: str, work: Path, base: Path, *, concurrent: bool, slot: str, 
     wall = time.monotonic() - t0
     waited = [p for p in dbs if "waiting for the model" in logs[p].read_text()]
     stopped = any(v is None for v in times.values())
+    done = sum(_done(dbs[p]) for p in dbs)
     return {"scenario": name, "wall_s": round(wall, 2), "stopped_at_cap": stopped,
-            "process_s": {p: None if v is None else round(v, 2) for p, v in times.items()},
+            "process_s": {p: None if times[p] is None else round(times[p], 2) for p in sorted(times)},
+            "jobs_done": done, "jobs_per_s": round(done / wall, 3),
             "said_waiting": waited, "load_before": round(load, 2)}
+
+
+def _done(db: Path) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT count(*) FROM events WHERE status = 'done'").fetchone()[0]
+    finally:
+        con.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=int, default=12, help="generations per process (12)")
+    ap.add_argument("--jobs", type=int, default=8, help="generations per process (8)")
     ap.add_argument("--max-tokens", type=int, default=16)
-    ap.add_argument("--cap", type=float, default=120.0, help="seconds before a scenario is stopped (120)")
+    ap.add_argument("--cap", type=float, default=75.0, help="seconds before a scenario is stopped (75)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-slot-") as tmp:
         work = Path(tmp)
@@ -119,8 +131,8 @@ def main() -> int:
         private_slot = str(work / "model.lock")   # not the machine's: other users' runs do not interfere
         results = [
             scenario("sequential", work, base, concurrent=False, slot=private_slot, cap=args.cap),
-            scenario("at once, slot off", work, base, concurrent=True, slot="off", cap=args.cap),
             scenario("at once, slot on", work, base, concurrent=True, slot=private_slot, cap=args.cap),
+            scenario("at once, slot off", work, base, concurrent=True, slot="off", cap=args.cap),
         ]
     reference = results[0]["wall_s"]
     for r in results:
@@ -128,11 +140,11 @@ def main() -> int:
         r["jobs_per_process"] = args.jobs
         print(json.dumps(r))
     print(f"\ntwo `workbench run` processes of {args.jobs} jobs each (SmolLM2, {os.cpu_count()} cores)")
-    print(f"{'scenario':<20} {'wall s':>8} {'a s':>8} {'b s':>8} {'× seq':>6}  said waiting")
+    print(f"{'scenario':<20} {'wall s':>8} {'a s':>8} {'b s':>8} {'jobs/s':>7} {'× seq':>6}  said waiting")
     for r in results:
         wall = f"{'>' if r['stopped_at_cap'] else ''}{r['wall_s']:.1f}"
         a, b = (("stopped" if v is None else f"{v:.1f}") for v in r["process_s"].values())
-        print(f"{r['scenario']:<20} {wall:>8} {a:>8} {b:>8} {r['vs_sequential']:>6.2f}  "
+        print(f"{r['scenario']:<20} {wall:>8} {a:>8} {b:>8} {r['jobs_per_s']:>7.2f} {r['vs_sequential']:>6.2f}  "
               f"{', '.join(r['said_waiting']) or '-'}")
     return 0
 
