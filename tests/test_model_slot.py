@@ -16,12 +16,12 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import SAMPLE_METAQA
+from slotkit import holder, let_go
 from tuikit import SIZE, wait_for
 from workbench.data.importer import import_dataset
 from workbench.models import slot
@@ -35,40 +35,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 
-HOLDER = """
-import sys
-from workbench.models import slot
-hold = slot.acquire(sys.argv[1])
-print("held", flush=True)
-sys.stdin.readline()   # the test says when to let go
-hold.release()
-print("released", flush=True)
-"""
-
 WAITING = re.compile(r"waiting for the model: pid (\d+) \(`(.*)`\) has used the cores since \d\d:\d\d:\d\d")
-
-
-@contextmanager
-def holder(what: str = "workbench claims run demo"):
-    """A child Python process that holds the slot until a line arrives on its stdin (or it is killed)."""
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, what], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-    try:
-        assert child.stdout.readline().strip() == "held"
-        yield child
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-
-
-def let_go(child, after: float = 0.0) -> None:
-    """Tell the holder to release the slot, ``after`` seconds from now (from another thread)."""
-    def send():
-        child.stdin.write("\n")
-        child.stdin.flush()
-
-    threading.Timer(after, send).start()
 
 
 def busy_elsewhere() -> bool:

@@ -63,7 +63,7 @@ class CountingLLM(CachedLLM):
     """The real cached LLM, counting every ``ask`` (the calls a pass made, served either way)."""
 
     def __init__(self, store, backend):
-        super().__init__(store, lambda: backend)
+        super().__init__(store, lambda **_slot: backend)  # the factory hears on_wait/stop
         self.asked = 0
 
     def ask(self, *args, **kwargs):

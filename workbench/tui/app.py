@@ -215,6 +215,9 @@ class WorkbenchApp(App):
     def _quit_confirmed(self, yes: bool | None) -> None:
         if not yes:
             return
+        if not self.executions:     # the runs ended while the question was up: nothing to stop
+            self.exit()
+            return
         self.quitting = True
         for stop in self.executions.values():
             stop.set()
