@@ -12,7 +12,8 @@ import sys
 
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.dialogs import ErrorDialog, HelpScreen
+from workbench.tui.dialogs import ErrorDialog
+from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA
 from tuikit import (MODEL_PATIENCE, SIZE, heading, palette_highlights, settle, settled_after, snap_app, type_text,

@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 
 from tuikit import SIZE, SMALL, footer_line, palette_highlights, settle, snap_app, type_text, wait_for
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.dialogs import HelpScreen, help_sections, help_table, key_label
+from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
 
 
 def _help_text(app) -> str:

@@ -11,7 +11,8 @@ import threading
 from textual.widgets import Static
 
 from tuikit import SIZE, wait_for
-from workbench.tui.app import WorkbenchApp, WorkbenchScreen
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ErrorDialog
 
 

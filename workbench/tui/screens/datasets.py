@@ -8,25 +8,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
-from workbench.tui.app import WorkbenchScreen
+from workbench.data.importer import FILES, check_directory, import_dataset
+from workbench.store.queries import list_datasets, list_runs
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc
-from workbench.tui.widgets import KeyFooter, welcome
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.widgets import KeyFooter, welcome
 
 PATH_HINT = "a directory, e.g. sample_data/metaqa"
 
 
 def _dataset_rows(store):
-    from workbench.store.queries import list_datasets
-
     return list_datasets(store)
 
 
 def _import(store, path: str, name: str):
     """The import report, or the exception: a rejected input is an answer to show, not a crash."""
-    from workbench.data.importer import import_dataset
-
     try:
         return import_dataset(store, path, name)
     except Exception as exc:  # noqa: BLE001  (every failure ends the "importing …" status)
@@ -34,16 +32,12 @@ def _import(store, path: str, name: str):
 
 
 def _latest_run_of(store, dataset: str):
-    from workbench.store.queries import list_runs
-
     names = [r["name"] for r in list_runs(store) if r["dataset"] == dataset]
     return dataset, len(names), names[-1] if names else None
 
 
 def directory_problem(path: str) -> str | None:
     """Why ``path`` cannot be imported as a dataset directory (None when it can), checked before any prompt."""
-    from workbench.data.importer import FILES, check_directory
-
     if not path:
         return (f"Type the path of a directory holding {FILES[0]} and {FILES[1]} (and optionally {FILES[2]}), "
                 "e.g. sample_data/metaqa. Esc cancels.")

@@ -7,10 +7,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
-from workbench.tui.app import WorkbenchScreen
+from workbench.kg.merges import decide, decision_counts, proposals
+from workbench.kg.runner import get_dedup_run
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
-from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.widgets import KeyFooter
 
 BAND_ORDER = ("all", "high", "mid", "low", "below")
 BAND_RANGES = {"all": ("0", "1"), "high": ("0.9", "1"), "mid": ("0.7", "0.9"), "low": ("0.5", "0.7"),
@@ -18,9 +20,6 @@ BAND_RANGES = {"all": ("0", "1"), "high": ("0.9", "1"), "mid": ("0.7", "0.9"), "
 
 
 def _proposals(store, run, mode, band):
-    from workbench.kg.merges import decision_counts, proposals
-    from workbench.kg.runner import get_dedup_run
-
     try:
         _, name, _, config = get_dedup_run(store, run)
     except ValueError:
@@ -46,8 +45,6 @@ def decisions_note(mode: str, counts: dict[str, int]) -> str:
 
 
 def _decide(store, run, a, b, mode, decision):
-    from workbench.kg.merges import decide
-
     decide(store, run, a, b, mode, decision)
     return a, b, decision
 

@@ -7,12 +7,16 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Header, Static
 
-from workbench.tui.app import WorkbenchScreen
+from workbench.browse import sample_detail
+from workbench.pipelines.report import chain_for_sample
+from workbench.store.queries import get_run
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
+from workbench.tui.screens.searchain import ChainTreeScreen
+from workbench.tui.tagging import TAG_GROUP, TAG_KEYS, set_sample_note, toggle_sample_tag
 from workbench.tui.widgets import KeyFooter
-from workbench.tui.screens.samples import TAG_GROUP, TAG_KEYS, _note, _toggle
 
 STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}
 # Compact groups whose second key is shown as "/→": the footer reads "←/→ Cell", "j/k Sample".
@@ -21,16 +25,10 @@ SAMPLE_KEYS = Binding.Group("Sample", compact=True)
 
 
 def _detail(store, run_name, sid, cell_id):
-    from workbench.browse import sample_detail
-    from workbench.store.queries import get_run
-
     return sample_detail(store, get_run(store, run_name), sid, cell_id)
 
 
 def _chain_for(store, run_name, sid):
-    from workbench.pipelines.report import chain_for_sample
-    from workbench.store.queries import get_run
-
     return chain_for_sample(store, get_run(store, run_name).dataset_id, sid)
 
 
@@ -140,8 +138,6 @@ class SampleDetailScreen(WorkbenchScreen):
             if message.payload is None:
                 self.notify("no SearChain run has this sample (`workbench searchain run`)")
             else:
-                from workbench.tui.screens.searchain import ChainTreeScreen
-
                 self.app.push_screen(ChainTreeScreen(message.payload, self.sid))
 
     def action_cell(self, step: int) -> None:
@@ -161,12 +157,12 @@ class SampleDetailScreen(WorkbenchScreen):
         self.load("chain", _chain_for, self.run_name, self.sid)
 
     def action_tag(self, tag: str) -> None:
-        self.load("tag", _toggle, self.run_name, self.sid, tag)
+        self.load("tag", toggle_sample_tag, self.run_name, self.sid, tag)
 
     def action_note(self) -> None:
         def got(text: str | None) -> None:
             if text is not None:
-                self.load("note", _note, self.run_name, self.sid, text)
+                self.load("note", set_sample_note, self.run_name, self.sid, text)
 
         self.app.push_screen(PromptDialog("Note for this sample (empty clears)",
                                           self.detail.note if self.detail else ""), got)

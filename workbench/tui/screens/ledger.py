@@ -10,9 +10,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
+from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
+from workbench.runs.report import cell_difference, run_ledger
+from workbench.store.queries import NotFound, get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
-from workbench.tui.app import WorkbenchScreen
+from workbench.triage import tag_counts
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.widgets import KeyFooter
 
@@ -35,10 +39,6 @@ class LedgerView:
 
 def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None:
     """The ledger of ``run_name``; None when there is no such run (e.g. it was just deleted)."""
-    from workbench.runs.report import run_ledger
-    from workbench.store.queries import NotFound, get_run, run_names
-    from workbench.triage import tag_counts
-
     if run_name is None:
         return None
     try:
@@ -51,10 +51,6 @@ def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None
 
 
 def _difference(store, run_name, a, b, exclude: bool):
-    from workbench.runs.report import cell_difference
-    from workbench.store.queries import get_run
-    from workbench.triage import tag_counts
-
     run = get_run(store, run_name)
     tags = list(tag_counts(store, run.dataset_id)) if exclude else []
     return (a, b), {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags)
@@ -156,8 +152,6 @@ class LedgerScreen(WorkbenchScreen):
             self.query_one("#side", Static).update("\n".join(lines))
 
     def _draw(self) -> None:
-        from workbench import plots
-
         report = self.view.report
         generating = self.view.has_model
         progress = (f" · {report.jobs_done:,}/{report.jobs_total:,} jobs" if generating else " · no model (sweep)")

@@ -9,19 +9,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Static
 
+from workbench import plots
+from workbench.retrieval.evaluate import document_preview, evaluate_retrieval, latest_corpus
 from workbench.tables import fmt_estimate
-from workbench.tui.app import WorkbenchScreen
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
-from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.widgets import KeyFooter
 
 
 QUICK_RESAMPLES, RESAMPLES = 100, 1000
 
 
 def _evaluation(store, retriever: str, resamples: int):
-    from workbench.retrieval.evaluate import evaluate_retrieval, latest_corpus
-
     name = latest_corpus(store)
     if name is None:
         return None
@@ -29,8 +29,6 @@ def _evaluation(store, retriever: str, resamples: int):
 
 
 def _miss(store, dataset, miss):
-    from workbench.retrieval.evaluate import document_preview
-
     return miss, document_preview(store, dataset, miss["gold"]), [document_preview(store, dataset, d)
                                                                   for d in miss["retrieved"]]
 
@@ -114,8 +112,6 @@ class RetrievalScreen(WorkbenchScreen):
             self.app.push_screen(MissScreen(text))
 
     def _draw(self) -> None:
-        from workbench import plots
-
         heading = self.query_one("#heading", Static)
         if self.report is None:
             heading.update("[b]Retrieval[/b]  no corpus yet. In a shell: `workbench corpus import "

@@ -10,6 +10,12 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from workbench.models.base import ModelError
+from workbench.models.locate import resolve_model
+from workbench.models.registry import GenerationConfig
+from workbench.runs.cells import grid
+from workbench.runs.prompt import load_template
+from workbench.runs.sweep import SweepConfig
 from workbench.tui.markup import esc
 
 
@@ -44,9 +50,6 @@ def form_error(message: str) -> FormError:
 
 def configs_from_form(form: dict):
     """Turn the form's text fields into the core's configs (``FormError`` names the bad field)."""
-    from workbench.models.registry import GenerationConfig
-    from workbench.runs.prompt import load_template
-    from workbench.runs.sweep import SweepConfig
 
     def ints(field: str) -> tuple[int, ...]:
         try:
@@ -86,10 +89,6 @@ def describe_plan(form: dict, samples: int) -> str:
     The cells are the core's grid (``runs.cells.grid``, as ``plan_sweep`` builds it), so
     the count is the one the run will have.
     """
-    from workbench.models.base import ModelError
-    from workbench.models.locate import resolve_model
-    from workbench.runs.cells import grid
-
     sweep, gen = configs_from_form(form)
     try:
         path = resolve_model(gen.model)

@@ -11,13 +11,16 @@ from textual.widgets import DataTable, Header, ProgressBar, Static
 
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
+from workbench.runs.executor import ExecReport, execute
+from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import LeaseHeld
-from workbench.tui.app import WorkbenchScreen
+from workbench.store.queries import delete_run, get_run, list_datasets, list_runs
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
 from workbench.tui.markup import esc
-from workbench.tui.widgets import KeyFooter, welcome
-from workbench.tui.screens.run_form import FormError, RunForm, configs_from_form, form_error
 from workbench.tui.messages import DataChanged, Loaded, RunFinished, RunProgress
+from workbench.tui.screens.run_form import FormError, RunForm, configs_from_form, form_error
+from workbench.tui.widgets import KeyFooter, welcome
 
 NO_RUN = """\
 [b]No run yet.[/b] Press [b]n[/b] to start one on {datasets}: the form shows how many
@@ -27,22 +30,16 @@ jobs it will run, and with which model, before anything starts.
 
 
 def _runs(store):
-    from workbench.store.queries import list_datasets, list_runs
-
     runs = list_runs(store)
     # The dataset names only matter for the greeting shown while there is no run.
     return {"runs": runs, "datasets": [] if runs else [d["name"] for d in list_datasets(store)]}
 
 
 def _datasets_for_form(store) -> dict[str, int]:
-    from workbench.store.queries import list_datasets
-
     return {d["name"]: d["samples"] for d in list_datasets(store)}
 
 
 def _delete(store, name: str):
-    from workbench.store.queries import delete_run
-
     delete_run(store, name)
     return name
 
@@ -208,10 +205,6 @@ class RunsScreen(WorkbenchScreen):
     @work(thread=True, exit_on_error=False, group="execute")
     def execute_run(self, dataset, sweep, gen, name, form: dict | None = None) -> None:
         """Plan (when given configs) and execute a run; progress comes back as messages."""
-        from workbench.runs.executor import ExecReport, execute
-        from workbench.runs.sweep import plan_sweep
-        from workbench.store.queries import get_run
-
         store = self.app.open_store()
         stop = threading.Event()
         registered = False

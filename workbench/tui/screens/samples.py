@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
-from workbench.tui.app import WorkbenchScreen
+from workbench.browse import QUADRANTS, list_samples, matching_tags
+from workbench.data.exports import write_atomic
+from workbench.runs.report import first_cell
+from workbench.store.queries import get_run
+from workbench.triage import export_tagged, tag_counts
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.screens.detail import SampleDetailScreen
+from workbench.tui.tagging import TAG_GROUP, TAG_KEYS, set_sample_note, toggle_sample_tag
 from workbench.tui.widgets import KeyFooter
 
 PAGE = 50
 QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",
                  "unsupported")
-TAG_KEYS = {"A": "annotation-error", "L": "alias-miss", "R": "reasoning-fail", "F": "format-fail"}
 QUADRANT_GROUP = Binding.Group("Quadrant", compact=True)
 PAGE_GROUP = Binding.Group("Page", compact=True)
-TAG_GROUP = Binding.Group("Tag", compact=True)
 
 
 # Columns with fixed widths: a long tag list or question must not push the prediction off screen.
@@ -57,11 +63,6 @@ class PageView:
 
 
 def _page(store, run_name, cell_id, quadrant, search, tag, offset):
-    from workbench.browse import list_samples, matching_tags
-    from workbench.runs.report import first_cell
-    from workbench.store.queries import get_run
-    from workbench.triage import tag_counts
-
     run = get_run(store, run_name)
     if cell_id is None:
         cell_id = first_cell(store, run)
@@ -82,28 +83,7 @@ def tag_abbrev(tags) -> str:
     return short if len(short) <= 4 else short[:3] + "+"
 
 
-def _toggle(store, run_name, sid, tag):
-    from workbench.store.queries import get_run
-    from workbench.triage import toggle_tag
-
-    return tag, toggle_tag(store, get_run(store, run_name).dataset_id, sid, tag)
-
-
-def _note(store, run_name, sid, text):
-    from workbench.store.queries import get_run
-    from workbench.triage import set_note
-
-    set_note(store, get_run(store, run_name).dataset_id, sid, text)
-    return sid
-
-
 def _export(store, run_name, path):
-    import io
-
-    from workbench.data.exports import write_atomic
-    from workbench.store.queries import get_run
-    from workbench.triage import export_tagged
-
     buf = io.StringIO()
     count = export_tagged(store, get_run(store, run_name).dataset_id, buf)
     write_atomic(path, [buf.getvalue()])
@@ -205,8 +185,6 @@ class SamplesScreen(WorkbenchScreen):
             self.notify(f"wrote {count} tagged samples to {path}")
 
     def _draw(self) -> None:
-        from workbench.browse import QUADRANTS
-
         last = max(1, (self.total + PAGE - 1) // PAGE)
         filters = [f"quadrant [b]{self.quadrant}[/b] ({QUADRANTS[self.quadrant][1]})"]
         if self.search:
@@ -236,8 +214,6 @@ class SamplesScreen(WorkbenchScreen):
         self.query_one("#status", Static).update(f"[dim]{esc(status_line())}{legend}[/dim]")
 
     def _empty_text(self) -> str:
-        from workbench.browse import QUADRANTS
-
         if self.rows:
             return ""
         if self.known_tags is not None:
@@ -298,7 +274,7 @@ class SamplesScreen(WorkbenchScreen):
     def action_tag(self, tag: str) -> None:
         sid = self._sid()
         if sid is not None:
-            self.load("tag", _toggle, self.app.run_name, sid, tag)
+            self.load("tag", toggle_sample_tag, self.app.run_name, sid, tag)
 
     def action_note(self) -> None:
         sid = self._sid()
@@ -307,7 +283,7 @@ class SamplesScreen(WorkbenchScreen):
 
         def got(text: str | None) -> None:
             if text is not None:
-                self.load("note", _note, self.app.run_name, sid, text)
+                self.load("note", set_sample_note, self.app.run_name, sid, text)
 
         self.app.push_screen(PromptDialog("Note for this sample (empty clears)"), got)
 
@@ -323,8 +299,6 @@ class SamplesScreen(WorkbenchScreen):
         self.action_detail()
 
     def action_detail(self) -> None:
-        from workbench.tui.screens.detail import SampleDetailScreen
-
         sid = self._sid()
         if sid is not None:
             sids = [r.sid for r in self.rows]

@@ -7,19 +7,19 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, Tree
 
+from workbench.pipelines.render import render_report
+from workbench.pipelines.report import chain_tree, pipeline_runs, sample_rows, searchain_report
 from workbench.tables import DASH
-from workbench.tui.app import WorkbenchScreen
+from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
-from workbench.tui.widgets import KeyFooter
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.widgets import KeyFooter
 
 PAGE = 200
 STATUS_STYLE = {"verified": "green", "corrected": "yellow", "completed": "cyan", "model": "dim"}
 
 
 def _overview(store, name):
-    from workbench.pipelines.report import pipeline_runs, sample_rows, searchain_report
-
     runs = pipeline_runs(store)
     if not runs:
         return None
@@ -28,8 +28,6 @@ def _overview(store, name):
 
 
 def _tree(store, name, sid):
-    from workbench.pipelines.report import chain_tree
-
     return chain_tree(store, name, sid)
 
 
@@ -68,8 +66,6 @@ class SearChainScreen(WorkbenchScreen):
                 self.query_one("#heading", Static).update(
                     "[b]SearChain[/b]  no runs yet: `workbench searchain run DATASET --hops 2 --limit 50`")
                 return
-            from workbench.pipelines.render import render_report
-
             self.runs, report, (total, self.rows) = message.payload
             self.name_shown = report["run"]
             self.query_one("#heading", Static).update(
