@@ -6,7 +6,7 @@ py := venv / "bin/python"
 demo_db := ".workbench/demo.db"
 wb := venv / "bin/workbench --db " + demo_db
 
-# llama.cpp build flags (DESIGN §12): AMX off, or a native build segfaults on Sapphire Rapids
+# llama.cpp build flags (docs/design.md §12): AMX off, or a native build segfaults on Sapphire Rapids
 # (llama.cpp #20824); LLAVA off. For CUDA add -DGGML_CUDA=on to LLAMA_CMAKE_ARGS.
 llama_cmake := env("LLAMA_CMAKE_ARGS", "-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON")
 no_amx := "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
@@ -56,7 +56,7 @@ test *args: install
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc"
 
-# Benchmarks of DESIGN §10 targets (separate from tests); figures go in the README.
+# Benchmarks of the performance targets (docs/design.md §10) (separate from tests); figures go in the README.
 bench: install
     "{{py}}" bench/bench_import.py
     "{{py}}" bench/bench_ledger.py

@@ -1,4 +1,4 @@
-"""Benchmark: dedup candidate generation on 100,000 synthetic entities (DESIGN §8).
+"""Benchmark: dedup candidate generation on 100,000 synthetic entities (docs/design.md §8).
 
 The names are people ("Steven Spielberg"), film-like titles ("The Silent River") and
 organisations ("National Film Board"), seeded. About 10% of the entities are planted

@@ -1,4 +1,4 @@
-"""Benchmark: the three generation targets of DESIGN §10, side by side in one run.
+"""Benchmark: the three generation targets of docs/design.md §10, side by side in one run.
 
 1. ``throughput``: workbench ``execute()`` vs bare llama-cpp-python on the same prompts and
    model (goal: workbench tok/s ≥ 0.95 × bare). Both sides run in fresh subprocesses,

@@ -1,4 +1,4 @@
-"""Benchmark: importing a large dataset directory (DESIGN §2, §10).
+"""Benchmark: importing a large dataset directory (docs/design.md §2, §10).
 
 Synthetic, seeded data: 1,000,000 unique triples in ``kb.jsonl``, 100,000 samples (each
 with 1-3 gold paths of 1-2 KB triples) and 100,000 retrieval rows of 20 KB triples each.

@@ -1,4 +1,4 @@
-"""Benchmark: full ledger plus bootstrap CIs for 100k samples × 50 cells (DESIGN §10).
+"""Benchmark: full ledger plus bootstrap CIs for 100k samples × 50 cells (docs/design.md §10).
 
 Target: < 5 s. Run: ``python bench/bench_ledger.py [--samples N] [--cells C] [--resamples R]``.
 Prints one JSON line; peak RSS (resource.getrusage) is included.

@@ -1,4 +1,4 @@
-"""Benchmark: the TUI on a ~1 GB store (DESIGN §10): open, ledger with CIs, samples filter/page.
+"""Benchmark: the TUI on a ~1 GB store (docs/design.md §10): open, ledger with CIs, samples filter/page.
 
 Run: ``python bench/bench_tui.py [--db PATH] [--reps N] [--quick]``.
 

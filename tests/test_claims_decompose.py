@@ -1,4 +1,4 @@
-"""Claim decomposers (DESIGN §6, seed 003): rule, llm and hybrid, and the claims' source spans.
+"""Claim decomposers (docs/design.md §6): rule, llm and hybrid, and the claims' source spans.
 
 The LLM here is a scripted test double: it replies with canned JSON per text and records
 what it was asked. It stands in for the model only where the logic under test (parsing,
@@ -85,7 +85,7 @@ def test_rule_expands_enumerations_and_carries_the_subject_past_a_dropped_conjun
 
 
 def test_rule_keeps_a_conditional_sentence_whole():
-    """Seed 003: the conclusion "它易于学习" must not become a claim of its own."""
+    """The conclusion "它易于学习" must not become a claim of its own: it holds only under its condition."""
     answer = "如果Python是高级语言，那么它易于学习。"
     claims = rule_claims(answer)
     assert texts(claims) == ["如果Python是高级语言，那么它易于学习"]

@@ -1,4 +1,4 @@
-"""RAGChecker-style claim metrics (DESIGN §6): a worked example, undefined cases, identities,
+"""RAGChecker-style claim metrics (docs/design.md §6): a worked example, undefined cases, identities,
 a cross-check against a literal transcription of RAGChecker, and the bootstrap aggregate."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Claim verification: verifiers (lexical, embedding, llm_judge, nli) and the vote (DESIGN §6)."""
+"""Claim verification: verifiers (lexical, embedding, llm_judge, nli) and the vote (docs/design.md §6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Evidence units, templates, tokenizers and truncation, by example.
 
-These tests double as documentation of DESIGN §3: how evidence is rendered into
+These tests double as documentation of docs/design.md §3: how evidence is rendered into
 the prompt, how a token budget cuts it, and which units count as visible.
 """
 

@@ -1,7 +1,7 @@
 """Runs with the real default model (SmolLM2-135M through the installed llama.cpp build).
 
 These tests generate real tokens: a broken llama.cpp build (e.g. the AMX segfault of
-DESIGN §12) fails here, not in a user's hands.
+docs/design.md §12) fails here, not in a user's hands.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Importing a dataset directory, by example (DESIGN §2 and §11).
+"""Importing a dataset directory, by example (docs/design.md §2 and §11).
 
 A dataset directory holds three JSON Lines files:
 

@@ -1,4 +1,4 @@
-"""The core never imports Textual: only workbench.tui may (DESIGN §1)."""
+"""The core never imports Textual: only workbench.tui may (docs/design.md §1)."""
 
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""Candidate generation for entity deduplication (workbench.kg.candidates, DESIGN §8).
+"""Candidate generation for entity deduplication (workbench.kg.candidates, docs/design.md §8).
 
 Every expected number here can be checked by hand: fuzzy scores are rapidfuzz's
 token_sort_ratio, i.e. 1 - (insertions + deletions) / (len(a) + len(b)) on the

@@ -1,6 +1,6 @@
 """What the dedup judge sees about one entity (workbench.kg.context), and the sample dedup KG.
 
-The example is seed 004's own: an entity with graph relations and the source chunks they
+The example is an entity with graph relations and the source chunks they
 were extracted from. Chunks come from the node, then its out edges, then its in edges,
 deduplicated in that order, at most ``max_text_chunks``, each cut to ``chunk_max_chars``.
 """
@@ -35,7 +35,7 @@ def test_chunks_come_from_node_then_out_edges_then_in_edges():
 
 def test_dedup_keeps_the_first_occurrence_in_order():
     # c2 is cited by the first out edge and by the in edge: it is shown once, where first seen.
-    # (Seed 004 used list(set(ids)), whose order changes from run to run.)
+    # (list(set(ids)) would not do: its order changes from run to run.)
     ctx = collect_context("Kismet", OUT, IN, ["c3"], TEXT)
     assert ids(ctx) == ["c3", "c2", "c1", "c4"]
 

@@ -1,4 +1,4 @@
-"""Entity deduplication (DESIGN §8): union-find merges, the representative rule, reverts,
+"""Entity deduplication (docs/design.md §8): union-find merges, the representative rule, reverts,
 and clustering scores (pairwise and B-cubed) with entity-bootstrap intervals."""
 
 from __future__ import annotations

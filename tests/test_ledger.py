@@ -1,4 +1,4 @@
-"""The dissipation ledger (DESIGN §3): terms, undefined cases, identity, bootstrap, oracles."""
+"""The dissipation ledger (docs/design.md §3): terms, undefined cases, identity, bootstrap, oracles."""
 
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ def test_nonnegative_terms(cell: CellArrays) -> None:
 
 
 def naive_terms(cell: CellArrays) -> dict[str, float]:
-    """The definitions of DESIGN §3 written out directly on (resampled) arrays; NaN = undefined."""
+    """The definitions of docs/design.md §3 written out directly on (resampled) arrays; NaN = undefined."""
     scored = ~np.isnan(cell.score)
     if cell.scored:
         pop = scored

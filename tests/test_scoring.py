@@ -1,4 +1,4 @@
-"""Answer scoring (DESIGN §3 "Score s"): normalization, acc, cover, set-F1, macro-F1."""
+"""Answer scoring (docs/design.md §3 "Score s"): normalization, acc, cover, set-F1, macro-F1."""
 
 from __future__ import annotations
 

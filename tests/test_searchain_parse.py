@@ -1,4 +1,4 @@
-"""Chain-of-Query (DESIGN §7, seed 001): the format, its forgiving parser, the prompts and feedback.
+"""Chain-of-Query (docs/design.md §7): the format, its forgiving parser, the prompts and feedback.
 
 Each malformed case is a slip a small model makes; the expected :class:`Chain` is written
 out in full so the test reads as the parser's specification.

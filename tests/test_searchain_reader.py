@@ -1,4 +1,4 @@
-"""SearChain readers (DESIGN §7): what each reader answers, with which confidence, and when a
+"""SearChain readers (docs/design.md §7): what each reader answers, with which confidence, and when a
 reader's answer counts as agreeing with the model's.
 
 Extractive confidence is ``0.5 * mention + 0.5 * relation``: mention is 1 when the query names

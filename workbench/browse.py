@@ -1,7 +1,7 @@
 """Reading a run sample by sample: quadrant filters, search, paging and the detail of one sample.
 
 Only one page of rows is ever materialized. Every filter is parameterized SQL; user
-search text is bound, never spliced (DESIGN §11).
+search text is bound, never spliced (docs/design.md §11).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from workbench.runs.sweep import oracle_path
 from workbench.store.db import Store
 from workbench.store.queries import Run, Sample
 
-# Quadrants of (H_set, H_vis, s) the samples view filters by (DESIGN §9).
+# Quadrants of (H_set, H_vis, s) the samples view filters by (docs/design.md §9).
 QUADRANTS: dict[str, tuple[str, str]] = {
     "all": ("1", "every sample"),
     "dissipation": ("e.h_vis = 1 AND e.score < 1", "visible hit but wrong"),

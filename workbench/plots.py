@@ -1,4 +1,4 @@
-"""The DESIGN §3 figures drawn with plotext, returned as strings (no Textual here).
+"""The ledger's figures (docs/design.md §3) drawn with plotext, returned as strings (no Textual here).
 
 Main: budget B fixed, sweep K: S_set, S_vis and S_llm on the left axis, D_rate on the
 right. Oracle: sweep B: Acc_struct, Acc_linear and L_struct. Undefined points (None)

@@ -1,1 +1,1 @@
-"""Claim decomposition and atomic verification (DESIGN §6, seed 003)."""
+"""Claim decomposition and atomic verification (docs/design.md §6)."""

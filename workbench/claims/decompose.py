@@ -1,4 +1,4 @@
-"""Claim decomposers: an answer becomes atomic claims, each with its source span (DESIGN §6, seed 003).
+"""Claim decomposers: an answer becomes atomic claims, each with its source span (docs/design.md §6).
 
 ``rule`` (:func:`rule_claims`) is deterministic, for Chinese and English; ``llm``
 (:func:`llm_claims`) is one call to the local model, constrained to :data:`CLAIMS_SCHEMA`
@@ -10,8 +10,8 @@ The rule decomposer:
 1. Sentences end at 。！？!?, at a newline, and at "." before whitespace or the end (3.5 and
    v1.2 stay whole; so do e.g./Dr./vs. and initials, "J. R. R. Tolkien"). Bullets are trimmed.
 2. A sentence with a clause that opens with a condition, cause or concession (如果 若 虽然
-   因为 即使 除非 …, if/when/because/although/unless …) stays one claim: seed 003 forbids
-   "它易于学习" on its own from "如果Python是高级语言，那么它易于学习".
+   因为 即使 除非 …, if/when/because/although/unless …) stays one claim: "它易于学习" on its
+   own would drop the condition of "如果Python是高级语言，那么它易于学习".
 3. Clauses split at ，,；; (not at a digit comma, 1,000), and in English also before
    " while " / " as well as ". A leading conjunction is dropped (和 以及 并且 并 同时 而且 且 还,
    and / also / and also / as well as / while); a clause that is only one goes. The commas

@@ -1,4 +1,4 @@
-"""Verifiers: one :class:`~workbench.claims.types.Verdict` per (claim, context unit) (DESIGN §6).
+"""Verifiers: one :class:`~workbench.claims.types.Verdict` per (claim, context unit) (docs/design.md §6).
 
 Every verifier has a ``name`` and ``verify(claim, units, *, question="") -> list[Verdict]``,
 one verdict per unit, in the units' order. Aggregation across verifiers is in

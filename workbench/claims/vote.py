@@ -1,4 +1,4 @@
-"""Aggregation of verifier verdicts and the answer-level outputs (DESIGN §6).
+"""Aggregation of verifier verdicts and the answer-level outputs (docs/design.md §6).
 
 Three levels:
 

@@ -1,4 +1,4 @@
-"""Importing a Markdown corpus (DESIGN §5): documents, their chunks, categories.
+"""Importing a Markdown corpus (docs/design.md §5): documents, their chunks, categories.
 
 The document id is the path relative to the corpus root; the title comes from the file
 name; the category from the folder at ``category_depth``. Documents are chunked by

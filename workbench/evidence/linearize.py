@@ -1,6 +1,6 @@
 """Linearization templates (score / linear / struct) and the exact parser.
 
-DESIGN §3: ``score`` keeps the retriever's order, ``linear`` is a seeded shuffle,
+docs/design.md §3: ``score`` keeps the retriever's order, ``linear`` is a seeded shuffle,
 ``struct`` follows head→tail chains without looking at gold paths.
 """
 
@@ -47,7 +47,7 @@ def parse(text: str) -> list[str]:
     """Labels of the complete, well-formed unit lines in ``text``, in text order.
 
     A line counts only once its ``\\n`` is in the text: a partial last line is
-    exactly the "cut part-way" case of DESIGN §3 and is not visible.
+    exactly the "cut part-way" case of docs/design.md §3 and is not visible.
     """
     labels: list[str] = []
     for line in text.split("\n")[:-1]:

@@ -86,7 +86,7 @@ def _offline_tiktoken_names() -> tuple[str, ...]:
 def _tiktoken_factory(encoding_name: str) -> Tokenizer:
     offline = _offline_tiktoken_names()
     # Stock tiktoken encodings download their BPE file at first use; the
-    # workbench must make no network calls (DESIGN §11), so refuse them.
+    # workbench must make no network calls (docs/design.md §11), so refuse them.
     if encoding_name not in offline:
         raise ValueError(
             f"tiktoken encoding {encoding_name!r} is not available offline; "

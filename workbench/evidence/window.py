@@ -1,4 +1,4 @@
-"""Token-budget truncation of a linearized evidence string (trunc_B, DESIGN §3)."""
+"""Token-budget truncation of a linearized evidence string (trunc_B, docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Entity deduplication for KG construction (DESIGN §8, seed 004)."""
+"""Entity deduplication for KG construction (docs/design.md §8)."""

@@ -1,4 +1,4 @@
-"""Candidate pairs for head-entity deduplication, without comparing all pairs (DESIGN §8).
+"""Candidate pairs for head-entity deduplication, without comparing all pairs (docs/design.md §8).
 
 At 100k entities the n²/2 ≈ 5·10⁹ pairs cannot even be scored by a string metric, let
 alone judged by the LLM. Candidates come from four cheap sources, each of which only

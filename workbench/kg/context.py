@@ -1,4 +1,4 @@
-"""The context of one entity, exactly as the dedup judge sees it (DESIGN §8, seed 004).
+"""The context of one entity, exactly as the dedup judge sees it (docs/design.md §8).
 
 An entity's context has two parts:
 
@@ -30,7 +30,7 @@ ELLIPSIS = "…"
 
 @dataclass(frozen=True)
 class ContextConfig:
-    """How much context to show per entity; the defaults are seed 004's."""
+    """How much context to show per entity; the defaults are those of docs/design.md §8."""
 
     max_relations: int = 10
     include_text_context: bool = True

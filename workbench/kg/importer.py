@@ -1,8 +1,8 @@
 """Importing a KG for deduplication: triples with provenance, their chunks, gold clusters.
 
 A directory holds:
-- ``kb.jsonl``: ``{"triple": [h, r, t], "source_chunks": ["c1", ...]}``, the DESIGN §2
-  KB line with an optional ``source_chunks`` (the chunks the triple was extracted from);
+- ``kb.jsonl``: ``{"triple": [h, r, t], "source_chunks": ["c1", ...]}``, the dataset
+  KB line (docs/design.md §2) with an optional ``source_chunks`` (the chunks the triple was extracted from);
 - ``chunks.jsonl`` (optional): ``{"chunk_id": str, "text": str}``;
 - ``gold_clusters.jsonl`` (optional): ``{"entity": str, "cluster": str}``, for evaluation.
 

@@ -1,4 +1,4 @@
-"""The coreference judge: are two entities the same real-world object? (DESIGN §8, seed 004)
+"""The coreference judge: are two entities the same real-world object? (docs/design.md §8)
 
 The LLM sees both entities' graph relations and, in ``graph+text`` mode, the source text
 chunks where they appear, and answers under a JSON-schema grammar

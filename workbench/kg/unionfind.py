@@ -1,4 +1,4 @@
-"""Union-find for transitive entity merges, and the representative rule (DESIGN §8, seed 004).
+"""Union-find for transitive entity merges, and the representative rule (docs/design.md §8).
 
 Merges are *pairs* the judge (or a human in triage) accepted. Clusters are the connected
 components of those pairs: a~b and b~c put a, b and c in one cluster even though (a, c) was

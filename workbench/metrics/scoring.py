@@ -1,4 +1,4 @@
-"""Answer scoring for English and Chinese answers (DESIGN §3, "Score s").
+"""Answer scoring for English and Chinese answers (docs/design.md §3, "Score s").
 
 Every per-sample scorer maps a raw model output and the sample's answer set (plus optional
 aliases) to ``s`` in ``[0, 1]``:

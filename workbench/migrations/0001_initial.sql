@@ -1,4 +1,4 @@
--- Datasets, units (triples or chunks), samples and retrieval runs: DESIGN §2.
+-- Datasets, units (triples or chunks), samples and retrieval runs: docs/design.md §2.
 CREATE TABLE datasets (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,

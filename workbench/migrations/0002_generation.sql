@@ -1,4 +1,4 @@
--- Jobs: every (sample, cell) event is a generation job with a status (DESIGN §4).
+-- Jobs: every (sample, cell) event is a generation job with a status (docs/design.md §4).
 ALTER TABLE events ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';  -- pending | done | error
 ALTER TABLE events ADD COLUMN error TEXT;
 ALTER TABLE events ADD COLUMN source TEXT;             -- model | cache | import

@@ -1,4 +1,4 @@
--- Triage: tags and free notes per sample (DESIGN §9). Tags belong to the dataset's samples,
+-- Triage: tags and free notes per sample (docs/design.md §9). Tags belong to the dataset's samples,
 -- so they follow a sample across every run over it.
 CREATE TABLE tags (
   dataset_id INTEGER NOT NULL,

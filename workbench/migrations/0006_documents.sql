@@ -1,4 +1,4 @@
--- Documents of a Markdown corpus (DESIGN §5). Their chunks are the dataset's units
+-- Documents of a Markdown corpus (docs/design.md §5). Their chunks are the dataset's units
 -- (kind chunk): units.doc_id is the chunk's parent_id, the document's relative path.
 CREATE TABLE documents (
   dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- Claim verification (DESIGN §6): a claim run is one verification config over one run.
+-- Claim verification (docs/design.md §6): a claim run is one verification config over one run.
 CREATE TABLE claim_runs (
   id INTEGER PRIMARY KEY,
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- Multi-step pipelines as systems under test (DESIGN §7): SearChain runs and their trees.
+-- Multi-step pipelines as systems under test (docs/design.md §7): SearChain runs and their trees.
 CREATE TABLE pipeline_runs (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,

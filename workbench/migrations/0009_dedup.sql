@@ -1,4 +1,4 @@
--- Entity deduplication for KG construction (DESIGN §8): a KG with provenance, gold clusters,
+-- Entity deduplication for KG construction (docs/design.md §8): a KG with provenance, gold clusters,
 -- dedup runs with their candidate pairs, judge verdicts (with the contexts shown) and decisions.
 CREATE TABLE kgs (
   id INTEGER PRIMARY KEY,

@@ -1,1 +1,1 @@
-"""Multi-step systems under test (DESIGN §7): SearChain."""
+"""Multi-step systems under test (docs/design.md §7): SearChain."""

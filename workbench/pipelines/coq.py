@@ -1,6 +1,6 @@
 """Chain-of-Query (CoQ): the format SearChain's model writes, its prompts and a forgiving parser.
 
-SearChain (Xu et al., WWW 2024; DESIGN §7, seed 001) has the model plan a whole chain of
+SearChain (Xu et al., WWW 2024; docs/design.md §7) has the model plan a whole chain of
 sub-queries at once, answering the ones it knows and marking the rest unsolved. The
 retrieval loop checks the chain step by step and sends :func:`feedback_message` back as the
 next user turn. The format, one item per line::

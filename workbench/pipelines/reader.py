@@ -1,4 +1,4 @@
-"""Readers for SearChain's verification step (DESIGN §7).
+"""Readers for SearChain's verification step (docs/design.md §7).
 
 SearChain (Xu et al. 2024) sends each sub-query of the Chain-of-Query to a retriever (top-1
 unit) and a *reader* answers it from that unit with a confidence. A confident reader answer

@@ -1,4 +1,4 @@
-"""The SearChain loop (Xu et al., WWW 2024; DESIGN §7) over injected parts.
+"""The SearChain loop (Xu et al., WWW 2024; docs/design.md §7) over injected parts.
 
 The model plans a whole Chain-of-Query. The first step not yet processed goes to the
 retriever (top-1 unit) and a reader:

@@ -1,4 +1,4 @@
-"""Lexical retrieval: BM25 (bm25s) with Chinese-aware tokenizers (DESIGN §5)."""
+"""Lexical retrieval: BM25 (bm25s) with Chinese-aware tokenizers (docs/design.md §5)."""
 
 from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_docs, triple_text
 from workbench.retrieval.text import detect_mode, tokenize

@@ -1,4 +1,4 @@
-"""Retrieval evaluation over a corpus dataset: filename questions and metrics at k (DESIGN §5).
+"""Retrieval evaluation over a corpus dataset: filename questions and metrics at k (docs/design.md §5).
 
 Questions become ordinary samples of the corpus dataset: the answer is the document's
 title, every chunk of the source document is a one-unit gold path, and ``meta`` records

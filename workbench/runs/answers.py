@@ -3,7 +3,7 @@
 - ``text``: free text; the prediction is the raw output.
 - ``json``: ``{"answers": [...]}`` under a JSON-schema grammar; the prediction is the list.
 - ``grounded``: ``{"answers": [...], "citations": ["T12", ...]}``; the answer scores 0 when
-  a citation is missing or names a unit not visible in the window V_i (DESIGN §4).
+  a citation is missing or names a unit not visible in the window V_i (docs/design.md §4).
 """
 
 from __future__ import annotations

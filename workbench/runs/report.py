@@ -1,4 +1,4 @@
-"""A run's ledger: events from the store turned into per-cell arrays, then DESIGN §3 terms."""
+"""A run's ledger: events from the store turned into per-cell arrays, then the ledger's terms (docs/design.md §3)."""
 
 from __future__ import annotations
 
