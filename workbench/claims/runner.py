@@ -10,10 +10,8 @@ replays the calls of the interrupted one from the cache.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
-import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
@@ -25,10 +23,9 @@ from workbench.claims.types import Claim
 from workbench.claims.verify import VERIFIERS, make_verifiers
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize
 from workbench.metrics.scoring import normalize_answer
-from workbench.models.base import ModelError
-from workbench.passes import CallTally, PassReport
+from workbench.models.cached import default_llm
+from workbench.passes import CLAIMS_KEY_DIGITS, PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.store.db import Store, utcnow
-from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Run, Sample, load_samples
 
 
@@ -66,8 +63,8 @@ class ClaimsConfig:
         return self.decomposer in ("llm", "hybrid") or "llm_judge" in self.verifiers
 
     def key(self) -> str:
-        material = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(material.encode()).hexdigest()[:16]
+        """The claim run's identity among those over one run (``claim_runs.config_key``)."""
+        return config_hash(asdict(self))[:CLAIMS_KEY_DIGITS]
 
 
 @dataclass
@@ -81,18 +78,16 @@ class ClaimsReport(PassReport):
 def claim_run_id(store: Store, run: Run, config: ClaimsConfig) -> int:
     """The id of ``config``'s claim run over ``run``, created on first use."""
     key = config.key()
-    row = store.conn.execute("SELECT id FROM claim_runs WHERE run_id = ? AND config_key = ?",
-                             (run.id, key)).fetchone()
-    if row:
-        return row[0]
-    with store.transaction() as conn:
-        # Read again under the write lock: another process may have created it since.
-        row = conn.execute("SELECT id FROM claim_runs WHERE run_id = ? AND config_key = ?", (run.id, key)).fetchone()
-        if row:
-            return row[0]
-        cur = conn.execute("INSERT INTO claim_runs (run_id, config_key, config, created_at) VALUES (?, ?, ?, ?)",
-                           (run.id, key, json.dumps(asdict(config)), utcnow()))
-        return cur.lastrowid
+
+    def find(conn):
+        return conn.execute("SELECT id FROM claim_runs WHERE run_id = ? AND config_key = ?", (run.id, key)).fetchone()
+
+    def write(conn, _) -> int:
+        return conn.execute("INSERT INTO claim_runs (run_id, config_key, config, created_at) VALUES (?, ?, ?, ?)",
+                            (run.id, key, json.dumps(asdict(config)), utcnow())).lastrowid
+
+    found, created = plan_or_find(store, find, write)
+    return found[0] if found is not None else created
 
 
 def _check_cells(store: Store, run: Run, cells: Sequence[str] | None) -> None:
@@ -174,17 +169,43 @@ def sample_table(answer: str, results: Sequence[ClaimResult], sample: Sample, un
         relevant=np.array([u in gold_uids for u in uids], dtype=bool) if gold_uids else None)
 
 
-class _ClaimsExecution:
-    """One pass over the pending jobs of a claim run; all writes on the calling thread."""
+class _ClaimsWork(PassWork):
+    """A claim run's jobs (the answers of its run) and how one is verified; all writes on the calling thread."""
 
     def __init__(self, store: Store, run: Run, crid: int, config: ClaimsConfig, llm, verifiers,
-                 report: ClaimsReport):
+                 report: ClaimsReport, cells: Sequence[str] | None, limit: int | None):
         self.store, self.run, self.crid, self.config, self.llm, self.report = store, run, crid, config, llm, report
-        self.samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
-        self.verifiers = verifiers
+        self.verifiers, self.cells, self.limit = verifiers, cells, limit
         self._claims: dict[str, list[Claim]] = {}
         self._verdicts: dict[tuple[str, str, str], object] = {}
         self._units: dict[int, str] = {}
+
+    def load(self, statuses: tuple[str, ...]) -> list[tuple]:
+        """Plan the claim run's jobs (one per done answer in scope), then select those with ``statuses``.
+
+        A job is ``(cell_id, sid, prediction, visible)``: an answer and the units it saw.
+        """
+        run, cells, limit = self.run, self.cells, self.limit
+        plan_jobs(self.store, run, self.crid, cells=cells, limit=limit)
+        scope, params = "", []
+        if cells:
+            scope += f" AND j.cell_id IN ({','.join('?' * len(cells))})"
+            params += list(cells)
+        if limit is not None:
+            scope += " AND j.sid IN (SELECT sid FROM samples WHERE dataset_id = ? ORDER BY sid LIMIT ?)"
+            params += [run.dataset_id, limit]
+        return self.store.conn.execute(
+            "SELECT j.cell_id, j.sid, e.prediction, e.visible FROM claim_jobs j JOIN events e"
+            " ON e.run_id = ? AND e.cell_id = j.cell_id AND e.sid = j.sid"
+            f" WHERE j.claim_run_id = ? AND j.status IN ({','.join('?' * len(statuses))}){scope}"
+            " ORDER BY j.sid, j.cell_id", (run.id, self.crid, *statuses, *params)).fetchall()
+
+    def open(self) -> None:
+        self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
+
+    def describe(self, job) -> str:
+        cell_id, sid = job[:2]
+        return f"{self.samples[sid].id} / {cell_id}"
 
     def unit_texts(self, uids: Sequence[int]) -> list[str]:
         missing = [u for u in uids if u not in self._units]
@@ -213,7 +234,9 @@ class _ClaimsExecution:
             out[verifier.name] = [self._verdicts[(verifier.name, claim, u)] for u in units]
         return out
 
-    def process(self, cell_id: str, sid: int, prediction: str | None, visible: list[int]) -> None:
+    def process(self, job) -> None:
+        cell_id, sid, prediction, visible_json = job
+        visible = json.loads(visible_json)
         sample = self.samples[sid]
         answer, items = list_answer(prediction)
         units = self.unit_texts(visible)
@@ -247,7 +270,8 @@ class _ClaimsExecution:
                           summary.filtered_answer, json.dumps(metrics), utcnow(), self.crid, cell_id, sid))
         self.report.claims += len(results)
 
-    def fail(self, cell_id: str, sid: int, message: str) -> None:
+    def fail(self, job, message: str) -> None:
+        cell_id, sid = job[:2]
         with self.store.transaction() as conn:
             conn.execute("UPDATE claim_jobs SET status = 'error', error = ?, finished_at = ?"
                          " WHERE claim_run_id = ? AND cell_id = ? AND sid = ?",
@@ -268,11 +292,8 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     or with ``wait`` is waited for (``on_wait`` hears why).
     """
     config.validate()
-    stop = stop or threading.Event()
     own_llm = llm is None and config.needs_llm
     if own_llm:
-        from workbench.models.cached import default_llm
-
         llm = default_llm(store, config.model)   # loads the model on its first call only
     try:
         # Everything that can refuse the options does so before anything is written.
@@ -282,61 +303,9 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
         _check_cells(store, run, cells)
         crid = claim_run_id(store, run, config)
         report = ClaimsReport(run.name, claim_run=crid)
-        try:
-            with hold(store, f"claims:{crid}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
-                _claims_pass(store, run, config, crid, cells, limit, llm, verifiers, retry_errors, stop, progress,
-                             report)
-        except LeaseWaitStopped:
-            report.stopped = True
+        work = _ClaimsWork(store, run, crid, config, llm, verifiers, report, cells, limit)
+        return drive(store, f"claims:{crid}", work, report, retry_errors=retry_errors, stop=stop, progress=progress,
+                     wait=wait, on_wait=on_wait)
     finally:
         if own_llm:
             llm.close()
-    return report
-
-
-def _claims_pass(store: Store, run: Run, config: ClaimsConfig, crid: int, cells, limit, llm, verifiers,
-                 retry_errors: bool, stop: threading.Event, progress, report: ClaimsReport) -> None:
-    """Plan the claim run's jobs and process the pending ones (under its lease)."""
-    plan_jobs(store, run, crid, cells=cells, limit=limit)
-    statuses = ("pending", "error") if retry_errors else ("pending",)
-    scope, params = "", []
-    if cells:
-        scope += f" AND j.cell_id IN ({','.join('?' * len(cells))})"
-        params += list(cells)
-    if limit is not None:
-        scope += " AND j.sid IN (SELECT sid FROM samples WHERE dataset_id = ? ORDER BY sid LIMIT ?)"
-        params += [run.dataset_id, limit]
-    jobs = store.conn.execute(
-        "SELECT j.cell_id, j.sid, e.prediction, e.visible FROM claim_jobs j JOIN events e"
-        " ON e.run_id = ? AND e.cell_id = j.cell_id AND e.sid = j.sid"
-        f" WHERE j.claim_run_id = ? AND j.status IN ({','.join('?' * len(statuses))}){scope}"
-        " ORDER BY j.sid, j.cell_id", (run.id, crid, *statuses, *params)).fetchall()
-    report.jobs = len(jobs)
-    if not jobs:
-        return
-    start = time.perf_counter()
-    tally = CallTally(llm)
-    try:
-        execution = _ClaimsExecution(store, run, crid, config, llm, verifiers, report)
-        for cell_id, sid, prediction, visible in jobs:
-            if stop.is_set():
-                report.stopped = True
-                break
-            try:
-                execution.process(cell_id, sid, prediction, json.loads(visible))
-                report.done += 1
-            except ModelError as exc:
-                report.fatal = str(exc)
-                execution.fail(cell_id, sid, f"model error: {exc}")
-                report.errors += 1
-                break
-            except Exception as exc:  # one bad answer must not end the pass; it is recorded on its job
-                execution.fail(cell_id, sid, f"{type(exc).__name__}: {exc}")
-                report.errors += 1
-                if len(report.error_samples) < 5:
-                    report.error_samples.append(f"{execution.samples[sid].id} / {cell_id}: {exc}")
-            if progress:
-                progress(report.done + report.errors, report.jobs, tally.update(report))
-    finally:
-        tally.update(report)
-    report.seconds = time.perf_counter() - start

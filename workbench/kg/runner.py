@@ -8,20 +8,18 @@ the generation cache, so a resume recomputes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
-import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, generate_candidates, pairs_completeness
 from workbench.kg.context import ContextConfig, collect_context
 from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messages, parse_verdict
-from workbench.models.base import ModelError
-from workbench.passes import CallTally, PassReport
+from workbench.models.cached import default_llm
+from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
+                              refuse_changed)
 from workbench.store.db import Store, utcnow
-from workbench.store.lease import LeaseWaitStopped, hold, this_command
 
 
 @dataclass(frozen=True)
@@ -111,42 +109,38 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
     """Generate the candidate pairs and one pending verdict per (pair, mode); returns (name, created, stats)."""
     config.validate()
     kg_id, kg_name = get_kg_id(store, kg)
-    key = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:10]
-    name = name or f"dedup-{kg_name}-{key}"
-    row = store.conn.execute("SELECT config, candidate_stats, kg_id FROM dedup_runs WHERE name = ?", (name,)).fetchone()
-    if row is not None:
-        return name, False, _same_plan(row, kg_id, config, name)
-    graph = KG(store, kg_id)
-    cands, stats = generate_candidates(graph.names, graph.neighbours if config.use_neighbours else None,
-                                       config=CandidateConfig(fuzzy_threshold=config.fuzzy_threshold,
-                                                              use_neighbours=config.use_neighbours))
-    if any(g is not None for g in graph.gold):
-        stats["pairs_completeness"] = pairs_completeness(cands, gold_pairs_from_clusters(graph.gold))
-    with store.transaction() as conn:
-        # Read again under the write lock: another process may have planned this name since.
-        row = conn.execute("SELECT config, candidate_stats, kg_id FROM dedup_runs WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            run_id = conn.execute("INSERT INTO dedup_runs (kg_id, name, config, candidate_stats, created_at)"
-                                  " VALUES (?, ?, ?, ?, ?)", (kg_id, name, json.dumps(asdict(config)),
-                                                              json.dumps(stats), utcnow())).lastrowid
-            conn.executemany("INSERT INTO dedup_pairs VALUES (?, ?, ?, ?, ?)",
-                             [(run_id, c.a, c.b, ",".join(c.reasons), c.score) for c in cands])
-            conn.executemany("INSERT INTO dedup_verdicts (run_id, a, b, mode) VALUES (?, ?, ?, ?)",
-                             [(run_id, c.a, c.b, m) for c in cands for m in config.modes])
-    if row is not None:
-        return name, False, _same_plan(row, kg_id, config, name)
-    return name, True, stats
+    name = name or default_name(f"dedup-{kg_name}", asdict(config), PIPELINE_NAME_DIGITS)
 
+    def find(conn):
+        return conn.execute("SELECT r.config, r.candidate_stats, k.name FROM dedup_runs r LEFT JOIN kgs k"
+                            " ON k.id = r.kg_id WHERE r.name = ?", (name,)).fetchone()
 
-def _same_plan(row, kg_id: int, config: DedupConfig, name: str) -> dict:
-    """The candidate stats of a stored run of that name; refused if planned with another config or KG."""
-    old = json.loads(row[0])
-    new = json.loads(json.dumps(asdict(config)))
-    if old != new or row[2] != kg_id:
-        diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in new.items() if old.get(k) != v)
-        raise ValueError(f"dedup run {name!r} exists with another config ({diff or 'another KG'}); "
-                         "pick another --name")
-    return json.loads(row[1])
+    def prepare():
+        graph = KG(store, kg_id)
+        cands, stats = generate_candidates(graph.names, graph.neighbours if config.use_neighbours else None,
+                                           config=CandidateConfig(fuzzy_threshold=config.fuzzy_threshold,
+                                                                  use_neighbours=config.use_neighbours))
+        if any(g is not None for g in graph.gold):
+            stats["pairs_completeness"] = pairs_completeness(cands, gold_pairs_from_clusters(graph.gold))
+        return cands, stats
+
+    def write(conn, prepared) -> dict:
+        cands, stats = prepared
+        run_id = conn.execute("INSERT INTO dedup_runs (kg_id, name, config, candidate_stats, created_at)"
+                              " VALUES (?, ?, ?, ?, ?)", (kg_id, name, json.dumps(asdict(config)),
+                                                          json.dumps(stats), utcnow())).lastrowid
+        conn.executemany("INSERT INTO dedup_pairs VALUES (?, ?, ?, ?, ?)",
+                         [(run_id, c.a, c.b, ",".join(c.reasons), c.score) for c in cands])
+        conn.executemany("INSERT INTO dedup_verdicts (run_id, a, b, mode) VALUES (?, ?, ?, ?)",
+                         [(run_id, c.a, c.b, m) for c in cands for m in config.modes])
+        return stats
+
+    found, stats = plan_or_find(store, find, write, prepare)
+    if found is None:
+        return name, True, stats
+    refuse_changed("dedup run", name, {"kg": found[2], **json.loads(found[0])}, {"kg": kg_name, **asdict(config)},
+                   resume=f"workbench dedup resume {name}")
+    return name, False, json.loads(found[1])
 
 
 def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
@@ -159,70 +153,60 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
     """
     run_id, name, kg_id, config = get_dedup_run(store, name)
-    stop = stop or threading.Event()
-    report = PassReport(run=name)
-    try:
-        with hold(store, f"dedup:{name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
-            _dedup_pass(store, run_id, kg_id, config, llm, retry_errors, stop, progress, report)
-    except LeaseWaitStopped:
-        report.stopped = True
-    return report
+    return drive(store, f"dedup:{name}", _DedupWork(store, run_id, kg_id, config, llm), PassReport(run=name),
+                 retry_errors=retry_errors, stop=stop, progress=progress, wait=wait, on_wait=on_wait)
 
 
-def _dedup_pass(store: Store, run_id: int, kg_id: int, config: DedupConfig, llm, retry_errors: bool,
-                stop: threading.Event, progress, report: PassReport) -> None:
-    """Select the pending verdicts (under the run's lease) and judge each."""
-    statuses = ("pending", "error") if retry_errors else ("pending",)
-    jobs = store.conn.execute(
-        f"SELECT a, b, mode FROM dedup_verdicts WHERE run_id = ? AND status IN ({','.join('?' * len(statuses))})"
-        " ORDER BY a, b, mode", (run_id, *statuses)).fetchall()
-    report.jobs = len(jobs)
-    if not jobs:
-        return
-    graph = KG(store, kg_id)
-    own = llm is None and any(m != "embedding" for m in config.modes)
-    if own:
-        from workbench.models.cached import default_llm
+class _DedupWork(PassWork):
+    """A dedup run's jobs (its pending ``(a, b, mode)`` verdicts) and how one is judged."""
 
-        llm = default_llm(store, config.model)
-    embedder = EmbeddingJudge(config.embedding_model, config.embedding_threshold) if config.embedding_model else None
-    tally = CallTally(llm)
-    start = time.perf_counter()
-    try:
-        for a, b, mode in jobs:
-            if stop.is_set():
-                report.stopped = True
-                break
-            ctx = config.context(mode)
-            text_a, text_b = graph.context(a, ctx).render(), graph.context(b, ctx).render()
-            try:
-                if mode == "embedding":
-                    verdict = embedder.judge(f"{graph.names[a]}\n{text_a}", f"{graph.names[b]}\n{text_b}")
-                    key = None
-                else:
-                    call = llm.ask(judge_messages(graph.names[a], text_a, graph.names[b], text_b),
-                                   max_tokens=config.max_tokens, schema=JUDGE_SCHEMA)
-                    verdict, key = parse_verdict(call.text), call.key
-                    if verdict is None:
-                        raise ValueError(f"no verdict in the judge's output: {call.text[:120]!r}")
-            except ModelError as exc:
-                report.fatal = str(exc)
-                _finish(store, run_id, a, b, mode, error=f"model error: {exc}")
-                report.errors += 1
-                break
-            except Exception as exc:  # one unreadable verdict is recorded on its pair; the run goes on
-                _finish(store, run_id, a, b, mode, error=f"{type(exc).__name__}: {exc}", contexts=(text_a, text_b))
-                report.errors += 1
-            else:
-                _finish(store, run_id, a, b, mode, verdict=verdict, contexts=(text_a, text_b), key=key)
-                report.done += 1
-            if progress:
-                progress(report.done + report.errors, report.jobs, tally.update(report))
-    finally:
-        tally.update(report)
-        if own:
-            llm.close()
-    report.seconds = time.perf_counter() - start
+    def __init__(self, store: Store, run_id: int, kg_id: int, config: DedupConfig, llm):
+        self.store, self.run_id, self.kg_id, self.config, self.llm = store, run_id, kg_id, config, llm
+        self.own_llm = False
+        self.shown: tuple[tuple, tuple[str, str]] | None = None   # the last job and the contexts it was shown
+
+    def load(self, statuses: tuple[str, ...]) -> list[tuple[int, int, str]]:
+        return self.store.conn.execute(
+            f"SELECT a, b, mode FROM dedup_verdicts WHERE run_id = ? AND status IN ({','.join('?' * len(statuses))})"
+            " ORDER BY a, b, mode", (self.run_id, *statuses)).fetchall()
+
+    def open(self) -> None:
+        config = self.config
+        self.graph = KG(self.store, self.kg_id)
+        if self.llm is None and any(m != "embedding" for m in config.modes):
+            self.own_llm = True
+            self.llm = default_llm(self.store, config.model)
+        self.embedder = (EmbeddingJudge(config.embedding_model, config.embedding_threshold) if config.embedding_model
+                         else None)
+
+    def close(self) -> None:
+        if self.own_llm:
+            self.llm.close()
+
+    def describe(self, job: tuple[int, int, str]) -> str:
+        a, b, mode = job
+        return f"{self.graph.names[a]} ~ {self.graph.names[b]} ({mode})"
+
+    def process(self, job: tuple[int, int, str]) -> None:
+        a, b, mode = job
+        graph, ctx = self.graph, self.config.context(mode)
+        text_a, text_b = graph.context(a, ctx).render(), graph.context(b, ctx).render()
+        self.shown = (job, (text_a, text_b))
+        if mode == "embedding":
+            verdict = self.embedder.judge(f"{graph.names[a]}\n{text_a}", f"{graph.names[b]}\n{text_b}")
+            key = None
+        else:
+            call = self.llm.ask(judge_messages(graph.names[a], text_a, graph.names[b], text_b),
+                                max_tokens=self.config.max_tokens, schema=JUDGE_SCHEMA)
+            verdict, key = parse_verdict(call.text), call.key
+            if verdict is None:
+                raise ValueError(f"no verdict in the judge's output: {call.text[:120]!r}")
+        _finish(self.store, self.run_id, a, b, mode, verdict=verdict, contexts=(text_a, text_b), key=key)
+
+    def fail(self, job: tuple[int, int, str], message: str) -> None:
+        # A failed verdict keeps the contexts the judge was shown, when it got that far.
+        contexts = self.shown[1] if self.shown is not None and self.shown[0] == job else (None, None)
+        _finish(self.store, self.run_id, *job, error=message, contexts=contexts)
 
 
 def _finish(store: Store, run_id: int, a: int, b: int, mode: str, *, verdict=None, contexts=(None, None),

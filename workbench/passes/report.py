@@ -1,4 +1,4 @@
-"""The report of one resumable pass over pending items (claims, SearChain samples, dedup pairs)."""
+"""The report of one resumable pass over pending jobs (run events, claims, SearChain samples, dedup pairs)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ resume skips finished samples and replays the interrupted one's calls from the c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -18,14 +17,14 @@ from typing import Callable
 
 from workbench.evidence.units import render_line
 from workbench.metrics.scoring import score_acc, score_cover
-from workbench.models.base import ModelError
-from workbench.passes import CallTally, PassReport
+from workbench.models.cached import default_llm
+from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
+                              refuse_changed)
 from workbench.pipelines.coq import CHAIN_GRAMMAR, CHAIN_MAX_TOKENS
 from workbench.pipelines.reader import READERS, make_reader
 from workbench.pipelines.searchain import LoopConfig, Trace, run_searchain
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store, utcnow
-from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Sample, get_dataset, load_retrieval, load_samples, load_units, retrievers
 
 
@@ -60,9 +59,6 @@ class SearChainConfig:
         if self.limit is not None and self.limit < 1:
             raise ValueError("--limit must be ≥ 1")
 
-    def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
-
 
 def select_samples(samples: list[Sample], config: SearChainConfig) -> list[Sample]:
     """The samples a config runs on: those with ``meta.hops`` (if set), then the first ``limit``."""
@@ -74,36 +70,29 @@ def plan_searchain(store: Store, dataset: str | None, config: SearChainConfig, n
     """Create (or find, with the same config) the run and its per-sample jobs; returns (name, created)."""
     config.validate()
     ds = get_dataset(store, dataset)
-    name = name or f"searchain-{ds.name}-{config.key()}"
-    row = store.conn.execute("SELECT id, dataset_id, config FROM pipeline_runs WHERE name = ?", (name,)).fetchone()
-    if row is not None:
-        _same_plan(row, ds, config, name)
-        return name, False
-    chosen = select_samples(load_samples(store, ds.id), config)
-    if not chosen:
-        raise ValueError(f"no samples of {ds.name!r} match" + (f" --hops {config.hops}" if config.hops else ""))
-    with store.transaction() as conn:
-        # Read again under the write lock: another process may have planned this name since.
-        row = conn.execute("SELECT id, dataset_id, config FROM pipeline_runs WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            cur = conn.execute("INSERT INTO pipeline_runs (name, kind, dataset_id, config, created_at)"
-                               " VALUES (?, 'searchain', ?, ?, ?)",
-                               (name, ds.id, json.dumps(asdict(config)), utcnow()))
-            conn.executemany("INSERT INTO pipeline_samples (prun_id, sid) VALUES (?, ?)",
-                             [(cur.lastrowid, s.sid) for s in chosen])
-    if row is not None:
-        _same_plan(row, ds, config, name)
-        return name, False
-    return name, True
+    name = name or default_name(f"searchain-{ds.name}", asdict(config), PIPELINE_NAME_DIGITS)
 
+    def find(conn):
+        return conn.execute("SELECT r.config, d.name FROM pipeline_runs r LEFT JOIN datasets d ON d.id = r.dataset_id"
+                            " WHERE r.name = ?", (name,)).fetchone()
 
-def _same_plan(row, ds, config: SearChainConfig, name: str) -> None:
-    """Refuse a stored run of that name planned with another config or dataset."""
-    old = json.loads(row[2])
-    if row[1] != ds.id or old != asdict(config):
-        diff = ", ".join(f"{k}: {old.get(k)!r} → {v!r}" for k, v in asdict(config).items() if old.get(k) != v)
-        raise ValueError(f"run {name!r} exists with another config ({diff or 'another dataset'}); "
-                         "pick another --name")
+    def prepare() -> list[Sample]:
+        chosen = select_samples(load_samples(store, ds.id), config)
+        if not chosen:
+            raise ValueError(f"no samples of {ds.name!r} match" + (f" --hops {config.hops}" if config.hops else ""))
+        return chosen
+
+    def write(conn, chosen: list[Sample]) -> None:
+        cur = conn.execute("INSERT INTO pipeline_runs (name, kind, dataset_id, config, created_at)"
+                           " VALUES (?, 'searchain', ?, ?, ?)", (name, ds.id, json.dumps(asdict(config)), utcnow()))
+        conn.executemany("INSERT INTO pipeline_samples (prun_id, sid) VALUES (?, ?)",
+                         [(cur.lastrowid, s.sid) for s in chosen])
+
+    found, _ = plan_or_find(store, find, write, prepare)
+    if found is not None:
+        refuse_changed("run", name, {"dataset": found[1], **json.loads(found[0])},
+                       {"dataset": ds.name, **asdict(config)}, resume=f"workbench searchain resume {name}")
+    return name, found is None
 
 
 def get_pipeline_run(store: Store, name: str | None = None) -> tuple[int, str, int, SearChainConfig]:
@@ -200,68 +189,46 @@ def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
     """
     prun_id, name, dataset_id, config = get_pipeline_run(store, name)
-    stop = stop or threading.Event()
-    report = PassReport(run=name)
-    try:
-        with hold(store, f"searchain:{name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
-            _searchain_pass(store, prun_id, dataset_id, config, llm, retry_errors, stop, progress, report)
-    except LeaseWaitStopped:
-        report.stopped = True
-    return report
+    return drive(store, f"searchain:{name}", _SearChainWork(store, prun_id, dataset_id, config, llm),
+                 PassReport(run=name), retry_errors=retry_errors, stop=stop, progress=progress, wait=wait,
+                 on_wait=on_wait)
 
 
-def _searchain_pass(store: Store, prun_id: int, dataset_id: int, config: SearChainConfig, llm, retry_errors: bool,
-                    stop: threading.Event, progress, report: PassReport) -> None:
-    """Select the pending samples (under the run's lease) and run SearChain on each."""
-    statuses = ("pending", "error") if retry_errors else ("pending",)
-    sids = [sid for (sid,) in store.conn.execute(
-        f"SELECT sid FROM pipeline_samples WHERE prun_id = ? AND status IN ({','.join('?' * len(statuses))})"
-        " ORDER BY sid", (prun_id, *statuses))]
-    report.jobs = len(sids)
-    if not sids:
-        return
-    own = llm is None
-    if own:
-        from workbench.models.cached import default_llm
+class _SearChainWork(PassWork):
+    """A SearChain run's jobs (its samples): SearChain and the plain-RAG baseline on each."""
 
-        llm = default_llm(store, config.model, n_ctx=config.n_ctx, seed=config.seed)
-    tally = CallTally(llm)
-    samples = {s.sid: s for s in load_samples(store, dataset_id)}
-    start = time.perf_counter()
-    try:
-        parts = _Parts(store, dataset_id, config, llm)
-        loop = LoopConfig(threshold=config.threshold, max_rounds=config.max_rounds)
-        for sid in sids:
-            if stop.is_set():
-                report.stopped = True
-                break
-            sample, t0 = samples[sid], time.perf_counter()
-            try:
-                trace = run_searchain(sample.question, generate=parts.generate, retrieve=parts.retrieve,
-                                      reader=parts.reader, config=loop)
-                baseline = parts.baseline(sample)
-                _persist(store, prun_id, sample, trace, baseline, time.perf_counter() - t0)
-                report.done += 1
-            except ModelError as exc:
-                report.fatal = str(exc)
-                _fail(store, prun_id, sid, f"model error: {exc}")
-                report.errors += 1
-                break
-            except Exception as exc:  # one sample's failure is recorded on it; the run goes on
-                _fail(store, prun_id, sid, f"{type(exc).__name__}: {exc}")
-                report.errors += 1
-                if len(report.error_samples) < 5:
-                    report.error_samples.append(f"{sample.id}: {exc}")
-            if progress:
-                progress(report.done + report.errors, report.jobs, tally.update(report))
-    finally:
-        tally.update(report)
-        if own:
-            llm.close()
-    report.seconds = time.perf_counter() - start
+    def __init__(self, store: Store, prun_id: int, dataset_id: int, config: SearChainConfig, llm):
+        self.store, self.prun_id, self.dataset_id, self.config, self.llm = store, prun_id, dataset_id, config, llm
+        self.own_llm = False
 
+    def load(self, statuses: tuple[str, ...]) -> list[int]:
+        return [sid for (sid,) in self.store.conn.execute(
+            f"SELECT sid FROM pipeline_samples WHERE prun_id = ? AND status IN ({','.join('?' * len(statuses))})"
+            " ORDER BY sid", (self.prun_id, *statuses))]
 
-def _fail(store: Store, prun_id: int, sid: int, message: str) -> None:
-    with store.transaction() as conn:
-        conn.execute("UPDATE pipeline_samples SET status = 'error', error = ?, finished_at = ?"
-                     " WHERE prun_id = ? AND sid = ?", (message, utcnow(), prun_id, sid))
+    def open(self) -> None:
+        if self.llm is None:
+            self.own_llm = True
+            self.llm = default_llm(self.store, self.config.model, n_ctx=self.config.n_ctx, seed=self.config.seed)
+        self.samples = {s.sid: s for s in load_samples(self.store, self.dataset_id)}
+        self.parts = _Parts(self.store, self.dataset_id, self.config, self.llm)
+        self.loop = LoopConfig(threshold=self.config.threshold, max_rounds=self.config.max_rounds)
+
+    def close(self) -> None:
+        if self.own_llm:
+            self.llm.close()
+
+    def describe(self, sid: int) -> str:
+        return self.samples[sid].id
+
+    def process(self, sid: int) -> None:
+        sample, parts, t0 = self.samples[sid], self.parts, time.perf_counter()
+        trace = run_searchain(sample.question, generate=parts.generate, retrieve=parts.retrieve,
+                              reader=parts.reader, config=self.loop)
+        baseline = parts.baseline(sample)
+        _persist(self.store, self.prun_id, sample, trace, baseline, time.perf_counter() - t0)
+
+    def fail(self, sid: int, message: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE pipeline_samples SET status = 'error', error = ?, finished_at = ?"
+                         " WHERE prun_id = ? AND sid = ?", (message, utcnow(), self.prun_id, sid))

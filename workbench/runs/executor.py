@@ -6,6 +6,9 @@ and never leaves a half-written job. Prompts are rendered up front and grouped b
 content-addressed cache key: identical prompts (cells whose truncated evidence is the
 same) cost one model call. Groups run in prompt-text order, so consecutive prompts share
 the longest token prefixes and llama.cpp's KV cache reuses them.
+
+The pass engine's driver (``workbench.passes``) holds the run's lease and keeps the
+counters, stop, errors and timing; this module loads a run's jobs and processes them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -21,10 +23,9 @@ from typing import Callable, Iterator
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, PromptError
 from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
-from workbench.passes import PassReport
+from workbench.passes import Driver, PassReport, PassWork, drive
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.store.db import Store, utcnow
-from workbench.store.lease import LeaseWaitStopped, hold, this_command
 from workbench.store.queries import Run, load_samples
 
 
@@ -71,7 +72,6 @@ class _Job:
     visible: list[str]
     key: str = ""
     prompt_tokens: int | None = None
-    error: str | None = None
 
 
 def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dict, schema: dict | None) -> str:
@@ -99,43 +99,9 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     if not gen_config:
         raise ValueError(f"run {run.name!r} has no model (it was planned by `sweep`): "
                          "use `workbench run` or import predictions")
-    gen = GenerationConfig(**gen_config)
-    opts = opts or ExecOptions()
-    stop = stop or threading.Event()
-    report = ExecReport(run=run.name)
-    try:
-        # The jobs are selected under the lease: a writer that waited sees what the other finished.
-        with hold(store, f"run:{run.name}", what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
-            return _execute_held(store, run, gen, opts, retry_errors, stop, progress, backend, report)
-    except LeaseWaitStopped:
-        report.stopped = True
-        return report
-
-
-def _execute_held(store: Store, run: Run, gen: GenerationConfig, opts: ExecOptions, retry_errors: bool,
-                  stop: threading.Event, progress, backend: Backend | None, report: ExecReport) -> ExecReport:
-    statuses = ("pending", "error") if retry_errors else ("pending",)
-    jobs = _load_jobs(store, run, statuses)
-    report.jobs = len(jobs)
-    if not jobs:
-        return report
-    by_status = dict(store.conn.execute("SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status",
-                                        (run.id,)).fetchall())
-    place = (by_status.get("done", 0), sum(by_status.values()))
-    start = time.perf_counter()
-    try:
-        backend = backend or make_backend(gen, opts, store)
-    except ModelError as exc:
-        _fail_jobs(store, run, jobs, f"model could not be used: {exc}")
-        report.fatal, report.errors = str(exc), len(jobs)
-        return report
-    try:
-        _Execution(store, run, gen, backend, report, stop, progress, start, place).process(jobs)
-    finally:
-        if backend is not None:
-            backend.close()
-    report.seconds = time.perf_counter() - start
-    return report
+    work = _RunWork(store, run, GenerationConfig(**gen_config), opts or ExecOptions(), backend)
+    return drive(store, f"run:{run.name}", work, ExecReport(run=run.name), retry_errors=retry_errors, stop=stop,
+                 progress=work.progress_of(progress), wait=wait, on_wait=on_wait)
 
 
 def _load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
@@ -148,29 +114,63 @@ def _load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[
     return [(_Job(cid, sid, [f"{prefix}{u}" for u in json.loads(vis)]), text) for cid, sid, vis, text in rows]
 
 
-def _fail_jobs(store: Store, run: Run, jobs, message: str) -> None:
-    with store.transaction() as conn:
-        conn.executemany("UPDATE events SET status = 'error', error = ? WHERE run_id = ? AND cell_id = ? AND sid = ?",
-                         [(message, run.id, job.cell_id, job.sid) for job, _ in jobs])
+class _RunWork(PassWork):
+    """A run's jobs (its events), grouped by prompt; all SQLite writes happen on the calling thread."""
 
+    def __init__(self, store: Store, run: Run, gen: GenerationConfig, opts: ExecOptions, backend: Backend | None):
+        self.store, self.run, self.gen, self.opts, self.backend = store, run, gen, opts, backend
+        self.place = (0, 0)   # (the run's jobs done before this execution, all its jobs)
+        self.driver: Driver | None = None
 
-class _Execution:
-    """One pass over the selected jobs; all SQLite writes happen on the calling thread."""
+    def progress_of(self, progress: Callable[[Progress], None] | None):
+        """The driver's progress ticks as :class:`Progress` snapshots placed in the whole run."""
+        if progress is None:
+            return None
 
-    def __init__(self, store, run, gen: GenerationConfig, backend: Backend, report: ExecReport, stop, progress,
-                 start: float, place: tuple[int, int] = (0, 0)):
-        self.store, self.run, self.gen, self.backend = store, run, gen, backend
-        self.report, self.stop, self.progress, self.start = report, stop, progress, start
-        self.already_done, self.run_jobs = place
-        self.samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
-        self.scorer = get_scorer(run.config.get("score", "acc"))
-        self.schema = schema_for(gen.answer_format)
-        self.sampling = gen.sampling
+        def tick(done: int, total: int, r: ExecReport) -> None:
+            progress(Progress(done, total, r.model_calls, r.cache_hits, r.errors, r.completion_tokens, r.seconds,
+                              *self.place))
 
-    def process(self, jobs) -> None:
-        groups = self._group(jobs)
+        return tick
+
+    def load(self, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
+        jobs = _load_jobs(self.store, self.run, statuses)
+        by_status = dict(self.store.conn.execute(
+            "SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (self.run.id,)).fetchall())
+        self.place = (by_status.get("done", 0), sum(by_status.values()))
+        return jobs
+
+    def open(self) -> None:
+        self.backend = self.backend or make_backend(self.gen, self.opts, self.store)
+        self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
+        self.scorer = get_scorer(self.run.config.get("score", "acc"))
+        self.schema = schema_for(self.gen.answer_format)
+        self.sampling = self.gen.sampling
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+    def describe(self, job: _Job) -> str:
+        return f"{self.samples[job.sid].id} / {job.cell_id}"
+
+    def fail(self, job: _Job, message: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE events SET status = 'error', error = ?, finished_at = ?"
+                         " WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                         (message, utcnow(), self.run.id, job.cell_id, job.sid))
+
+    def fail_all(self, jobs, message: str) -> None:
+        with self.store.transaction() as conn:
+            conn.executemany("UPDATE events SET status = 'error', error = ?"
+                             " WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                             [(message, self.run.id, job.cell_id, job.sid) for job, _ in jobs])
+
+    def process_all(self, jobs, driver: Driver) -> None:
+        """Commit the groups the cache already answers, then generate the others."""
+        self.driver = driver
         pending: list[tuple[str, list[_Job], object]] = []
-        for key, (prompt, members) in groups.items():
+        for key, (prompt, members) in self._group(jobs).items():
             cached = self._cached(key)
             if cached is not None:
                 for job in members:
@@ -188,8 +188,7 @@ class _Execution:
             try:
                 prompt = self.backend.render(template.messages(evidence, sample.question))
             except PromptError as exc:
-                job.error = str(exc)
-                self._commit_error(job)
+                self.driver.fail(job, str(exc), shown=str(exc))
                 continue
             job.prompt_tokens = prompt.tokens
             job.key = cache_key(self.backend.model_id, self.backend.chat_template, prompt.text,
@@ -208,21 +207,20 @@ class _Execution:
 
     def _generate(self, pending) -> None:
         """Generate each uncached group (up to ``backend.concurrency`` at once) and commit its jobs."""
+        driver = self.driver
         for (key, members, _), outcome in self._outcomes(pending):
             if isinstance(outcome, ModelError):
-                self.report.fatal = str(outcome)
+                driver.fatal(outcome)
                 for job in members:
-                    job.error = f"model error: {outcome}"
-                    self._commit_error(job)
-                self.stop.set()
+                    driver.fail(job, f"model error: {outcome}")
+                driver.stop.set()   # start no further generation; those in flight are still committed
                 continue
             if isinstance(outcome, Exception):
                 for job in members:
-                    job.error = str(outcome)
-                    self._commit_error(job)
+                    driver.fail(job, str(outcome), shown=str(outcome))
                 continue
-            self.report.model_calls += 1
-            self.report.completion_tokens += outcome.completion_tokens
+            driver.count_call(cached=False)
+            driver.report.completion_tokens += outcome.completion_tokens
             first, rest = members[0], members[1:]
             self._commit(first, outcome, source="model", new_key=key)
             cached = Generation(outcome.text, outcome.prompt_tokens, outcome.completion_tokens, 0,
@@ -237,11 +235,11 @@ class _Execution:
             except (PromptError, ModelError) as exc:
                 return exc
 
+        driver = self.driver
         width = max(1, getattr(self.backend, "concurrency", 1))
         if width == 1:
             for item in pending:
-                if self.stop.is_set():
-                    self.report.stopped = True
+                if driver.stopping():
                     return
                 yield item, call(item[2])
             return
@@ -249,14 +247,14 @@ class _Execution:
             queue = iter(pending)
             running: dict[Future, tuple] = {}
             while True:
-                while len(running) < width and not self.stop.is_set():
+                while len(running) < width and not driver.stop.is_set():
                     item = next(queue, None)
                     if item is None:
                         break
                     running[pool.submit(call, item[2])] = item
                 if not running:
-                    if self.stop.is_set() and next(queue, None) is not None:
-                        self.report.stopped = True
+                    if driver.stop.is_set() and next(queue, None) is not None:
+                        driver.stopping()   # generations were left unstarted
                     return
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -282,27 +280,9 @@ class _Execution:
                  job.prompt_tokens if job.prompt_tokens is not None else generation.prompt_tokens,
                  generation.eval_tokens if source == "model" else 0, generation.completion_tokens, utcnow(),
                  self.run.id, job.cell_id, job.sid))
-        self.report.done += 1
         if source == "cache":
-            self.report.cache_hits += 1
-        self._tick()
-
-    def _commit_error(self, job: _Job) -> None:
-        with self.store.transaction() as conn:
-            conn.execute("UPDATE events SET status = 'error', error = ?, finished_at = ?"
-                         " WHERE run_id = ? AND cell_id = ? AND sid = ?",
-                         (job.error, utcnow(), self.run.id, job.cell_id, job.sid))
-        self.report.errors += 1
-        if len(self.report.error_samples) < 5:
-            self.report.error_samples.append(f"{self.samples[job.sid].id} / {job.cell_id}: {job.error}")
-        self._tick()
-
-    def _tick(self) -> None:
-        if self.progress:
-            r = self.report
-            self.progress(Progress(r.done + r.errors, r.jobs, r.model_calls, r.cache_hits, r.errors,
-                                   r.completion_tokens, time.perf_counter() - self.start,
-                                   self.already_done, self.run_jobs))
+            self.driver.count_call(cached=True)
+        self.driver.done()
 
 
 def run_stats(store: Store, run: Run) -> dict:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from workbench.evidence import DEFAULT_TOKENIZER, FORMATS, get_tokenizer, linearize, select_oracle_path, truncate_many
+from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan_or_find, refuse_changed
 from workbench.runs.cells import Cell, grid
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import get_dataset, load_retrieval, load_samples, load_units, retrievers
@@ -90,67 +90,65 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
         notes.append(f"retriever: {retriever} (of {', '.join(names)}; pass --retriever to choose)")
     config = SweepConfig(**{**asdict(config), "retriever": retriever})
     tokenizer = get_tokenizer(config.tokenizer)
-    config_json = json.dumps({**asdict(config), "generation": generation}, sort_keys=True)
-    name = name or f"{ds.name}-{hashlib.sha256(config_json.encode()).hexdigest()[:8]}"
+    identity = {**asdict(config), "generation": generation}
+    name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
 
-    existing = store.conn.execute("SELECT id, config, dataset_id FROM runs WHERE name = ?", (name,)).fetchone()
-    if existing:
-        stored = json.loads(existing[1])
-        warnings = stored.pop("warnings", [])   # found from the data, not chosen: not part of the identity
-        if stored != json.loads(config_json) or existing[2] != ds.id:
-            raise ValueError(f"run {name!r} exists with a different config; it is not mixed in. Choose another "
-                             f"--name, or resume it with `workbench resume {name}`. "
-                             f"Differences: {_config_diff(stored, json.loads(config_json))}")
-        n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (existing[0],)).fetchone()[0]
-        n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (existing[0],)).fetchone()[0]
-        return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes,
-                           warnings=warnings)
+    def find(conn):
+        return conn.execute("SELECT r.id, r.config, d.name FROM runs r LEFT JOIN datasets d ON d.id = r.dataset_id"
+                            " WHERE r.name = ?", (name,)).fetchone()
 
-    units = load_units(store, ds.id)
-    samples = load_samples(store, ds.id)[: config.limit]
-    ranked = load_retrieval(store, ds.id, retriever)
-    warnings = _k_warnings(config.ks, [len(ranked.get(s.sid, ())) for s in samples])
-    stored_json = (json.dumps({**json.loads(config_json), "warnings": warnings}, sort_keys=True) if warnings
-                   else config_json)
-    cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
-    with suppress(_PlannedMeanwhile), store.transaction() as conn:
-        # Read again under the write lock: another process may have planned this name since.
-        raced = conn.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() is not None
-        if raced:
-            raise _PlannedMeanwhile   # rolls back this (empty) transaction
+    def prepare():
+        units = load_units(store, ds.id)
+        return units, load_samples(store, ds.id)[: config.limit], load_retrieval(store, ds.id, retriever)
+
+    def write(conn, loaded) -> SweepResult:
+        units, samples, ranked = loaded
+        warnings = _k_warnings(config.ks, [len(ranked.get(s.sid, ())) for s in samples])
+        stored = {**identity, "warnings": warnings} if warnings else identity
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (name, ds.id, retriever, stored_json, (generation or {}).get("model"), utcnow())).lastrowid
+            (name, ds.id, retriever, canonical_json(stored), (generation or {}).get("model"), utcnow())).lastrowid
+        cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
         conn.executemany(
             "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
-        writer = _EventWriter(conn, run_id)
-        for i, sample in enumerate(samples):
-            gold = [frozenset(p) for p in sample.gold_paths]
-            top = ranked.get(sample.sid, [])
-            for k in config.ks:
-                top_k = top[:k]
-                h_set = _hit(gold, set(top_k))
-                for fmt in config.formats:
-                    text = linearize([units[u] for u in top_k], fmt, seed=f"{config.seed}:{sample.id}")
-                    for budget, window in zip(config.budgets, truncate_many(text, config.budgets, tokenizer)):
-                        writer.add(Cell("retrieval", budget, fmt, k=k), sample.sid, h_set, gold, window)
-            if config.oracle:
-                _oracle_events(writer, config, sample, gold, units, tokenizer)
-            if progress:
-                progress(i + 1, len(samples))
-        writer.flush()
-    if raced:
-        # Found as planned by the other process when the config is the same, refused otherwise.
-        found = plan_sweep(store, config, dataset=ds.name, name=name, generation=generation)
-        found.notes = notes
-        return found
-    return SweepResult(name, ds.name, retriever, len(cells), writer.count, created=True, notes=notes,
-                       warnings=warnings)
+        events = _write_events(_EventWriter(conn, run_id), config, samples, units, ranked, tokenizer, progress)
+        return SweepResult(name, ds.name, retriever, len(cells), events, created=True, notes=notes,
+                           warnings=warnings)
+
+    found, planned = plan_or_find(store, find, write, prepare)
+    if found is None:
+        return planned
+    # Found (perhaps planned by another process meanwhile) when the config is the same, refused otherwise.
+    run_id, stored_json, stored_dataset = found
+    stored = json.loads(stored_json)
+    warnings = stored.pop("warnings", [])   # found from the data, not chosen: not part of the identity
+    refuse_changed("run", name, {"dataset": stored_dataset, **stored}, {"dataset": ds.name, **identity},
+                   resume=f"workbench resume {name}")
+    n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (run_id,)).fetchone()[0]
+    n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
+    return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes, warnings=warnings)
 
 
-class _PlannedMeanwhile(Exception):
-    """Another process inserted a run of this name between the first look and the write."""
+def _write_events(writer: _EventWriter, config: SweepConfig, samples, units, ranked, tokenizer,
+                  progress: Callable[[int, int], None] | None) -> int:
+    """Every (sample, cell) event of the plan, with its evidence text; returns how many."""
+    for i, sample in enumerate(samples):
+        gold = [frozenset(p) for p in sample.gold_paths]
+        top = ranked.get(sample.sid, [])
+        for k in config.ks:
+            top_k = top[:k]
+            h_set = _hit(gold, set(top_k))
+            for fmt in config.formats:
+                text = linearize([units[u] for u in top_k], fmt, seed=f"{config.seed}:{sample.id}")
+                for budget, window in zip(config.budgets, truncate_many(text, config.budgets, tokenizer)):
+                    writer.add(Cell("retrieval", budget, fmt, k=k), sample.sid, h_set, gold, window)
+        if config.oracle:
+            _oracle_events(writer, config, sample, gold, units, tokenizer)
+        if progress:
+            progress(i + 1, len(samples))
+    writer.flush()
+    return writer.count
 
 
 def _k_warnings(ks: Sequence[int], lengths: Sequence[int]) -> list[str]:
@@ -163,19 +161,6 @@ def _k_warnings(ks: Sequence[int], lengths: Sequence[int]) -> list[str]:
         return ["no sample in this sweep has retrieved units: every retrieval cell sees empty evidence"]
     return [f"K={','.join(map(str, over))} {'exceeds' if len(over) == 1 else 'exceed'} the longest retrieval "
             f"list ({longest}): cells with K ≥ {longest} see the same evidence"]
-
-
-def _config_diff(old: dict, new: dict, prefix: str = "") -> str:
-    diffs = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            inner = _config_diff(a, b, f"{prefix}{key}.")
-            if inner:
-                diffs.append(inner)
-        elif a != b:
-            diffs.append(f"{prefix}{key}: {json.dumps(a)} → {json.dumps(b)}")
-    return "; ".join(diffs)
 
 
 def _hit(gold: list[frozenset[int]], units: set[int]) -> int:

@@ -1,0 +1,189 @@
+"""The driver of a resumable pass: runs, claims, SearChain and dedup go through this one loop.
+
+A pass (a :class:`PassWork`) says which jobs are pending and how one job is done; each job
+is committed by the pass in its own transaction, with everything it produced, so a kill -9
+loses at most the job in progress and a resume selects exactly the jobs not committed.
+The driver owns the rest:
+
+- one writer: the jobs are selected and processed under the run's lease;
+- retry: ``retry_errors`` selects the failed jobs with the pending ones;
+- stop (Ctrl-C, the TUI's pause): no job starts once ``stop`` is set; the report says so;
+- a model that cannot be used (:class:`ModelError`): recorded on the job (on every selected
+  job when it fails to open) and in ``report.fatal``, and the pass ends;
+- any other failure of one job: recorded on that job, its first few in
+  ``report.error_samples``, and the pass goes on;
+- the counters (done, errors, model calls, cache hits) and the elapsed time, true at every
+  progress tick, and the report's closing numbers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Callable, Generic, Sequence, TypeVar
+
+from workbench.models.base import ModelError
+from workbench.passes.report import CallTally, PassReport
+from workbench.store.db import Store
+from workbench.store.lease import LeaseWaitStopped, hold, this_command
+
+MAX_ERROR_SAMPLES = 5
+
+Job = TypeVar("Job")
+Report = TypeVar("Report", bound=PassReport)
+Progress = Callable[[int, int, PassReport], None]   # (jobs processed, jobs selected, the report so far)
+
+
+def job_statuses(retry_errors: bool) -> tuple[str, ...]:
+    """The statuses a pass selects: pending jobs, and failed ones too with ``retry_errors``."""
+    return ("pending", "error") if retry_errors else ("pending",)
+
+
+class PassWork(ABC, Generic[Job]):
+    """What one pass does: select its jobs and do one; the :class:`Driver` does everything around that."""
+
+    #: A ``CachedLLM`` whose calls the counters show (set by ``open`` at the latest); None when
+    #: the work counts its calls itself (``Driver.count_call``).
+    llm = None
+
+    @abstractmethod
+    def load(self, statuses: tuple[str, ...]) -> Sequence[Job]:
+        """The jobs with one of ``statuses``, in processing order (read under the lease)."""
+
+    def open(self) -> None:
+        """Set up what processing needs (a model, indexes); a ``ModelError`` here fails every job."""
+
+    def close(self) -> None:
+        """Release what ``open`` set up (called whenever ``open`` was)."""
+
+    def process(self, job: Job) -> None:
+        """Do one job and commit it with everything it produced, in one transaction."""
+        raise NotImplementedError(f"{type(self).__name__} schedules its own jobs (process_all)")
+
+    @abstractmethod
+    def fail(self, job: Job, message: str) -> None:
+        """Record ``message`` on the job (status ``error``), in one transaction."""
+
+    @abstractmethod
+    def describe(self, job: Job) -> str:
+        """The job as the error samples name it, e.g. ``q12 / k5-b128-linear``."""
+
+    def fail_all(self, jobs: Sequence[Job], message: str) -> None:
+        """Record ``message`` on every job (the model could not be used at all)."""
+        for job in jobs:
+            self.fail(job, message)
+
+    def process_all(self, jobs: Sequence[Job], driver: Driver) -> None:
+        """Process ``jobs``; by default one at a time (:meth:`Driver.each`)."""
+        driver.each(jobs)
+
+
+class Driver(Generic[Job]):
+    """The bookkeeping of one pass over its selected jobs (see the module docstring)."""
+
+    def __init__(self, work: PassWork[Job], report: PassReport, stop: threading.Event,
+                 progress: Progress | None = None):
+        self.work, self.report, self.stop, self.progress = work, report, stop, progress
+        self.tally = CallTally(None)
+        self.start = time.perf_counter()
+
+    def run(self, retry_errors: bool) -> None:
+        """Select the jobs, open the work, process them, and close the report's numbers."""
+        work, report = self.work, self.report
+        jobs = work.load(job_statuses(retry_errors))
+        report.jobs = len(jobs)
+        if not jobs:
+            return
+        self.start = time.perf_counter()
+        try:
+            try:
+                work.open()
+            except ModelError as exc:
+                work.fail_all(jobs, f"model could not be used: {exc}")
+                report.fatal, report.errors = str(exc), len(jobs)
+                return
+            self.tally = CallTally(work.llm)
+            work.process_all(jobs, self)
+        finally:
+            self.tally.update(report)
+            work.close()
+        report.seconds = time.perf_counter() - self.start
+
+    def each(self, jobs: Sequence[Job]) -> None:
+        """Process ``jobs`` one at a time until done, stopped, or the model fails."""
+        for job in jobs:
+            if self.stopping():
+                break
+            try:
+                self.work.process(job)
+            except ModelError as exc:   # the model cannot be used: no later job would get further
+                self.fatal(exc)
+                self.fail(job, f"model error: {exc}")
+                break
+            except Exception as exc:  # one job's failure is recorded on it; the pass goes on
+                self.fail(job, f"{type(exc).__name__}: {exc}", shown=str(exc))
+            else:
+                self.done()
+
+    # -- what a pass that schedules its own jobs (``PassWork.process_all``) reports through --------------
+    def stopping(self) -> bool:
+        """True once a stop was asked for (and the report says it stopped): start no further job."""
+        if self.stop.is_set():
+            self.report.stopped = True
+            return True
+        return False
+
+    def done(self) -> None:
+        """One job committed."""
+        self.report.done += 1
+        self.tick()
+
+    def fail(self, job: Job, message: str, *, shown: str | None = None) -> None:
+        """Record ``message`` on ``job``; ``shown`` (if given) goes to the error samples after the job's name.
+
+        A fatal model error is shown once, as ``report.fatal``, not as a sample.
+        """
+        self.work.fail(job, message)
+        self.report.errors += 1
+        if shown is not None and len(self.report.error_samples) < MAX_ERROR_SAMPLES:
+            self.report.error_samples.append(f"{self.work.describe(job)}: {shown}")
+        self.tick()
+
+    def fatal(self, exc: ModelError) -> None:
+        """The model cannot be used: the pass ends (its jobs stay resumable with ``--retry-errors``)."""
+        self.report.fatal = str(exc)
+
+    def count_call(self, *, cached: bool) -> None:
+        """One model call made (or served from the cache), for works that count their own calls."""
+        if cached:
+            self.report.cache_hits += 1
+        else:
+            self.report.model_calls += 1
+
+    def tick(self) -> None:
+        """Bring the counters and the elapsed time up to date and tell the progress callback."""
+        report = self.report
+        self.tally.update(report)
+        report.seconds = time.perf_counter() - self.start
+        if self.progress is not None:
+            self.progress(report.done + report.errors, report.jobs, report)
+
+
+def drive(store: Store, resource: str, work: PassWork, report: Report, *, retry_errors: bool = False,
+          stop: threading.Event | None = None, progress: Progress | None = None, wait: bool = False,
+          on_wait: Callable[[str], None] | None = None) -> Report:
+    """Run ``work``'s pending jobs (and failed ones with ``retry_errors``) under the lease ``resource``.
+
+    Another process holding the lease raises :class:`~workbench.store.lease.LeaseHeld`, or
+    with ``wait`` is waited for (``on_wait`` hears why); ``stop`` set during that wait ends
+    it with nothing done (``report.stopped``). Returns ``report``, filled in.
+    """
+    stop = stop or threading.Event()
+    try:
+        # The jobs are selected under the lease: a writer that waited sees what the other finished.
+        with hold(store, resource, what=this_command(), wait=wait, on_wait=on_wait, stop=stop):
+            Driver(work, report, stop, progress).run(retry_errors)
+    except LeaseWaitStopped:
+        report.stopped = True
+    return report
