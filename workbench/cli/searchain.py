@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from functools import partial
 
-
-from workbench.cli_shared import emit_json as _emit_json
-from workbench.cli_shared import pass_parent, run_pass
-from workbench.cli_shared import store_of as _store
-from workbench.cli_types import INT64_MAX, MAX_RESAMPLES, MAX_SEED, count, name as _name
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_seed
+from workbench.cli.exit_codes import OK
+from workbench.cli.shared import emit_json, run_pass, store_of
+from workbench.cli.types import INT64_MAX, chosen_name, count
 
 
 def cmd_searchain_run(args) -> int:
+    """Plan a SearChain run over a dataset's samples (or find it) and run its pending samples."""
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
     config = SearChainConfig(model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
@@ -20,7 +20,7 @@ def cmd_searchain_run(args) -> int:
                              max_rounds=args.max_rounds, reader=args.reader, baseline_k=args.baseline_k,
                              baseline_retriever=args.baseline_retriever, hops=args.hops, limit=args.limit,
                              seed=args.seed)
-    store = _store(args)
+    store = store_of(args)
     name, created = plan_searchain(store, args.dataset, config, args.name)
     if not args.json:
         print(f"searchain {name}: {'planned' if created else 'found (same config): resuming'}", file=sys.stderr)
@@ -29,12 +29,11 @@ def cmd_searchain_run(args) -> int:
 
 
 def cmd_searchain_resume(args) -> int:
-    return _execute(args, _store(args))
+    """Continue a SearChain run's pending samples."""
+    return _execute(args, store_of(args))
 
 
 def _execute(args, store) -> int:
-    from functools import partial
-
     from workbench.models.cached import default_llm
     from workbench.pipelines.runner import execute_searchain, get_pipeline_run
 
@@ -48,44 +47,48 @@ def _execute(args, store) -> int:
 
 
 def cmd_searchain_report(args) -> int:
+    """Cover-EM, rounds, knowledge sources, citations and the paired difference vs plain RAG."""
     from workbench.pipelines.render import render_report
     from workbench.pipelines.report import searchain_report
 
-    report = searchain_report(_store(args), args.run, resamples=args.resamples, seed=args.seed)
+    report = searchain_report(store_of(args), args.run, resamples=args.resamples, seed=args.seed)
     if args.json:
-        _emit_json(report)
-        return 0
+        emit_json(report)
+        return OK
     print(render_report(report))
-    return 0
+    return OK
 
 
 def cmd_searchain_show(args) -> int:
+    """One sample's reasoning tree with its feedback and evidence."""
     from workbench.pipelines.render import render_tree
     from workbench.pipelines.report import chain_tree
     from workbench.pipelines.runner import get_pipeline_run
     from workbench.store.queries import sample_sid
 
-    store = _store(args)
+    store = store_of(args)
     _, name, dataset_id, _ = get_pipeline_run(store, args.run)
     tree = chain_tree(store, name, sample_sid(store, dataset_id, args.sample))
     if args.json:
-        _emit_json(tree)
-        return 0
+        emit_json(tree)
+        return OK
     print(render_tree(tree))
-    return 0
+    return OK
 
 
-def register(sub, common: argparse.ArgumentParser) -> None:
+def register(subparsers, parents: SharedParents) -> None:
     """Add ``searchain run|resume|report|show`` to the CLI."""
-    execution = pass_parent()
 
-    p = sub.add_parser("searchain", parents=[common], help="SearChain (Chain-of-Query + retrieval) as a system under test")
+    p = subparsers.add_parser("searchain", parents=[parents.db],
+                              help="SearChain (Chain-of-Query + retrieval) as a system under test")
     psub = p.add_subparsers(dest="searchain_verb", metavar="VERB", required=True)
-    q = psub.add_parser("run", parents=[common, execution], help="plan and run SearChain over a dataset's samples")
+    q = psub.add_parser("run", parents=[parents.db, parents.model_pass],
+                        help="plan and run SearChain over a dataset's samples")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--hops", type=int, help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
     q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N (selected) samples")
-    q.add_argument("--name", type=_name, help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
+    q.add_argument("--name", type=chosen_name,
+                   help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
     q.add_argument("--reader", choices=("extractive", "llm"), default="extractive",
                    help="who answers a step from its top-1 unit (default extractive)")
     q.add_argument("--threshold", type=float, default=0.75, help="reader confidence needed to correct (0.75)")
@@ -97,23 +100,23 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--max-tokens", type=int, default=200, help="tokens per chain (200)")
     q.add_argument("--no-grammar", dest="grammar", action="store_false",
                    help="let the model write chains freely (default: a GBNF grammar holds them to the CoQ format)")
-    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="sampling seed (0)")
+    add_seed(q, "sampling seed (0)")
     q.set_defaults(func=cmd_searchain_run)
 
-    q = psub.add_parser("resume", parents=[common, execution], help="continue a SearChain run's pending samples")
+    q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],
+                        help="continue a SearChain run's pending samples")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.set_defaults(func=cmd_searchain_resume)
 
-    q = psub.add_parser("report", parents=[common],
+    q = psub.add_parser("report", parents=[parents.db],
                         help="cover-EM, rounds, knowledge sources, citations, and the paired difference vs plain RAG")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
-    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (2000)")
-    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (0)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_bootstrap(q, terse=True)
+    add_json(q)
     q.set_defaults(func=cmd_searchain_report, readonly=True)
 
-    q = psub.add_parser("show", parents=[common], help="one sample's reasoning tree with feedback and evidence")
+    q = psub.add_parser("show", parents=[parents.db], help="one sample's reasoning tree with feedback and evidence")
     q.add_argument("run", help="run name")
     q.add_argument("sample", help="sample id")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(q)
     q.set_defaults(func=cmd_searchain_show, readonly=True)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
-
-from workbench.cli_shared import emit_json as _emit_json
-from workbench.cli_shared import pass_parent, run_pass
-from workbench.cli_shared import store_of as _store
-from workbench.cli_types import INT64_MAX, MAX_RESAMPLES, MAX_SEED, count
+from workbench.claims.decompose import DECOMPOSERS
+from workbench.claims.vote import TIES
+from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.exit_codes import OK
+from workbench.cli.shared import emit_json, run_pass, store_of
+from workbench.cli.types import INT64_MAX, count
+from workbench.tables import fmt_estimate, table
 
 
 def _config(args):
@@ -24,13 +27,12 @@ def _config(args):
 
 
 def cmd_claims_run(args) -> int:
-    from functools import partial
-
+    """Decompose and verify every finished answer of a run (resumable, cached)."""
     from workbench.claims.runner import run_claims
     from workbench.models.cached import default_llm
     from workbench.store.queries import get_run
 
-    store = _store(args)
+    store = store_of(args)
     run = get_run(store, args.run)
     config = _config(args)
     llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
@@ -48,13 +50,13 @@ def cmd_claims_run(args) -> int:
 
 
 def cmd_claims_report(args) -> int:
+    """RAGChecker-style metrics per cell of a claim run, with bootstrap intervals."""
     from workbench.claims.metrics import FORMULAS, METRICS
     from workbench.claims.report import claim_runs, claims_by_cell
     from workbench.runs.report import cell_order
     from workbench.store.queries import get_run
-    from workbench.tables import fmt_estimate, table
 
-    store = _store(args)
+    store = store_of(args)
     run = get_run(store, args.run)
     runs = claim_runs(store, run)
     if not runs:
@@ -65,9 +67,9 @@ def cmd_claims_report(args) -> int:
                          f"(it has {', '.join(str(r.id) for r in runs)})")
     by_cell = claims_by_cell(store, run, info.id, resamples=args.resamples, seed=args.seed)
     if args.json:
-        _emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
-                    "cells": by_cell})
-        return 0
+        emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
+                   "cells": by_cell})
+        return OK
     cfg = info.config
     print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "
           f"(ties → {cfg['ties']}) · {info.done:,} of {info.jobs:,} answers, {info.claims:,} claims · "
@@ -79,7 +81,7 @@ def cmd_claims_report(args) -> int:
                     [[c, "", str(by_cell[c]["jobs"]), *(fmt_estimate(_est(by_cell[c].get(n))) for n in names)]
                      for c in cell_order(store, run) if c in by_cell]))
     print("\n" + "\n".join(f"  {_SHORT.get(n, n)} = {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
-    return 0
+    return OK
 
 
 _SHORT = {"faithfulness": "faithful", "hallucination": "halluc", "self_knowledge": "self_know",
@@ -94,11 +96,12 @@ def _est(metric):
 
 
 def cmd_claims_show(args) -> int:
+    """The claims of one answer: each verdict, its verifiers' votes and its best unit."""
     from workbench.claims.report import answer_claims
     from workbench.runs.report import first_cell
     from workbench.store.queries import get_run, sample_sid
 
-    store = _store(args)
+    store = store_of(args)
     run = get_run(store, args.run)
     cell = args.cell or first_cell(store, run)
     sid = sample_sid(store, run.dataset_id, args.sample)
@@ -107,10 +110,10 @@ def cmd_claims_show(args) -> int:
         raise ValueError(f"sample {args.sample!r} in cell {cell} has no verified claims "
                          f"(`workbench claims run {run.name} --cell {cell}`)")
     if args.json:
-        _emit_json(detail)
-        return 0
+        emit_json(detail)
+        return OK
     print(_render_claims(detail))
-    return 0
+    return OK
 
 
 def _render_claims(detail: dict) -> str:
@@ -134,26 +137,23 @@ def cmd_claims_check(args) -> int:
     """Decompose and verify one answer against a given context (units of a dataset, a document, or text)."""
     from workbench.claims.check import check_answer, context_units
 
-    store = _store(args)
+    store = store_of(args)
     config = _config(args)
     labels, texts = context_units(store, dataset=args.dataset, doc=args.doc, units=args.units, texts=args.context)
     result = check_answer(store, args.answer, labels, texts, config, question=args.question or "",
                           threads=args.threads)
     if args.json:
-        _emit_json(result)
-        return 0
+        emit_json(result)
+        return OK
     print(f"{len(result['claims'])} claims from {len(labels)} context units in {result['seconds']:.1f}s "
           f"({result['model_calls']} model calls, {result['cache_hits']} cached)")
     print(_render_claims(result))
-    return 0
+    return OK
 
 
-def register(sub, common: argparse.ArgumentParser) -> None:
+def register(subparsers, parents: SharedParents) -> None:
     """Add ``claims run|report|show|check`` to the CLI."""
-    from workbench.claims.decompose import DECOMPOSERS
-    from workbench.claims.vote import TIES
-
-    verify = argparse.ArgumentParser(add_help=False, parents=[pass_parent()])
+    verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass])
     verify.add_argument("--decomposer", choices=DECOMPOSERS, default="hybrid", help="claim decomposer (default hybrid)")
     verify.add_argument("--verifiers", default="lexical,llm_judge",
                         help="comma list of lexical,embedding,llm_judge,nli (default lexical,llm_judge)")
@@ -168,31 +168,30 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")
     verify.add_argument("--nli-model", help="local NLI model for the nli verifier (never downloaded)")
 
-    p = sub.add_parser("claims", parents=[common], help="claim decomposition and atomic verification")
+    p = subparsers.add_parser("claims", parents=[parents.db], help="claim decomposition and atomic verification")
     psub = p.add_subparsers(dest="claims_verb", metavar="VERB", required=True)
-    q = psub.add_parser("run", parents=[common, verify],
+    q = psub.add_parser("run", parents=[parents.db, verify],
                         help="decompose and verify every finished answer of a run (resumable, cached)")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--cell", action="append", help="only this cell (repeatable), e.g. k5-b128-linear")
     q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples")
     q.set_defaults(func=cmd_claims_run)
 
-    q = psub.add_parser("report", parents=[common], help="RAGChecker-style metrics per cell with 95%% CIs")
+    q = psub.add_parser("report", parents=[parents.db], help="RAGChecker-style metrics per cell with 95%% CIs")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--claim-run", type=int, help="claim run id (default: the latest)")
-    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (default 2000)")
-    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (default 0)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_bootstrap(q)
+    add_json(q)
     q.set_defaults(func=cmd_claims_report, readonly=True)
 
-    q = psub.add_parser("show", parents=[common], help="the claims of one answer: verdicts and attribution")
+    q = psub.add_parser("show", parents=[parents.db], help="the claims of one answer: verdicts and attribution")
     q.add_argument("run", help="run name")
     q.add_argument("sample", help="sample id")
     q.add_argument("--cell", help="cell id (default: the run's first)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(q)
     q.set_defaults(func=cmd_claims_show, readonly=True)
 
-    q = psub.add_parser("check", parents=[common, verify],
+    q = psub.add_parser("check", parents=[parents.db, verify],
                         help="decompose and verify one answer against a document, units or text")
     q.add_argument("answer", help="the answer text to verify")
     q.add_argument("--dataset", help="dataset holding the context (with --doc or --units)")

@@ -4,35 +4,37 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
+from pathlib import Path
 
-
-from workbench.cli_shared import emit_json as _emit_json
-from workbench.cli_shared import pass_parent, run_pass
-from workbench.cli_shared import store_of as _store
-from workbench.cli_types import MAX_RESAMPLES, MAX_SEED, count, name as _name
+from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.exit_codes import OK
+from workbench.cli.shared import emit_json, run_pass, store_of
+from workbench.cli.types import chosen_name
+from workbench.tables import fmt_estimate, table
 
 
 def cmd_dedup_import(args) -> int:
-    from pathlib import Path
-
+    """Import a KG directory: triples, chunks and gold clusters."""
     from workbench.kg.importer import import_kg
 
     name = args.name or Path(args.directory).resolve().name
-    report = import_kg(_store(args), args.directory, name, replace=args.replace)
+    report = import_kg(store_of(args), args.directory, name, replace=args.replace)
     if report.replaced is not None:
         from workbench.kg.importer import describe_kg_contents
 
         print(f"replaced KG {report.kg}: deleted {describe_kg_contents(report.replaced)}", file=sys.stderr)
     if args.json:
-        _emit_json(report)
+        emit_json(report)
     else:
         state = "unchanged (already imported)" if report.unchanged else "imported"
         print(f"{report.kg}: {state}: {report.triples:,} triples, {report.entities:,} entities, "
               f"{report.chunks:,} chunks, {report.gold:,} gold cluster lines")
-    return 0
+    return OK
 
 
 def cmd_dedup_run(args) -> int:
+    """Plan a dedup run (candidates by blocking) or find it, and judge its pending pairs per mode."""
     from workbench.kg.runner import DedupConfig, plan_dedup
 
     config = DedupConfig(modes=tuple(m for m in args.modes.split(",") if m), max_relations=args.max_relations,
@@ -40,7 +42,7 @@ def cmd_dedup_run(args) -> int:
                          fuzzy_threshold=args.fuzzy_threshold, use_neighbours=not args.no_neighbours,
                          model=args.model, max_tokens=args.max_tokens, embedding_model=args.embedding_model,
                          embedding_threshold=args.embedding_threshold)
-    store = _store(args)
+    store = store_of(args)
     name, created, stats = plan_dedup(store, args.kg, config, args.name)
     if not args.json:
         pc = stats.get("pairs_completeness")
@@ -54,12 +56,11 @@ def cmd_dedup_run(args) -> int:
 
 
 def cmd_dedup_resume(args) -> int:
-    return _execute(args, _store(args))
+    """Continue a dedup run's pending verdicts."""
+    return _execute(args, store_of(args))
 
 
 def _execute(args, store) -> int:
-    from functools import partial
-
     from workbench.kg.runner import execute_dedup, get_dedup_run
     from workbench.models.cached import default_llm
 
@@ -72,13 +73,13 @@ def _execute(args, store) -> int:
 
 
 def cmd_dedup_eval(args) -> int:
+    """Pairwise and B-cubed precision/recall/F1 per mode against the gold clusters."""
     from workbench.kg.merges import METRIC_NAMES, evaluate
-    from workbench.tables import fmt_estimate, table
 
-    r = evaluate(_store(args), args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
+    r = evaluate(store_of(args), args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
     if args.json:
-        _emit_json(r)
-        return 0
+        emit_json(r)
+        return OK
     c = r["candidates"]
     pc = c.get("pairs_completeness")
     print(f"dedup {r['run']} · {r['entities']:,} entities · merge threshold {r['threshold']} · verdicts "
@@ -90,32 +91,35 @@ def cmd_dedup_eval(args) -> int:
              "bcubed_precision": "B³ P", "bcubed_recall": "B³ R", "bcubed_f1": "B³ F1"}
     rows = [[mode, "", ""] + [fmt_estimate(getattr(s, m)) for m in METRIC_NAMES] for mode, s in r["modes"].items()]
     if "graph+text − graph" in r:
-        rows.append(["graph+text − graph", "", ""] + [fmt_estimate(r["graph+text − graph"][m]) for m in METRIC_NAMES])
+        rows.append(["graph+text − graph", "", ""]
+                    + [fmt_estimate(r["graph+text − graph"][m]) for m in METRIC_NAMES])
     print(table(["mode", "", ""] + [short[m] for m in METRIC_NAMES], rows))
-    return 0
+    return OK
 
 
 def cmd_dedup_review(args) -> int:
+    """List the proposed merges of a mode by confidence band."""
     from workbench.kg.merges import proposals
 
-    items = proposals(_store(args), args.run, args.mode, threshold=args.threshold, band=args.band,
+    items = proposals(store_of(args), args.run, args.mode, threshold=args.threshold, band=args.band,
                       only_coreferent=not args.all)
     if args.json:
-        _emit_json(items)
-        return 0
+        emit_json(items)
+        return OK
     for p in items:
         state = p.decision or ("merge" if p.merged else "no merge")
         print(f"{p.confidence:.2f}  {'same' if p.is_coreferent else 'different':9}  {state:9}  "
               f"{p.name_a!r} ~ {p.name_b!r}  [{p.reasons}]  {p.rationale[:80]}")
     print(f"{len(items)} pairs", file=sys.stderr)
-    return 0
+    return OK
 
 
 def cmd_dedup_decide(args) -> int:
+    """Accept, reject (revert) or clear the decision on one merge."""
     from workbench.kg.merges import decide
     from workbench.kg.runner import get_dedup_run
 
-    store = _store(args)
+    store = store_of(args)
     _, name, kg_id, _ = get_dedup_run(store, args.run)
     ids = []
     for entity in (args.a, args.b):
@@ -126,41 +130,42 @@ def cmd_dedup_decide(args) -> int:
     decision = {"accept": "accepted", "reject": "rejected", "revert": "rejected", "clear": None}[args.decision]
     decide(store, name, ids[0], ids[1], args.mode, decision)
     print(f"{args.a!r} ~ {args.b!r} ({args.mode}): {decision or 'decision cleared'}", file=sys.stderr)
-    return 0
+    return OK
 
 
 def cmd_dedup_export(args) -> int:
+    """Write the deduplicated KG, the alias map and the merges with provenance."""
     from workbench.kg.merges import export_kg
 
-    result = export_kg(_store(args), args.run, args.mode, args.out, threshold=args.threshold)
+    result = export_kg(store_of(args), args.run, args.mode, args.out, threshold=args.threshold)
     if args.json:
-        _emit_json(result)
+        emit_json(result)
     else:
         print(f"{result['out']}: {result['triples']:,} triples over {result['entities']:,} entities; "
               f"{result['merged_clusters']:,} merged clusters in aliases.jsonl, {result['merges']:,} merges with "
               "provenance in merges.jsonl", file=sys.stderr)
-    return 0
+    return OK
 
 
-def register(sub, common: argparse.ArgumentParser) -> None:
+def register(subparsers, parents: SharedParents) -> None:
     """Add the ``dedup`` verbs to the CLI."""
-    execution = pass_parent()
     merge = argparse.ArgumentParser(add_help=False)
     merge.add_argument("--threshold", type=float, default=0.5, help="judge confidence needed to merge (0.5)")
 
-    p = sub.add_parser("dedup", parents=[common], help="entity deduplication for KG construction")
+    p = subparsers.add_parser("dedup", parents=[parents.db], help="entity deduplication for KG construction")
     psub = p.add_subparsers(dest="dedup_verb", metavar="VERB", required=True)
-    q = psub.add_parser("import", parents=[common], help="import a KG: kb.jsonl (+source_chunks), chunks.jsonl, "
-                                                          "gold_clusters.jsonl")
+    q = psub.add_parser("import", parents=[parents.db],
+                        help="import a KG: kb.jsonl (+source_chunks), chunks.jsonl, gold_clusters.jsonl")
     q.add_argument("directory")
-    q.add_argument("--name", type=_name, help="KG name (default: the directory name)")
+    q.add_argument("--name", type=chosen_name, help="KG name (default: the directory name)")
     q.add_argument("--replace", action="store_true", help="replace a KG of that name holding other content")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(q)
     q.set_defaults(func=cmd_dedup_import)
 
-    q = psub.add_parser("run", parents=[common, execution], help="candidates by blocking, then the judge per mode")
+    q = psub.add_parser("run", parents=[parents.db, parents.model_pass],
+                        help="candidates by blocking, then the judge per mode")
     q.add_argument("kg", nargs="?", help="KG name (default: the latest import)")
-    q.add_argument("--name", type=_name, help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
+    q.add_argument("--name", type=chosen_name, help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
     q.add_argument("--modes", default="graph,graph+text", help="graph,graph+text,embedding (default graph,graph+text)")
     q.add_argument("--max-relations", type=int, default=10, help="relations per entity shown to the judge (10)")
     q.add_argument("--max-text-chunks", type=int, default=5, help="text chunks per entity in graph+text (5)")
@@ -173,40 +178,41 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     q.add_argument("--embedding-threshold", type=float, default=0.9, help="cosine for the embedding mode (0.9)")
     q.set_defaults(func=cmd_dedup_run)
 
-    q = psub.add_parser("resume", parents=[common, execution], help="continue a dedup run's pending verdicts")
+    q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],
+                        help="continue a dedup run's pending verdicts")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.set_defaults(func=cmd_dedup_resume)
 
-    q = psub.add_parser("eval", parents=[common, merge], help="pairwise and B-cubed P/R/F1 per mode vs gold clusters")
+    q = psub.add_parser("eval", parents=[parents.db, merge],
+                        help="pairwise and B-cubed P/R/F1 per mode vs gold clusters")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
-    q.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help="bootstrap resamples (2000)")
-    q.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="bootstrap seed (0)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_bootstrap(q, terse=True)
+    add_json(q)
     q.set_defaults(func=cmd_dedup_eval, readonly=True)
 
-    q = psub.add_parser("review", parents=[common, merge], help="list proposed merges by confidence band")
+    q = psub.add_parser("review", parents=[parents.db, merge], help="list proposed merges by confidence band")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--mode", default="graph+text", help="graph | graph+text | embedding (default graph+text)")
     q.add_argument("--band", default="all", choices=("all", "high", "mid", "low", "below"),
                    help="high ≥0.9, mid 0.7–0.9, low 0.5–0.7, below <0.5")
     q.add_argument("--all", action="store_true", help="also pairs judged different")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(q)
     q.set_defaults(func=cmd_dedup_review, readonly=True)
 
     for verb, text in (("accept", "accept a merge"), ("reject", "reject a merge"),
                        ("revert", "revert a merge (= reject it; clusters are recomputed)"),
                        ("clear", "clear a decision (the threshold decides again)")):
-        q = psub.add_parser(verb, parents=[common], help=text)
+        q = psub.add_parser(verb, parents=[parents.db], help=text)
         q.add_argument("run", help="run name")
         q.add_argument("a", help="entity name")
         q.add_argument("b", help="entity name")
         q.add_argument("--mode", default="graph+text", help="the mode whose merge it is (default graph+text)")
         q.set_defaults(func=cmd_dedup_decide, decision=verb)
 
-    q = psub.add_parser("export", parents=[common, merge],
+    q = psub.add_parser("export", parents=[parents.db, merge],
                         help="write the deduplicated KG, the alias map and the merges with provenance")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--mode", default="graph+text", help="whose merges (default graph+text)")
     q.add_argument("--out", required=True, help="output directory")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(q)
     q.set_defaults(func=cmd_dedup_export, readonly=True)

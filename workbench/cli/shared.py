@@ -1,13 +1,14 @@
-"""What every group of CLI verbs shares: the store, JSON output, file output, and resumable passes."""
+"""What the verb handlers share when they run: the store, JSON and file output, a line on
+stderr, and driving a resumable pass with a progress bar and Ctrl-C."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import asdict, is_dataclass
 from typing import Callable
 
-from workbench.cli_types import MAX_THREADS, count
+from workbench.cli.exit_codes import FAILURE, OK, STOPPED
 
 
 def store_of(args):
@@ -27,8 +28,7 @@ def store_of(args):
 
 
 def json_default(value):
-    from dataclasses import asdict, is_dataclass
-
+    """``json.dump``'s fallback: a dataclass becomes an object."""
     if is_dataclass(value):
         return asdict(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
@@ -51,23 +51,9 @@ def write_out(out: str, text: str, what: str) -> None:
         print(f"wrote {what} to {out}")
 
 
-WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
-
-
 def say(line: str) -> None:
     """One line for the user on stderr (stdout stays for --json)."""
     print(line, file=sys.stderr, flush=True)
-
-
-def pass_parent() -> argparse.ArgumentParser:
-    """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
-    parent.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
-    parent.add_argument("--retry-errors", action="store_true", help="also redo items that failed")
-    parent.add_argument("--wait", action="store_true", help=WAIT_HELP)
-    parent.add_argument("--json", action="store_true", help="machine-readable output")
-    return parent
 
 
 def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume_hint: str, llm=None,
@@ -94,7 +80,7 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
             report = execute(stop=interrupt.stop, progress=None if as_json else show, wait=wait, on_wait=say)
     except ModelSlotStopped:
         print(f"{label}: stopped while waiting for the model (`{resume_hint}` continues)", file=sys.stderr)
-        return 130
+        return STOPPED
     finally:
         if llm is not None:
             llm.close()
@@ -112,5 +98,5 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
     if report.fatal:
         print(f"error: {report.fatal}\nIt stays resumable: fix the model, then `{resume_hint} --retry-errors`.",
               file=sys.stderr)
-        return 1
-    return 130 if report.stopped else 0
+        return FAILURE
+    return STOPPED if report.stopped else OK

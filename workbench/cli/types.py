@@ -23,12 +23,17 @@ MAX_THREADS = 1_024
 MAX_TOKENS = 1_048_576     # context window and generated tokens
 
 
-def name(text: str) -> str:
+def chosen_name(text: str) -> str:
     """A user-chosen name (dataset, run, KG, retriever): printable and not blank."""
     try:
         return check_name(text)
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def comma_separated(text: str) -> tuple[str, ...]:
+    """Comma-separated words, blanks dropped (``score,linear``)."""
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def count(low: int, high: int) -> Callable[[str], int]:

@@ -1,0 +1,97 @@
+"""The options verb groups share, each defined once: ``--db``, ``--json``, the bootstrap's
+``--resamples`` and ``--seed``, and the execution options of a resumable pass with a model.
+
+Most are functions adding the options where the caller is, not parent parsers: argparse
+lists a parent's options before the verb's own, and every verb's ``--help`` keeps its order.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from workbench.cli.types import MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count
+
+DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir)"
+JSON_HELP = "machine-readable output"
+WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
+SCORES = ("acc", "cover", "set_f1")
+
+
+def top_db_parent() -> argparse.ArgumentParser:
+    """``--db`` before the verb (``workbench --db X VERB``)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--db", help=DB_HELP)
+    return parent
+
+
+def db_parent() -> argparse.ArgumentParser:
+    """``--db`` after the verb (``workbench VERB --db X``); every verb and sub-verb takes it."""
+    parent = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subparser default would otherwise overwrite a --db given before the verb.
+    parent.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    return parent
+
+
+def add_json(parser: argparse.ArgumentParser, help: str | None = JSON_HELP) -> None:
+    """``--json``: machine-readable output on stdout."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_resamples(parser: argparse.ArgumentParser, help: str | None = "bootstrap resamples (default 2000)") -> None:
+    """``--resamples``: how many bootstrap resamples an interval is drawn from."""
+    parser.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help=help)
+
+
+def add_seed(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--seed``: a seed llama.cpp can take (32 bits), default 0; ``help`` says what it seeds."""
+    parser.add_argument("--seed", type=count(0, MAX_SEED), default=0, help=help)
+
+
+def add_bootstrap(parser: argparse.ArgumentParser, *, terse: bool = False) -> None:
+    """``--resamples`` and ``--seed`` of a bootstrap; ``terse``: their help as the searchain and dedup verbs word it."""
+    if terse:
+        add_resamples(parser, "bootstrap resamples (2000)")
+        add_seed(parser, "bootstrap seed (0)")
+    else:
+        add_resamples(parser)
+        add_seed(parser, "bootstrap seed (default 0)")
+
+
+def add_model_threads(parser: argparse.ArgumentParser) -> None:
+    """``--threads`` and ``--n-gpu-layers`` of llama.cpp."""
+    parser.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
+    parser.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+
+
+def add_retry_errors(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--retry-errors``: also redo what failed the last time."""
+    parser.add_argument("--retry-errors", action="store_true", help=help)
+
+
+def add_wait(parser: argparse.ArgumentParser) -> None:
+    """``--wait``: wait for another process writing the same run instead of refusing."""
+    parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
+
+
+def model_pass_parent() -> argparse.ArgumentParser:
+    """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    add_model_threads(parent)
+    add_retry_errors(parent, "also redo items that failed")
+    add_wait(parent)
+    add_json(parent)
+    return parent
+
+
+@dataclass(frozen=True)
+class SharedParents:
+    """The parent parsers handed to every group's ``register(subparsers, parents)``."""
+
+    db: argparse.ArgumentParser          # --db after the verb
+    model_pass: argparse.ArgumentParser  # threads, GPU layers, --retry-errors, --wait, --json
+
+
+def shared_parents() -> SharedParents:
+    """One of each shared parent, for one parser tree."""
+    return SharedParents(db=db_parent(), model_pass=model_pass_parent())

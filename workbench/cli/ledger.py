@@ -1,0 +1,131 @@
+"""Verbs reading a run's ledger: the ledger table (or a paired difference of two cells), the
+plots, and the export of events or the ledger as CSV or JSONL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.cli.common import SCORES, SharedParents, add_bootstrap
+from workbench.cli.exit_codes import OK
+from workbench.cli.shared import emit_json, store_of
+from workbench.cli.types import MAX_BUDGET, count
+from workbench.tables import fmt_estimate, ledger_tables
+
+
+def _report(args, store):
+    """The ledger of ``args.run`` with the report options (score, bootstrap, excluded tags)."""
+    from workbench.runs.report import run_ledger
+    from workbench.store.queries import get_run
+
+    return run_ledger(store, get_run(store, args.run), score=args.score, resamples=args.resamples, seed=args.seed,
+                      exclude_tags=getattr(args, "exclude_tag", None) or ())
+
+
+def cmd_ledger(args) -> int:
+    """Print the dissipation ledger, or with --diff the paired difference of two cells."""
+    from workbench.data.exports import ledger_records
+
+    store = store_of(args)
+    if args.diff:
+        from workbench.runs.report import cell_difference
+        from workbench.store.queries import get_run
+
+        a, b = args.diff
+        est = cell_difference(store, get_run(store, args.run), a, b, args.term, score=args.score,
+                              resamples=args.resamples, seed=args.seed, exclude_tags=args.exclude_tag or ())
+        if args.json:
+            emit_json({"a": a, "b": b, "term": args.term, "difference": est})
+        else:
+            print(f"{args.term}({a}) − {args.term}({b}) = {fmt_estimate(est)}  (paired bootstrap, 95%)")
+        return OK
+    report = _report(args, store)
+    if args.json:
+        emit_json(ledger_records(report))
+    else:
+        print(ledger_tables(report))
+    return OK
+
+
+def cmd_plot(args) -> int:
+    """Draw the main (K sweep) or the oracle (B sweep) plot, on the terminal or to a file."""
+    from workbench import plots
+
+    store = store_of(args)
+    report = _report(args, store)
+    colors = args.out is None and sys.stdout.isatty()
+    if args.oracle:
+        figure = plots.oracle_plot(report.oracle, colors=colors, width=args.width,
+                                   height=args.height)
+    else:
+        budgets = sorted({r["budget"] for r in report.rows})
+        formats = list(dict.fromkeys(r["format"] for r in report.rows))
+        budget = args.budget or budgets[-1]
+        fmt = args.format or ("linear" if "linear" in formats else formats[0])
+        figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors,
+                                 width=args.width, height=args.height)
+    if args.out:
+        plots.save(figure, args.out)
+        print(f"wrote {args.out}")
+    else:
+        print(figure)
+    return OK
+
+
+def cmd_export(args) -> int:
+    """Write a run's events or its ledger as CSV or JSONL (to a file, or stdout for -)."""
+    from workbench.data.exports import event_records, ledger_records, render, write_atomic
+    from workbench.store.queries import get_run
+
+    store = store_of(args)
+    run = get_run(store, args.run)
+    records = event_records(store, run) if args.what == "events" else ledger_records(_report(args, store))
+    fmt = args.format or ("csv" if str(args.out).endswith(".csv") else "jsonl")
+    if str(args.out) == "-":
+        for chunk in render(records, fmt):
+            sys.stdout.write(chunk)
+        return OK
+    size = write_atomic(args.out, render(records, fmt))
+    print(f"wrote {args.out} ({size:,} bytes, {fmt})")
+    return OK
+
+
+def _report_parent() -> argparse.ArgumentParser:
+    """How a ledger is computed: the answer score, the bootstrap, samples left out by tag."""
+    report = argparse.ArgumentParser(add_help=False)
+    report.add_argument("--score", choices=SCORES, default=None, help="answer score (default: the run's own)")
+    add_bootstrap(report)
+    report.add_argument("--exclude-tag", action="append", metavar="TAG",
+                        help="leave out samples carrying TAG (repeatable), e.g. annotation-error")
+    return report
+
+
+def register(subparsers, parents: SharedParents) -> None:
+    """Add ``ledger``, ``plot`` and ``export`` to the CLI."""
+    report = _report_parent()
+
+    p = subparsers.add_parser("ledger", parents=[parents.db, report], help="print the dissipation ledger with 95%% CIs")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
+    p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
+    p.add_argument("--term", default="S_vis", help="term for --diff (default S_vis)")
+    p.set_defaults(func=cmd_ledger, readonly=True)
+
+    p = subparsers.add_parser("plot", parents=[parents.db, report],
+                              help="draw the main (K sweep) or oracle (B sweep) plot")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
+    p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
+    p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
+    p.add_argument("--out", help="write to a file: .html keeps colours, anything else is text")
+    p.add_argument("--width", type=int, default=78)
+    p.add_argument("--height", type=int, default=20)
+    p.set_defaults(func=cmd_plot, readonly=True)
+
+    p = subparsers.add_parser("export", parents=[parents.db, report],
+                              help="write events or the ledger as CSV or JSONL")
+    p.add_argument("what", choices=("events", "ledger"))
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    p.add_argument("--out", required=True, help="file to write, or - for stdout")
+    p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
+    p.set_defaults(func=cmd_export, readonly=True)

@@ -1,0 +1,60 @@
+"""The top-level parser and the entry point: each verb group adds its own verbs.
+
+Handlers import the rest of the workbench when they run: the store alone (sqlite_utils,
+pandas) takes about a second to load, and ``workbench --help`` needs none of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from workbench.cli import byo, claims, data, dedup, ledger, retrieval, runs, searchain, triage, tui
+from workbench.cli.common import shared_parents, top_db_parent
+from workbench.cli.exit_codes import OK, failure_of
+
+DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
+               "(retrieval, the prompt interface, reasoning). The same verbs as the TUI, for\n"
+               "scripts and CI.")
+EPILOG = """\
+first steps:
+  workbench import sample_data/metaqa --name metaqa
+  workbench run metaqa --limit 20 --k 1,5,20 --budget 128 --format linear
+  workbench ledger                 the dissipation ledger with 95% CIs
+  workbench                        the terminal UI (? lists its keys)
+
+every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage
+(nothing written). WORKBENCH_DEBUG=1 shows the traceback behind a database error."""
+
+# In the order the top-level help lists their verbs.
+VERB_GROUPS = (tui, data, runs, ledger, retrieval, claims, searchain, dedup, triage, byo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree; every verb has ``--help``."""
+    parser = argparse.ArgumentParser(prog="workbench", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, parents=[top_db_parent()])
+    subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
+    parents = shared_parents()
+    for group in VERB_GROUPS:
+        group.register(subparsers, parents)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workbench`` script; no verb opens the TUI."""
+    args = build_parser().parse_args(argv)
+    if args.verb is None:
+        args.func = tui.cmd_tui
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return OK
+    except Exception as exc:
+        failure = failure_of(exc, getattr(args, "db", None))
+        if failure is None:
+            raise
+        code, message = failure
+        print(message, file=sys.stderr)
+        return code

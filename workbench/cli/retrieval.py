@@ -1,0 +1,176 @@
+"""Verbs for retrieval evaluation: corpus import, questions, retrieve, retrieval eval/export."""
+
+from __future__ import annotations
+
+import io
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from workbench.cli.common import SharedParents, add_json, add_resamples
+from workbench.cli.exit_codes import OK
+from workbench.cli.shared import emit_json, store_of, write_out
+from workbench.cli.types import INT64_MAX, MAX_K, chosen_name, count, counts
+from workbench.tables import fmt_estimate, table
+
+
+def cmd_corpus_import(args) -> int:
+    """Import a Markdown tree as a corpus dataset: its documents and their chunks."""
+    from workbench.data.corpus import ChunkConfig, import_corpus
+    from workbench.data.importer import count_noun, describe_dataset_contents
+
+    config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
+                         category_depth=args.category_depth)
+    dataset = args.name or Path(args.directory).resolve().name
+    report = import_corpus(store_of(args), args.directory, dataset, config, replace=args.replace)
+    # Skipped links and a replacement are said on stderr even with --json (which also holds them).
+    for link in report.skipped_links:
+        print(f"warning: symbolic link leaves the corpus root, skipped: {link}", file=sys.stderr)
+    if report.replaced is not None:
+        print(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}",
+              file=sys.stderr)
+    if args.json:
+        emit_json(asdict(report))
+        return OK
+    for problem in report.unreadable:
+        print(f"warning: unreadable, skipped: {problem}", file=sys.stderr)
+    verb = "unchanged (already imported)" if report.unchanged else "imported"
+    cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
+    skipped = (f"; {count_noun(len(report.skipped_links), 'link')} leaving the root skipped"
+               if report.skipped_links else "")
+    print(f"{report.dataset}: {verb}: {count_noun(report.documents, 'document')}, {count_noun(report.chunks, 'chunk')}"
+          + (f" ({cats})" if cats else "") + skipped)
+    return OK
+
+
+def cmd_retrieve(args) -> int:
+    """Run BM25 (or a dense retriever) over a dataset's units for every question and store the results."""
+    from workbench.retrieval.runs import retrieve
+
+    report = retrieve(store_of(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
+                      dense_model=args.dense_model, replace=args.replace)
+    if report.replaced is not None:
+        print(f"replaced retriever {report.retriever} of {report.dataset}: deleted "
+              f"{report.replaced['retrieval_rows']:,} retrieval rows ({report.replaced['runs_planned_on_them']:,} "
+              "runs planned on them keep their events)", file=sys.stderr)
+    if args.json:
+        emit_json(asdict(report))
+        return OK
+    index = "built" if report.index_built else "loaded (corpus unchanged)"
+    state = "unchanged" if report.unchanged else "stored"
+    print(f"{report.dataset}: retriever {report.retriever} ({report.mode} tokens): {report.queries:,} questions "
+          f"{state}; index {index} at {report.index_dir}")
+    return OK
+
+
+def cmd_retrieval_export(args) -> int:
+    """Write stored retrieval results as retrieval.jsonl."""
+    from workbench.retrieval.runs import export_retrieval
+
+    buf = io.StringIO()
+    rows = export_retrieval(store_of(args), buf, args.dataset, args.retriever)
+    write_out(args.out, buf.getvalue(), f"{rows:,} retrieval rows")
+    return OK
+
+
+def cmd_questions_generate(args) -> int:
+    """Add questions to a corpus: one per document from its file name, or written by the local model."""
+    from workbench.retrieval.evaluate import filename_questions, llm_questions
+
+    if args.strategy == "llm":
+        added = llm_questions(store_of(args), args.dataset, n=args.n, limit=args.limit)
+    else:
+        added = filename_questions(store_of(args), args.dataset, lang=args.lang)
+    print(f"{added:,} {args.strategy} questions added")
+    return OK
+
+
+def cmd_retrieval_eval(args) -> int:
+    """IR metrics at each cut-off, doc and chunk level, with bootstrap intervals and the misses."""
+    from workbench.metrics.ir import METRICS
+    from workbench.retrieval.evaluate import evaluate_retrieval
+
+    report = evaluate_retrieval(store_of(args), args.dataset, args.retriever, args.k, resamples=args.resamples)
+    if args.json:
+        def named(d):
+            return {f"{m}@{k}": est for (m, k), est in d.items()}
+
+        emit_json({"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
+                   "levels": {lvl: {"overall": named(d["overall"]),
+                                    **{g: {label: named(v) for label, v in d[g].items()}
+                                       for g in ("by_strategy", "by_category")}}
+                              for lvl, d in report.levels.items()},
+                   "per_question": {lvl: pq.as_dict() for lvl, pq in report.per_query.items()},
+                   "misses": report.misses})
+        return OK
+    print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
+    for level, data in report.levels.items():
+        rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
+        print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+    k = 5 if 5 in report.ks else max(report.ks)
+    for group in ("by_strategy", "by_category"):
+        parts = [f"{label} {fmt_estimate(v[('recall', k)], 2)}"
+                 for label, v in report.levels["doc"][group].items()]
+        print(f"\ndoc-level recall@{k} {group.replace('_', ' ')}: " + "; ".join(parts))
+    print(f"\ndoc-level misses at @{max(report.ks)}: {len(report.misses):,}")
+    for miss in report.misses[: args.misses]:
+        print(f"  {miss['question']}  gold {miss['gold']}  got {', '.join(miss['retrieved']) or '—'}")
+    return OK
+
+
+def register(subparsers, parents: SharedParents) -> None:
+    """Add ``corpus``, ``retrieve``, ``retrieval`` and ``questions`` to the CLI."""
+    p = subparsers.add_parser("corpus", parents=[parents.db], help="Markdown corpora for retrieval evaluation")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("import", parents=[parents.db], help="import a Markdown tree: documents and their chunks")
+    q.add_argument("directory")
+    q.add_argument("--name", type=chosen_name, help="dataset name (default: the directory name)")
+    q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
+    q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
+    q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
+    q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
+    q.add_argument("--replace", action="store_true",
+                   help="replace a dataset of that name holding other content (its runs are deleted with it)")
+    add_json(q, help=None)
+    q.set_defaults(func=cmd_corpus_import)
+
+    p = subparsers.add_parser("retrieve", parents=[parents.db],
+                              help="run the built-in BM25 retriever over a dataset's units for every question")
+    p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    p.add_argument("--name", type=chosen_name,
+                   help="retriever name to store the results under (default bm25, or dense)")
+    p.add_argument("--dense-model", help="dense retrieval with this GGUF model's embeddings (nothing is downloaded; "
+                                          "without it, BM25 runs)")
+    p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
+    p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
+    p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
+    add_json(p, help=None)
+    p.set_defaults(func=cmd_retrieve)
+
+    p = subparsers.add_parser("retrieval", parents=[parents.db], help="retrieval runs: evaluate and export")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("eval", parents=[parents.db], help="Recall/Precision/Hit/MRR/F1/nDCG at k, doc and chunk level")
+    q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
+    q.add_argument("--retriever", default="bm25")
+    q.add_argument("--k", type=counts(1, MAX_K), default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
+    add_resamples(q, help=None)
+    q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
+    add_json(q, help=None)
+    q.set_defaults(func=cmd_retrieval_eval, readonly=True)
+    q = psub.add_parser("export", parents=[parents.db], help="write retrieval results as retrieval.jsonl")
+    q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    q.add_argument("--retriever", help="only this retriever (default: all)")
+    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    q.set_defaults(func=cmd_retrieval_export, readonly=True)
+
+    p = subparsers.add_parser("questions", parents=[parents.db], help="generate questions for a Markdown corpus")
+    psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    q = psub.add_parser("generate", parents=[parents.db], help="one question per document from its file name")
+    q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
+    q.add_argument("--strategy", choices=("filename", "llm"), default="filename",
+                   help="filename: a template per language; llm: the local model writes N questions per document")
+    q.add_argument("--lang", choices=("zh", "en"), default="zh",
+                   help="template: 如何做{菜名}？ or How do I make {name}?")
+    q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
+    q.add_argument("--limit", type=count(1, INT64_MAX), help="llm: only the first N documents")
+    q.set_defaults(func=cmd_questions_generate)

