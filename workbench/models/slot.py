@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.models.base import ModelError
+from workbench.store.lease import program_name
 
 SLOT_ENV = "WORKBENCH_MODEL_SLOT"
 POLL_SECONDS = 0.25
@@ -79,7 +80,7 @@ def slot_path() -> Path | None:
 
 def command_line() -> str:
     """This process's command line, short: what a waiter is told the holder runs."""
-    argv = [os.path.basename(sys.argv[0]) or "python", *sys.argv[1:]] if sys.argv else ["python"]
+    argv = [program_name(sys.argv[0]), *sys.argv[1:]] if sys.argv else ["python"]
     text = " ".join(argv)
     return text if len(text) <= 80 else text[:79] + "…"
 

@@ -124,12 +124,17 @@ def holder_alive(holder: Holder) -> bool:
     return holder.host != HOST or pid_alive(holder.pid, holder.pid_started)
 
 
+def program_name(argv0: str) -> str:
+    """The name a user knows this process by: ``workbench`` also for ``python -m workbench.cli``
+    (which reports the package's ``__main__.py``)."""
+    program = Path(argv0).name
+    return "workbench" if program in ("cli.py", "__main__.py") else (program or "python")
+
+
 def this_command() -> str:
     """This process's command line, short, for the lease's ``command`` (``workbench resume demo``)."""
     argv = list(sys.argv) or ["python"]
-    program = Path(argv[0]).name
-    # `python -m workbench.cli` reports the module's file; the user knows it as `workbench`.
-    argv[0] = "workbench" if program in ("cli.py", "__main__.py") else (program or "python")
+    argv[0] = program_name(argv[0])
     kept, skip = [], False
     for arg in argv:
         # The database is the one holding the lease: its path only makes the line longer.
