@@ -22,7 +22,7 @@ from workbench.kg.metrics import (
     per_entity,
 )
 from workbench.kg.unionfind import UnionFind, choose_representative, merge_clusters, revert_merge
-from workbench.metrics.ledger import Estimate
+from workbench.metrics.stats import Estimate
 
 # ---------------------------------------------------------------- union-find
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.metrics import ledger as ledger_mod
+from workbench.metrics import stats as stats_mod
 from workbench.metrics.ledger import (
     REASONING_TERMS,
     SUM_COLUMNS,
@@ -18,12 +18,12 @@ from workbench.metrics.ledger import (
     Estimate,
     cell_sums,
     compute_ledger,
-    iter_resample_counts,
     ledger_point,
     paired_difference,
     terms_from_sums,
 )
 from workbench.metrics.oracle import oracle_terms
+from workbench.metrics.stats import iter_resample_counts
 
 NAN = float("nan")
 
@@ -285,7 +285,7 @@ def test_resample_matrix_is_multinomial_counts_and_seeded() -> None:
 @pytest.mark.parametrize("float32", [False, True])
 def test_vectorized_bootstrap_equals_a_naive_loop_with_the_same_w(monkeypatch, float32) -> None:
     if float32:  # force the float32 matrix product used for large inputs
-        monkeypatch.setattr(ledger_mod, "_FLOAT64_MAX_WORK", 0)
+        monkeypatch.setattr(stats_mod, "_FLOAT64_MAX_WORK", 0)
     rng = np.random.default_rng(11)
     n, r = 40, 120
     cells = {

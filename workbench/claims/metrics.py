@@ -38,9 +38,8 @@ empty set, or a ratio with a zero denominator, is None; a max over an empty set 
 
 Aggregation. A cell's value is the mean of the per-sample values over the samples where the
 metric is defined (RAGChecker averages per-sample values too), with a 95 % percentile
-bootstrap interval over those samples: one resample-count matrix W (from
-:func:`workbench.metrics.ledger.iter_resample_counts`), means ``W @ v / n``, no Python loop
-over resamples.
+bootstrap interval over those samples (:func:`workbench.metrics.stats.bootstrap_mean`: one
+resample-count matrix W, means ``W @ v / n``, no Python loop over resamples).
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from typing import Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import iter_resample_counts
+from workbench.metrics.stats import bootstrap_mean, check_bootstrap_args
 
 __all__ = ["METRICS", "FORMULAS", "SampleClaims", "CellMetric", "sample_metrics", "aggregate"]
 
@@ -195,21 +194,6 @@ class CellMetric:
     high: float | None
 
 
-def _bootstrap_mean(values: np.ndarray, resamples: int, seed: int, alpha: float) -> CellMetric:
-    n = len(values)
-    if n == 0:
-        return CellMetric(0, None, None, None)
-    mean = float(np.mean(values))
-    if n < 2 or resamples == 0:  # one sample has no spread to resample
-        return CellMetric(n, mean, None, None)
-    boot = np.empty(resamples, dtype=np.float64)
-    for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-        boot[start : start + w.shape[0]] = w @ values / n
-    low, high = np.percentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    # Round-off can put the mean a hair outside a degenerate (constant-values) interval.
-    return CellMetric(n, mean, float(min(low, mean)), float(max(high, mean)))
-
-
 def aggregate(
     per_sample: Sequence[dict[str, float | None]],
     *,
@@ -224,15 +208,13 @@ def aggregate(
     as undefined); the interval is a percentile bootstrap over those samples, reproducible
     from ``seed``. Fewer than 2 defined samples, or ``resamples=0``, give no interval.
     """
-    if isinstance(resamples, bool) or int(resamples) != resamples or resamples < 0:
-        raise ValueError(f"resamples must be a non-negative integer, got {resamples!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    resamples = check_bootstrap_args(resamples, alpha)
     out: dict[str, CellMetric] = {}
     for name in names:
         defined = [d[name] for d in per_sample if d.get(name) is not None]
         values = np.array(defined, dtype=np.float64)
         if not np.all(np.isfinite(values)):
             raise ValueError(f"metric {name!r} has a non-finite value; use None for undefined")
-        out[name] = _bootstrap_mean(values, int(resamples), seed, alpha)
+        est = bootstrap_mean(values, resamples=resamples, seed=seed, alpha=alpha)
+        out[name] = CellMetric(len(values), est.value, est.lo, est.hi)
     return out

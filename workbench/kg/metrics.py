@@ -18,7 +18,7 @@ Per-entity contributions. Both families are ratios of sums over entities:
 R = Σtp/Σgold; B-cubed P = Σ bp_e / n, R = Σ br_e / n.
 
 Uncertainty. Intervals are percentile bootstrap intervals (DESIGN §3 style: 2,000 seeded
-resamples, a resample-count matrix W from :func:`workbench.metrics.ledger.iter_resample_counts`,
+resamples, a resample-count matrix W shared through :class:`workbench.metrics.stats.ResampledColumns`,
 every resampled sum one product ``W @ X``, no Python loop over resamples). The resampling
 unit is the *entity*: a resample reweights the per-entity contributions above, keeping each
 entity's clusters as they were (a ratio estimator; duplicating an entity creates no new
@@ -27,7 +27,8 @@ move together — so the intervals are optimistic (too narrow) as absolute state
 a population of clusters. They are still useful for comparing two configurations on the
 same entities: :func:`paired_difference` uses the same W for both, so the shared cluster
 structure largely cancels ("graph+text" minus "graph only"). A resample where a score is
-undefined (zero denominator) gives NaN and is left out of the percentile.
+undefined (zero denominator) gives NaN and is left out of the percentile; an interval always
+contains its point (:func:`workbench.metrics.stats.percentile_interval`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from typing import Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import Estimate, iter_resample_counts, _ratio  # one NaN-safe ratio
+from workbench.metrics.stats import (
+    Estimate,
+    ResampledColumns,
+    check_bootstrap_args,
+    optional_float,
+    percentile_interval,
+    ratio,
+)
 
 __all__ = ["METRICS", "ClusterScores", "pair_counts", "pairwise", "bcubed", "per_entity",
            "cluster_scores", "paired_difference"]
@@ -127,7 +135,7 @@ def _f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Harmonic mean, NaN if either is NaN, 0 when both are 0 (vectorized)."""
     p = np.asarray(p, dtype=np.float64)
     r = np.asarray(r, dtype=np.float64)
-    out = _ratio(2 * p * r, p + r)
+    out = ratio(2 * p * r, p + r)
     out[(p == 0) & (r == 0)] = 0.0
     return out
 
@@ -139,8 +147,8 @@ def _scores(sums: np.ndarray, n: np.ndarray | float) -> dict[str, np.ndarray]:
     unweighted data.
     """
     tp, pred, gold, bp, br = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
-    p, r = _ratio(tp, pred), _ratio(tp, gold)
-    bP, bR = _ratio(bp, n), _ratio(br, n)
+    p, r = ratio(tp, pred), ratio(tp, gold)
+    bP, bR = ratio(bp, n), ratio(br, n)
     return {
         "pairwise_precision": p,
         "pairwise_recall": r,
@@ -151,18 +159,13 @@ def _scores(sums: np.ndarray, n: np.ndarray | float) -> dict[str, np.ndarray]:
     }
 
 
-def _opt(x: np.ndarray | float) -> float | None:
-    x = float(x)
-    return None if np.isnan(x) else x
-
-
 def pairwise(
     pred: Sequence[object], gold: Sequence[object]
 ) -> tuple[float | None, float | None, float | None]:
     """Pairwise (precision, recall, F1); ``None`` where undefined (see module doc)."""
     tp, n_pred, n_gold = pair_counts(pred, gold)
-    p, r = _ratio(tp, n_pred), _ratio(tp, n_gold)
-    return _opt(p), _opt(r), _opt(_f1(p, r))
+    p, r = ratio(tp, n_pred), ratio(tp, n_gold)
+    return optional_float(p), optional_float(r), optional_float(_f1(p, r))
 
 
 def bcubed(pred: Sequence[object], gold: Sequence[object]) -> tuple[float, float, float]:
@@ -177,14 +180,6 @@ def bcubed(pred: Sequence[object], gold: Sequence[object]) -> tuple[float, float
 # --------------------------------------------------------------------------- bootstrap
 
 
-def _check(resamples: int, alpha: float) -> int:
-    if isinstance(resamples, bool) or int(resamples) != resamples or resamples < 0:
-        raise ValueError(f"resamples must be a non-negative integer, got {resamples!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    return int(resamples)
-
-
 def _boot(preds: Sequence[Sequence[object]], gold: Sequence[object], resamples: int, seed: int):
     """Points and resampled scores (``{metric: [resamples]}``) of each prediction in ``preds``.
 
@@ -192,42 +187,17 @@ def _boot(preds: Sequence[Sequence[object]], gold: Sequence[object], resamples: 
     are stacked into X once, so identical predictions get bit-identical resampled scores
     (an exact 0 difference).
     """
-    cols: list[np.ndarray] = []
-    index: list[list[int]] = []
-    n = 0
-    for pred in preds:
-        terms = per_entity(pred, gold)
-        n = len(terms["tp"])
-        idx = []
-        for name in _COLUMNS:
-            col = terms[name]
-            hit = next((u for u, c in enumerate(cols) if np.array_equal(c, col)), None)
-            if hit is None:
-                hit = len(cols)
-                cols.append(col)
-            idx.append(hit)
-        index.append(idx)
+    blocks = [per_entity(pred, gold) for pred in preds]
+    n = len(blocks[0]["tp"]) if blocks else 0
     if n == 0:
         raise ValueError("clustering scores need at least one entity")
+    columns = ResampledColumns(n)
+    index = [columns.add(np.column_stack([terms[name] for name in _COLUMNS])) for terms in blocks]
     if resamples == 0:
         return None
-    X = np.column_stack(cols)
-    sums = np.empty((resamples, X.shape[1]))
-    # float64 W: tp/pred/gold sums are then exact integers, independent of BLAS order.
-    for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-        sums[start : start + len(w)] = w @ X
+    # exact: tp/pred/gold sums are then exact integers, independent of BLAS order.
+    sums = columns.resampled_sums(resamples, seed, exact=True)
     return [_scores(sums[:, idx], float(n)) for idx in index]
-
-
-def _interval(point: float | None, boot: np.ndarray | None, alpha: float) -> Estimate:
-    """Percentile interval over the finite resamples (NaN = undefined in that resample)."""
-    if point is None or boot is None:
-        return Estimate(point, None, None)
-    finite = boot[np.isfinite(boot)]
-    if finite.size == 0:
-        return Estimate(point, None, None)
-    lo, hi = np.percentile(finite, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return Estimate(point, float(lo), float(hi))
 
 
 def _points(pred: Sequence[object], gold: Sequence[object]) -> dict[str, float | None]:
@@ -246,11 +216,11 @@ def cluster_scores(
 
     ``resamples=0`` gives no intervals. See the module doc for what the interval ignores.
     """
-    resamples = _check(resamples, alpha)
+    resamples = check_bootstrap_args(resamples, alpha)
     boots = _boot([pred], gold, resamples, seed)
     points = _points(pred, gold)
     return ClusterScores(
-        **{m: _interval(points[m], None if boots is None else boots[0][m], alpha) for m in METRICS}
+        **{m: percentile_interval(points[m], None if boots is None else boots[0][m], alpha) for m in METRICS}
     )
 
 
@@ -269,11 +239,11 @@ def paired_difference(
     E.g. a = "graph+text" clustering, b = "graph only". ``None`` if the metric is undefined
     for either. Identical predictions give exactly 0 with a zero-width interval.
     """
-    resamples = _check(resamples, alpha)
+    resamples = check_bootstrap_args(resamples, alpha)
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
     pa, pb = _points(pred_a, gold)[metric], _points(pred_b, gold)[metric]
     value = None if pa is None or pb is None else pa - pb
     boots = _boot([pred_a, pred_b], gold, resamples, seed)
     diff = None if boots is None else boots[0][metric] - boots[1][metric]
-    return _interval(value, diff, alpha)
+    return percentile_interval(value, diff, alpha)

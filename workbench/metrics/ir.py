@@ -40,10 +40,9 @@ against document qrels. Chunk level: use the chunk ids directly, with graded chu
 when they exist.
 
 Uncertainty: :func:`aggregate` gives the mean over queries with a 95 % percentile
-bootstrap interval (resample-count matrix W from :func:`ledger.iter_resample_counts`, the
-same W as the ledger for the same ``(n, resamples, seed)``; resampled means are ``W @ V / n``),
-overall and per group of queries (e.g. question strategy or category), each group
-bootstrapped over its own queries.
+bootstrap interval (:func:`workbench.metrics.stats.bootstrap_means`: the same W as the
+ledger for the same ``(n, resamples, seed)``), overall and per group of queries (e.g.
+question strategy or category), each group bootstrapped over its own queries.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import Estimate, iter_resample_counts
+from workbench.metrics.stats import Estimate, bootstrap_means
 
 METRICS: tuple[str, ...] = ("recall", "precision", "hit_rate", "mrr", "f1", "ndcg")
 ALL = METRICS
@@ -216,21 +215,6 @@ class Aggregate:
     n_by_group: dict[str, int]
 
 
-def _bootstrap(block: np.ndarray, resamples: int, seed: int) -> list[Estimate]:
-    """Mean ± 95 % percentile interval of each column of an (n × m) block."""
-    n, m = block.shape
-    if n == 0:
-        return [Estimate(None, None, None)] * m
-    means = block.mean(axis=0)
-    boot = np.empty((resamples, m), dtype=np.float64)
-    for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-        boot[start : start + w.shape[0]] = w @ block / n
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
-    # guard against float round-off putting the mean a hair outside a degenerate interval
-    lo, hi = np.minimum(lo, means), np.maximum(hi, means)
-    return [Estimate(float(v), float(a), float(b)) for v, a, b in zip(means, lo, hi)]
-
-
 def aggregate(
     per_query: PerQuery,
     *,
@@ -243,12 +227,12 @@ def aggregate(
     The resampling unit is the query. W depends only on ``(n, resamples, seed)``, so one
     call is reproducible and all metrics of a call share their resamples (paired). With
     ``groups`` (query id → label) each group is also bootstrapped over its own queries;
-    every query must have a label.
+    every query must have a label. A group of one query has its mean but no interval.
     """
     keys = list(per_query.values)
     block = (np.column_stack([per_query.values[k] for k in keys]) if keys
              else np.zeros((len(per_query), 0)))
-    overall = dict(zip(keys, _bootstrap(block, resamples, seed)))
+    overall = dict(zip(keys, bootstrap_means(block, resamples=resamples, seed=seed)))
     by_group: dict[str, dict[Key, Estimate]] = {}
     n_by_group: dict[str, int] = {}
     if groups is not None:
@@ -258,6 +242,6 @@ def aggregate(
         labels = np.array([groups[q] for q in per_query.query_ids], dtype=object)
         for g in dict.fromkeys(labels):  # first-seen order
             rows = labels == g
-            by_group[g] = dict(zip(keys, _bootstrap(block[rows], resamples, seed)))
+            by_group[g] = dict(zip(keys, bootstrap_means(block[rows], resamples=resamples, seed=seed)))
             n_by_group[g] = int(rows.sum())
     return Aggregate(overall=overall, n=len(per_query), by_group=by_group, n_by_group=n_by_group)

@@ -50,15 +50,26 @@ times each sample was drawn), and the resampled sums of *all* cells are one matr
 resample where a term is undefined yields NaN and is ignored by the percentile; a term whose
 point estimate is ``None`` has no interval. For speed the large matrix products run in
 float32 (relative error ~1e-6 on the sums, far below the Monte-Carlo error of the
-bootstrap); point estimates are always float64.
+bootstrap); point estimates are always float64. The resampling and the interval rules are
+those of :mod:`workbench.metrics.stats`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import numpy as np
+
+from workbench.metrics.stats import (
+    Estimate,  # re-exported: the ledger's terms are Estimates
+    ResampledColumns,
+    check_bootstrap_args,
+    common_length,
+    optional_float,
+    percentile_intervals,
+    ratio,
+)
 
 __all__ = [
     "Estimate",
@@ -69,10 +80,10 @@ __all__ = [
     "cell_columns",
     "cell_sums",
     "terms_from_sums",
+    "point_values",
     "ledger_point",
     "compute_ledger",
     "paired_difference",
-    "iter_resample_counts",
 ]
 
 TERMS: tuple[str, ...] = (
@@ -103,24 +114,6 @@ SUM_COLUMNS: tuple[str, ...] = (
     "m_tokens",  # Σ m·evidence_tokens
     "m_trunc",  # Σ m·truncated
 )
-
-
-# Bootstrap W is generated in chunks of at most this many entries (rows × N) and at most
-# _CHUNK_MAX_ROWS rows; each chunk is filled _DRAW_ROWS rows at a time (cache-friendly).
-_CHUNK_ENTRIES = 1 << 24
-_CHUNK_MAX_ROWS = 256
-_DRAW_ROWS = 16
-# Products with at most this many multiply-adds run in float64, larger ones in float32.
-_FLOAT64_MAX_WORK = 1 << 28
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate and its bootstrap interval; ``None`` means undefined (``—``)."""
-
-    value: float | None
-    lo: float | None
-    hi: float | None
 
 
 def _as_1d(name: str, values: object) -> np.ndarray:
@@ -175,15 +168,6 @@ class CellArrays:
 # --------------------------------------------------------------------------- formulas
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """num / den, NaN where den == 0 (an empty conditioning set)."""
-    num = np.asarray(num, dtype=np.float64)
-    den = np.asarray(den, dtype=np.float64)
-    out = np.full(np.broadcast(num, den).shape, np.nan)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
-
-
 def terms_from_sums(sums: np.ndarray, scored: bool) -> dict[str, np.ndarray]:
     """THE ledger formulas: weighted sums (``[..., len(SUM_COLUMNS)]``) → terms (``[...]``).
 
@@ -194,26 +178,26 @@ def terms_from_sums(sums: np.ndarray, scored: bool) -> dict[str, np.ndarray]:
     if sums.shape[-1] != len(SUM_COLUMNS):
         raise ValueError(f"sums must end in an axis of {len(SUM_COLUMNS)}, got {sums.shape}")
     w, hs, hv, s, shv, k, tok, tr = np.moveaxis(sums, -1, 0)
-    s_set = _ratio(hs, w)
-    s_vis = _ratio(hv, w)
+    s_set = ratio(hs, w)
+    s_vis = ratio(hv, w)
     out = {
         "n": w.copy(),
         "S_set": s_set,
         "S_vis": s_vis,
         "L_iface": s_set - s_vis,
-        "K_eff": _ratio(k, w),
-        "evidence_tokens": _ratio(tok, w),
-        "truncated": _ratio(tr, w),
+        "K_eff": ratio(k, w),
+        "evidence_tokens": ratio(tok, w),
+        "truncated": ratio(tr, w),
     }
     if scored:
-        acc_hit = _ratio(shv, hv)
+        acc_hit = ratio(shv, hv)
         out.update(
-            S_llm=_ratio(s, w),
+            S_llm=ratio(s, w),
             Acc_hit=acc_hit,
-            Acc_miss=_ratio(s - shv, w - hv),
+            Acc_miss=ratio(s - shv, w - hv),
             D_rate=1.0 - acc_hit,
-            D_mass=_ratio(hv - shv, w),  # E[(1−s)·1(H_vis=1)] = S_vis·(1−Acc_hit)
-            L_leak=_ratio(s - shv, w),  # E[s·1(H_vis=0)] = (1−S_vis)·Acc_miss
+            D_mass=ratio(hv - shv, w),  # E[(1−s)·1(H_vis=1)] = S_vis·(1−Acc_hit)
+            L_leak=ratio(s - shv, w),  # E[s·1(H_vis=0)] = (1−S_vis)·Acc_miss
         )
     else:
         nan = np.full(w.shape, np.nan)
@@ -245,17 +229,14 @@ def cell_sums(cell: CellArrays) -> np.ndarray:
     return cell_columns(cell).sum(axis=0)
 
 
-def _to_py(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
-
-
 _COUNT_TERMS = frozenset({"n", "n_noise"})
 
 
-def _point(terms: Mapping[str, np.ndarray]) -> dict[str, float | None]:
+def point_values(terms: Mapping[str, np.ndarray]) -> dict[str, float | None]:
+    """Scalar terms (0-d arrays) as Python values: NaN → ``None``, counts (``n``) → int."""
     out: dict[str, float | None] = {}
     for name, arr in terms.items():
-        value = _to_py(float(arr))
+        value = optional_float(arr)
         if name in _COUNT_TERMS and value is not None:
             value = int(round(value))  # a count
         out[name] = value
@@ -264,155 +245,23 @@ def _point(terms: Mapping[str, np.ndarray]) -> dict[str, float | None]:
 
 def ledger_point(cell: CellArrays) -> dict[str, float | None]:
     """The point estimates of every term of :data:`TERMS` (``None`` = undefined)."""
-    return _point(terms_from_sums(cell_sums(cell), cell.scored))
+    return point_values(terms_from_sums(cell_sums(cell), cell.scored))
 
 
 # --------------------------------------------------------------------------- bootstrap
-
-
-def _chunk_rows(n: int) -> int:
-    return max(1, min(_CHUNK_MAX_ROWS, _CHUNK_ENTRIES // max(n, 1)))
-
-
-def iter_resample_counts(
-    n: int, resamples: int, seed: int, dtype: type = np.float32
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(first_row, W_chunk)``: the bootstrap resample-count matrix W, in row chunks.
-
-    Row r of W holds how many times each of the ``n`` samples was drawn in resample r
-    (multinomial counts summing to ``n``: ``n`` uniform draws with replacement, counted with
-    ``np.bincount``). W depends only on ``(n, resamples, seed)``: the chunking is a function
-    of ``n`` alone, so every caller with the same arguments sees the same W. Memory stays
-    bounded by one chunk (at most 16 M entries). The chunk buffer is reused: copy a chunk
-    if you keep it past the next iteration.
-    """
-    rng = np.random.default_rng(seed)
-    step = _chunk_rows(n)
-    draw = min(_DRAW_ROWS, step)
-    idx_dtype = np.uint32 if n <= np.iinfo(np.uint32).max else np.int64
-    buf = np.empty((min(step, resamples), n), dtype=dtype)
-    for start in range(0, resamples, step):
-        rows = min(step, resamples - start)
-        w = buf[:rows]
-        for s in range(0, rows, draw):
-            r = min(draw, rows - s)
-            # uint32 draws are ~4x faster than int64 ones, and a row-by-row bincount of
-            # them (cache-sized) is faster than one offset bincount over the whole block.
-            idx = rng.integers(0, n, size=(r, n), dtype=idx_dtype)
-            for j in range(r):
-                w[s + j] = np.bincount(idx[j], minlength=n)
-        yield start, w
-
-
-class _Columns:
-    """Collects columns for the one big product W @ X, storing each distinct column once.
-
-    Identical columns (h_set shared across budgets, masks shared across cells, a cell
-    compared with itself) get one index, which saves work and makes their resampled sums
-    bit-identical, so a paired difference of equal cells is exactly 0.
-    """
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.cols: list[np.ndarray] = []
-        self._by_key: dict[bytes, list[int]] = {}
-        self._probe = np.unique(np.linspace(0, max(n - 1, 0), num=min(n, 256)).astype(np.int64))
-
-    def add(self, block: np.ndarray) -> np.ndarray:
-        """Add the columns of an N × k block; return their k indices."""
-        block = np.asarray(block, dtype=np.float64)
-        index = np.empty(block.shape[1], dtype=np.int64)
-        for j in range(block.shape[1]):
-            col = np.ascontiguousarray(block[:, j])
-            key = col[self._probe].tobytes()
-            for u in self._by_key.get(key, ()):
-                if np.array_equal(self.cols[u], col):
-                    index[j] = u
-                    break
-            else:
-                self._by_key.setdefault(key, []).append(len(self.cols))
-                index[j] = len(self.cols)
-                self.cols.append(col)
-        return index
-
-    def resampled_sums(self, resamples: int, seed: int) -> np.ndarray:
-        """(resamples × number of distinct columns) float64: W @ X for the shared W."""
-        u = len(self.cols)
-        out = np.empty((resamples, u), dtype=np.float64)
-        if resamples == 0 or u == 0:
-            return out
-        work = resamples * self.n * u
-        dtype = np.float64 if work <= _FLOAT64_MAX_WORK else np.float32
-        x = np.empty((self.n, u), dtype=dtype)
-        for j, col in enumerate(self.cols):
-            x[:, j] = col
-        for start, w in iter_resample_counts(self.n, resamples, seed, dtype):
-            out[start : start + len(w)] = w @ x
-        return out
-
-
-def _interval(point: float | None, boot: np.ndarray | None, alpha: float) -> Estimate:
-    if point is None or boot is None:
-        return Estimate(point, None, None)
-    finite = boot[~np.isnan(boot)]
-    if finite.size == 0:
-        return Estimate(point, None, None)
-    lo, hi = np.percentile(finite, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return Estimate(point, float(lo), float(hi))
-
-
-def _intervals(
-    points: Mapping[str, float | None], boots: Mapping[str, np.ndarray] | None, alpha: float
-) -> dict[str, Estimate]:
-    """Percentile intervals for many terms at once (one vectorized percentile call)."""
-    names = list(points)
-    if boots is None:
-        return {k: Estimate(points[k], None, None) for k in names}
-    mat = np.column_stack([np.asarray(boots[k], dtype=np.float64) for k in names])
-    qs = [100 * alpha / 2, 100 * (1 - alpha / 2)]
-    nan_cols = np.isnan(mat).any(axis=0)
-    lo = np.full(len(names), np.nan)
-    hi = np.full(len(names), np.nan)
-    clean = ~nan_cols
-    if clean.any():
-        lo[clean], hi[clean] = np.percentile(mat[:, clean], qs, axis=0)
-    out = {}
-    for j, k in enumerate(names):
-        if points[k] is None:
-            out[k] = Estimate(None, None, None)
-        elif nan_cols[j]:
-            out[k] = _interval(points[k], mat[:, j], alpha)
-        else:
-            out[k] = Estimate(points[k], float(lo[j]), float(hi[j]))
-    return out
-
-
-def _check_bootstrap_args(resamples: int, alpha: float) -> int:
-    if isinstance(resamples, bool) or int(resamples) != resamples or resamples < 0:
-        raise ValueError(f"resamples must be a non-negative integer, got {resamples!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    return int(resamples)
-
-
-def _common_length(arrays: list[int], what: str) -> int:
-    lengths = set(arrays)
-    if len(lengths) > 1:
-        raise ValueError(f"{what} must be aligned on the same samples; lengths {sorted(lengths)}")
-    return lengths.pop() if lengths else 0
 
 
 def _ledger_bootstrap(
     cells: Mapping[str, CellArrays], resamples: int, seed: int
 ) -> tuple[dict[str, dict[str, float | None]], dict[str, dict[str, np.ndarray]] | None]:
     """Point terms and resampled terms (R-vectors, NaN = undefined) of every cell."""
-    n = _common_length([len(c) for c in cells.values()], "ledger cells")
-    columns = _Columns(n)
+    n = common_length([len(c) for c in cells.values()], "ledger cells")
+    columns = ResampledColumns(n)
     index: dict[str, np.ndarray] = {}
     points: dict[str, dict[str, float | None]] = {}
     for cid, cell in cells.items():
         block = cell_columns(cell)
-        points[cid] = _point(terms_from_sums(block.sum(axis=0), cell.scored))
+        points[cid] = point_values(terms_from_sums(block.sum(axis=0), cell.scored))
         index[cid] = columns.add(block)
     if resamples == 0 or n == 0:
         return points, None
@@ -433,11 +282,11 @@ def compute_ledger(
     All cells must be aligned on the same N samples; they share one resample matrix W.
     ``resamples=0`` gives point estimates with no intervals.
     """
-    resamples = _check_bootstrap_args(resamples, alpha)
+    resamples = check_bootstrap_args(resamples, alpha)
     points, boots = _ledger_bootstrap(cells, resamples, seed)
     flat_points = {(cid, t): points[cid][t] for cid in cells for t in TERMS}
     flat_boots = None if boots is None else {(cid, t): boots[cid][t] for cid in cells for t in TERMS}
-    flat = _intervals(flat_points, flat_boots, alpha)
+    flat = percentile_intervals(flat_points, flat_boots, alpha)
     return {cid: {t: flat[(cid, t)] for t in TERMS} for cid in cells}
 
 
@@ -456,16 +305,16 @@ def paired_difference(
     ``None`` if the term is undefined in either cell. Uses the same W as
     :func:`compute_ledger` with the same ``seed`` and ``resamples``.
     """
-    resamples = _check_bootstrap_args(resamples, alpha)
+    resamples = check_bootstrap_args(resamples, alpha)
     if term not in TERMS:
         raise ValueError(f"unknown term {term!r}; choose one of: {', '.join(TERMS)}")
     for cid in (a, b):
         if cid not in cells:
             raise KeyError(f"no cell {cid!r}")
     pair = {a: cells[a]} if a == b else {a: cells[a], b: cells[b]}
-    _common_length([len(c) for c in cells.values()], "ledger cells")
+    common_length([len(c) for c in cells.values()], "ledger cells")
     points, boots = _ledger_bootstrap(pair, resamples, seed)
     pa, pb = points[a][term], points[b][term]
     value = None if pa is None or pb is None else float(pa - pb)
     diff = None if boots is None else boots[a][term] - boots[b][term]
-    return _intervals({"d": value}, None if diff is None else {"d": diff}, alpha)["d"]
+    return percentile_intervals({"d": value}, None if diff is None else {"d": diff}, alpha)["d"]

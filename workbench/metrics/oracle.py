@@ -11,17 +11,13 @@ from typing import Mapping
 
 import numpy as np
 
-from workbench.metrics.ledger import (  # noqa: F401 (shared machinery)
-    CellArrays,
-    Estimate,
-    _Columns,
-    _check_bootstrap_args,
-    _common_length,
-    _intervals,
-    _point,
-    _ratio,
-    cell_columns,
-    terms_from_sums,
+from workbench.metrics.ledger import CellArrays, cell_columns, point_values, terms_from_sums
+from workbench.metrics.stats import (
+    ResampledColumns,
+    check_bootstrap_args,
+    common_length,
+    percentile_intervals,
+    ratio,
 )
 
 # Oracle-control terms; "L_noise*" are per real cell (see :func:`oracle_terms`).
@@ -34,8 +30,8 @@ def _oracle_from_sums(sums: np.ndarray, has_struct: bool, has_linear: bool) -> d
     """Oracle formulas: sums (Σo, Σo·struct, Σo·linear) → Acc_struct, Acc_linear, L_struct."""
     o, st, li = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
     nan = np.full(o.shape, np.nan)
-    acc_struct = _ratio(st, o) if has_struct else nan
-    acc_linear = _ratio(li, o) if has_linear else nan
+    acc_struct = ratio(st, o) if has_struct else nan
+    acc_linear = ratio(li, o) if has_linear else nan
     return {
         "n": o.copy(),
         "Acc_struct": acc_struct,
@@ -47,7 +43,7 @@ def _oracle_from_sums(sums: np.ndarray, has_struct: bool, has_linear: bool) -> d
 def _noise_from_sums(sums: np.ndarray) -> dict[str, np.ndarray]:
     """Paired noise loss: sums (Σp, Σp·oracle_linear, Σp·real) → n_noise, L_noise."""
     p, li, real = np.moveaxis(np.asarray(sums, dtype=np.float64), -1, 0)
-    return {"n": p.copy(), "L_noise": _ratio(li - real, p)}
+    return {"n": p.copy(), "L_noise": ratio(li - real, p)}
 
 
 def oracle_terms(
@@ -82,7 +78,7 @@ def oracle_terms(
       own population (labelled unpaired: the H_vis = 1 samples are a selected subset, so
       this mixes the noise loss with a difference in sample difficulty).
     """
-    resamples = _check_bootstrap_args(resamples, alpha)
+    resamples = check_bootstrap_args(resamples, alpha)
     struct = np.asarray(struct_scores, dtype=np.float64)
     linear = np.asarray(linear_scores, dtype=np.float64)
     if struct.ndim != 1:
@@ -92,7 +88,7 @@ def oracle_terms(
     if linear.ndim != 2:
         raise ValueError(f"linear_scores must be (M, N), got shape {linear.shape}")
     real = dict(real or {})
-    n = _common_length(
+    n = common_length(
         [len(struct), linear.shape[1]] + [len(c) for c in real.values()],
         "oracle scores and real cells",
     )
@@ -117,9 +113,9 @@ def oracle_terms(
     of = o.astype(np.float64)
     oracle_block = np.column_stack([of, of * np.where(struct_ok, struct, 0.0), of * lin_mean])
 
-    columns = _Columns(n)
+    columns = ResampledColumns(n)
     oracle_idx = columns.add(oracle_block)
-    point_oracle = _point(_oracle_from_sums(oracle_block.sum(axis=0), has_struct, has_linear))
+    point_oracle = point_values(_oracle_from_sums(oracle_block.sum(axis=0), has_struct, has_linear))
 
     cell_idx: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     point_cells: dict[str, tuple[dict, dict]] = {}
@@ -131,8 +127,8 @@ def oracle_terms(
         noise_block = np.column_stack([pf, pf * lin_mean, pf * np.where(scored, cell.score, 0.0)])
         cell_idx[cid] = (columns.add(ledger_block), columns.add(noise_block))
         point_cells[cid] = (
-            _point(terms_from_sums(ledger_block.sum(axis=0), cell.scored)),
-            _point(_noise_from_sums(noise_block.sum(axis=0))),
+            point_values(terms_from_sums(ledger_block.sum(axis=0), cell.scored)),
+            point_values(_noise_from_sums(noise_block.sum(axis=0))),
         )
 
     do_boot = resamples > 0 and n > 0
@@ -141,7 +137,7 @@ def oracle_terms(
     boot_oracle = (
         _oracle_from_sums(sums[:, oracle_idx], has_struct, has_linear) if do_boot else None
     )
-    result: dict = _intervals(point_oracle, boot_oracle, alpha)
+    result: dict = percentile_intervals(point_oracle, boot_oracle, alpha)
     result["L_noise"], result["L_noise_unpaired"], result["n_noise"] = {}, {}, {}
     for cid, cell in real.items():
         ledger_pt, noise_pt = point_cells[cid]
@@ -161,6 +157,6 @@ def oracle_terms(
                 "L_noise_unpaired": boot_oracle["Acc_linear"]
                 - terms_from_sums(sums[:, li], cell.scored)["Acc_hit"],
             }
-        for name, est in _intervals(points, boots, alpha).items():
+        for name, est in percentile_intervals(points, boots, alpha).items():
             result[name][cid] = est
     return result

@@ -5,55 +5,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from workbench.metrics.ledger import Estimate, iter_resample_counts
+from workbench.metrics.stats import bootstrap_mean, bootstrap_ratio, paired_mean_difference
 from workbench.pipelines.runner import get_pipeline_run
 from workbench.store.db import Store
 
 _COLUMNS = ("cover", "acc", "rounds", "steps", "n_model", "n_corrected", "n_completed", "n_unchecked", "n_cited",
             "baseline_cover", "baseline_acc")
-
-
-def _boot(n: int, resamples: int, seed: int) -> np.ndarray:
-    """The (resamples × n) resample-count matrix shared by every figure (so differences are paired)."""
-    w = np.empty((resamples, n))
-    for start, chunk in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-        w[start:start + len(chunk)] = chunk
-    return w
-
-
-def _interval(point: float | None, boot: np.ndarray, alpha: float = 0.05) -> Estimate:
-    if point is None:
-        return Estimate(None, None, None)
-    finite = boot[np.isfinite(boot)]
-    if finite.size == 0:
-        return Estimate(point, None, None)
-    lo, hi = np.percentile(finite, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return Estimate(point, float(min(lo, point)), float(max(hi, point)))
-
-
-def _mean(x: np.ndarray, w: np.ndarray | None) -> Estimate:
-    if len(x) == 0:
-        return Estimate(None, None, None)
-    point = float(np.mean(x))
-    if w is None:
-        return Estimate(point, None, None)
-    return _interval(point, w @ x / len(x))
-
-
-def _share(num: np.ndarray, den: np.ndarray, w: np.ndarray | None) -> Estimate:
-    """A pooled ratio Σnum / Σden (e.g. corrected steps over all steps), resampled by sample."""
-    total = float(den.sum())
-    if total == 0:
-        return Estimate(None, None, None)
-    point = float(num.sum()) / total
-    if w is None:
-        return Estimate(point, None, None)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _interval(point, (w @ num) / (w @ den))
 
 
 def searchain_report(store: Store, name: str | None = None, *, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -71,24 +33,29 @@ def searchain_report(store: Store, name: str | None = None, *, resamples: int = 
         return out
     data = {c: np.array([np.nan if r[i] is None else r[i] for r in rows], dtype=np.float64)
             for i, c in enumerate(_COLUMNS)}
-    w = _boot(n, resamples, seed) if n >= 2 and resamples > 0 else None
+    # Every figure is resampled with the same W (it depends only on n, resamples and seed),
+    # so all of them are paired by sample.
+    _mean = partial(bootstrap_mean, resamples=resamples, seed=seed)
+    _share = partial(bootstrap_ratio, resamples=resamples, seed=seed)
+    _difference = partial(paired_mean_difference, resamples=resamples, seed=seed)
+
     steps = data["steps"]
     out.update({
-        "cover_em": _mean(data["cover"], w),
-        "acc": _mean(data["acc"], w),
-        "rounds": _mean(data["rounds"], w),
-        "steps": _mean(steps, w),
+        "cover_em": _mean(data["cover"]),
+        "acc": _mean(data["acc"]),
+        "rounds": _mean(data["rounds"]),
+        "steps": _mean(steps),
         "rounds_histogram": {int(k): int(v) for k, v in zip(*np.unique(data["rounds"], return_counts=True))},
         "outcomes": {o: sum(1 for r in rows if r[-1] == o) for o in sorted({r[-1] for r in rows})},
-        "sources": {k: _share(data[f"n_{k}"], steps, w) for k in ("model", "corrected", "completed", "unchecked")},
-        "citation_coverage": _share(data["n_cited"], steps, w),
+        "sources": {k: _share(data[f"n_{k}"], steps) for k in ("model", "corrected", "completed", "unchecked")},
+        "citation_coverage": _share(data["n_cited"], steps),
     })
     if not np.isnan(data["baseline_cover"]).any():
         diff = data["cover"] - data["baseline_cover"]
-        out["baseline"] = {"k": config.baseline_k, "cover_em": _mean(data["baseline_cover"], w),
-                           "acc": _mean(data["baseline_acc"], w),
-                           "cover_em_difference": _mean(diff, w),
-                           "acc_difference": _mean(data["acc"] - data["baseline_acc"], w),
+        out["baseline"] = {"k": config.baseline_k, "cover_em": _mean(data["baseline_cover"]),
+                           "acc": _mean(data["baseline_acc"]),
+                           "cover_em_difference": _difference(data["cover"], data["baseline_cover"]),
+                           "acc_difference": _difference(data["acc"], data["baseline_acc"]),
                            "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()),
                            "ties": int((diff == 0).sum())}
     return out
