@@ -1,4 +1,4 @@
-"""RAGChecker-style claim metrics (DESIGN §6, seed 003) over a claim × unit verdict table.
+"""RAGChecker-style claim metrics (docs/design.md §6) over a claim × unit verdict table.
 
 The formulas are those of amazon-science/RAGChecker ``ragchecker/computation.py``, per
 sample (one answer), then averaged over samples. Inputs of one sample, all boolean:

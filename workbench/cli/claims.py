@@ -1,4 +1,4 @@
-"""Verbs for claim verification: claims run / report / show / check (DESIGN §6)."""
+"""Verbs for claim verification: claims run / report / show / check (docs/design.md §6)."""
 
 from __future__ import annotations
 

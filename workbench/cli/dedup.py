@@ -1,4 +1,4 @@
-"""Verbs for entity deduplication: dedup import / run / resume / eval / review / decide / export (DESIGN §8)."""
+"""Verbs for entity deduplication: dedup import / run / resume / eval / review / decide / export (docs/design.md §8)."""
 
 from __future__ import annotations
 

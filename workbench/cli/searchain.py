@@ -1,4 +1,4 @@
-"""Verbs for SearChain: searchain run / resume / report / show (DESIGN §7)."""
+"""Verbs for SearChain: searchain run / resume / report / show (docs/design.md §7)."""
 
 from __future__ import annotations
 

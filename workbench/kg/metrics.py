@@ -1,4 +1,4 @@
-"""Entity-clustering evaluation against gold clusters (DESIGN §8, seed 004).
+"""Entity-clustering evaluation against gold clusters (docs/design.md §8).
 
 ``pred[i]`` and ``gold[i]`` are the cluster labels of entity i (any labels; only equality
 matters). Two families of scores:
@@ -17,7 +17,7 @@ Per-entity contributions. Both families are ratios of sums over entities:
 Σ gold_e = 2·gold pairs (each pair is counted from both ends), and pairwise P = Σtp/Σpred,
 R = Σtp/Σgold; B-cubed P = Σ bp_e / n, R = Σ br_e / n.
 
-Uncertainty. Intervals are percentile bootstrap intervals (DESIGN §3 style: 2,000 seeded
+Uncertainty. Intervals are percentile bootstrap intervals (as the ledger's, docs/design.md §3: 2,000 seeded
 resamples, a resample-count matrix W shared through :class:`workbench.metrics.stats.ResampledColumns`,
 every resampled sum one product ``W @ X``, no Python loop over resamples). The resampling
 unit is the *entity*: a resample reweights the per-entity contributions above, keeping each

@@ -28,7 +28,7 @@ class DedupConfig:
 
     modes: tuple[str, ...] = ("graph", "graph+text")
     max_relations: int = 10
-    max_text_chunks: int = 5          # seed 004's defaults: include_text_context true, 5 chunks, 200 chars
+    max_text_chunks: int = 5          # the defaults of docs/design.md §8: include_text_context true, 5 chunks, 200 chars
     chunk_max_chars: int = 200
     fuzzy_threshold: float = 0.85
     use_neighbours: bool = True

@@ -1,4 +1,4 @@
-"""Retrieval metrics at k (DESIGN §5, seed 002), with the trec_eval / ranx definitions.
+"""Retrieval metrics at k (docs/design.md §5), with the trec_eval / ranx definitions.
 
 Inputs
 ------
@@ -34,7 +34,7 @@ The names are ranx's (``f"{metric}@{k}"`` is the ranx metric string). Queries ar
 of ``qrels``; a query of ``qrels`` without a run entry scores 0 on every metric; run
 entries for queries not in ``qrels`` are ignored (ranx's ``make_comparable=True``).
 
-Document level ("any chunk of the gold document counts", seed 002): map the chunk run
+Document level ("any chunk of the gold document counts"): map the chunk run
 through :func:`doc_level` — each document takes the rank of its best chunk — and judge it
 against document qrels. Chunk level: use the chunk ids directly, with graded chunk labels
 when they exist.

@@ -1,4 +1,4 @@
-"""The dissipation ledger (DESIGN §3, seed 000) with paired bootstrap intervals.
+"""The dissipation ledger (docs/design.md §3) with paired bootstrap intervals.
 
 Per sample i of a cell (K, B, phi, model, prompt) we have ``h_set`` (0/1), ``h_vis`` (0/1),
 the score ``s`` in [0, 1] (NaN = not scored yet), ``k_eff`` (units visible in the window),
@@ -30,7 +30,7 @@ L_leak``) are ``None``.
 Undefined terms. An empty conditioning set gives ``None`` (shown as ``—``), never 0:
 ``Acc_hit`` and ``D_rate`` are ``None`` when no scored sample has H_vis = 1, ``Acc_miss``
 when every one has. ``D_mass`` and ``L_leak`` are defined by the expectation forms of
-seed §4.2/§4.3, E[(1−s)·1(H_vis=1)] and E[s·1(H_vis=0)]; they equal the product forms
+docs/design.md §3, E[(1−s)·1(H_vis=1)] and E[s·1(H_vis=0)]; they equal the product forms
 whenever those are defined, and are 0.0 (not undefined) when the product would be
 0·undefined (``S_vis = 0`` for ``D_mass``, ``S_vis = 1`` for ``L_leak``). In the identity an
 undefined conditional term has weight 0, so the identity always holds.

@@ -1,4 +1,4 @@
-"""Oracle controls at one budget B (DESIGN §3 "Oracle controls"): Acc_struct, Acc_linear,
+"""Oracle controls at one budget B (docs/design.md §3 "Oracle controls"): Acc_struct, Acc_linear,
 L_struct, and the noise loss L_noise paired with the real linear cells.
 
 Built on the ledger's bootstrap machinery, so every oracle term shares the resamples of
@@ -55,7 +55,7 @@ def oracle_terms(
     seed: int = 0,
     alpha: float = 0.05,
 ) -> dict:
-    """Oracle controls at one budget B (DESIGN §3 "Oracle controls"), with intervals.
+    """Oracle controls at one budget B (docs/design.md §3 "Oracle controls"), with intervals.
 
     ``struct_scores`` (N,) are the scores with only p* in struct order; ``linear_scores``
     (M, N) the scores with only p*, shuffled, one row per seeded shuffle (NaN = not scored).

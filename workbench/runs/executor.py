@@ -75,7 +75,7 @@ class _Job:
 
 
 def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dict, schema: dict | None) -> str:
-    """sha256 over everything that determines an output (DESIGN §4)."""
+    """sha256 over everything that determines an output (docs/design.md §4)."""
     material = json.dumps({"model": model_id, "template": chat_template, "prompt": prompt_text,
                            "sampling": sampling, "schema": schema}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()

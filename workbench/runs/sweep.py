@@ -168,7 +168,7 @@ def _hit(gold: list[frozenset[int]], units: set[int]) -> int:
 
 
 def oracle_path(sample, units, tokenizer) -> list[int]:
-    """p*: the sample's gold path with the fewest struct tokens (DESIGN §3); [] without gold paths."""
+    """p*: the sample's gold path with the fewest struct tokens (docs/design.md §3); [] without gold paths."""
     if not sample.gold_paths:
         return []
     paths = [[units[u] for u in p] for p in sample.gold_paths]
