@@ -235,19 +235,25 @@ def test_snapshot_runs_greeting_at_80x24(snap_compare, tmp_path):
 
 
 # -- quitting while a run executes (item 13) ------------------------------------------------
+async def _start_live_then_ask_to_quit(pilot) -> None:
+    """Runs, u on the planned run `live`, then q: the quit question is up while it executes."""
+    app = pilot.app
+    await pilot.press("r")
+    table = app.screen.query_one("#runs")
+    await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+    await pilot.press("u")
+    await wait_for(pilot, lambda: "live" in app.executions)
+    await pilot.press("q")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+
+
 async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_quits(live_db):
     """Another process holds the model, so the run is still executing when the question is answered,
     however fast this machine runs its six questions (on a fast one the run once ended under the dialog)."""
     with holder("workbench claims run elsewhere"):
         app = WorkbenchApp(live_db)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("r")
-            table = app.screen.query_one("#runs")
-            await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
-            await pilot.press("u")
-            await wait_for(pilot, lambda: "live" in app.executions)
-            await pilot.press("q")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+            await _start_live_then_ask_to_quit(pilot)
             question = app.screen.question
             assert "stops after the job in progress" in question
             assert "u in Runs" in question and "`workbench resume live`" in question
@@ -267,13 +273,7 @@ async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_q
 async def test_q_answered_after_the_run_ended_under_the_question_just_quits(live_db):
     app = WorkbenchApp(live_db)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        table = app.screen.query_one("#runs")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
-        await pilot.press("u")
-        await wait_for(pilot, lambda: "live" in app.executions)
-        await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await _start_live_then_ask_to_quit(pilot)
         await wait_for(pilot, lambda: not app.executions, timeout=MODEL_PATIENCE, what="the run ending under the question")
         await pilot.press("y")
         await _exited(app)
