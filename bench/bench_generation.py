@@ -152,7 +152,7 @@ def copy_db(src: Path, dst: Path) -> Path:
 
 
 def plan_run(db: Path, name: str, *, ks, budgets, formats, limit, **gen) -> None:
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.sweep import SweepConfig, plan_sweep
     from workbench.store import open_store
 
@@ -167,7 +167,7 @@ def executor_prompts(db: Path, name: str, n_threads: int) -> dict:
     """The distinct prompts execute() will generate, rendered as it does, in its order (prompt text)."""
     from workbench.models.llamacpp import LlamaCppBackend
     from workbench.models.locate import resolve_model
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.executor import _load_jobs
     from workbench.store import open_store
     from workbench.store.queries import cached_file_sha256, get_run, load_samples
@@ -225,9 +225,11 @@ def child_bare(spec_path: Path, n_threads: int) -> dict:
 
 
 def child_workbench(spec_path: Path, db: Path, name: str, n_threads: int) -> dict:
-    from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+    from workbench.models.registry import ExecOptions, make_backend
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.answers import schema_for
-    from workbench.runs.executor import cache_key, execute, run_stats
+    from workbench.models.cached import cache_key
+    from workbench.runs.executor import execute, run_stats
     from workbench.store import open_store
     from workbench.store.queries import get_run
 
@@ -237,7 +239,7 @@ def child_workbench(spec_path: Path, db: Path, name: str, n_threads: int) -> dic
     gen = GenerationConfig(**run.config["generation"])
     opts = ExecOptions(n_threads=n_threads)
     t0 = time.perf_counter()
-    backend = make_backend(gen, opts, store)  # model load (+ cached sha256), excluded like the bare load
+    backend = make_backend(gen.backend_spec, opts, store)  # model load (+ cached sha256), excluded like the bare load
     load_s = time.perf_counter() - t0
     model_id, template = backend.model_id, backend.chat_template
     start = time.perf_counter()
@@ -367,7 +369,7 @@ def _perf_backend_class():
 
 def _ksweep_one(a, tmp: Path, dataset_db: Path, label: str, ks, fmt: str) -> dict:
     from workbench.models.locate import resolve_model
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.executor import execute, run_stats
     from workbench.store import open_store
     from workbench.store.queries import cached_file_sha256, get_run

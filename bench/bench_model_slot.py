@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
 
 from workbench.data.importer import import_dataset  # noqa: E402
-from workbench.models.registry import GenerationConfig  # noqa: E402
+from workbench.runs.generation import GenerationConfig  # noqa: E402
 from workbench.runs.sweep import SweepConfig, plan_sweep  # noqa: E402
 from workbench.store import open_store  # noqa: E402
 

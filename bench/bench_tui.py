@@ -67,7 +67,7 @@ def name_of(j: int) -> str:
 
 # -- generation ---------------------------------------------------------------------------
 def generate(path: Path, *, n_units=200_000, n_samples=100_000, seed=0, layout="sample", log=print) -> dict:
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.sweep import SweepConfig
     from workbench.store.db import utcnow
 

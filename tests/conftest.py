@@ -6,7 +6,9 @@ import json
 import shutil
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -17,8 +19,9 @@ from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
 from workbench.retrieval.evaluate import filename_questions
 from workbench.retrieval.runs import retrieve
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
-from workbench.store import open_store
+from workbench.store import Store, open_store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
@@ -87,20 +90,6 @@ def tiny_store(store, tiny_dir):
     return store
 
 
-@pytest.fixture(scope="session")
-def metaqa_db(tmp_path_factory) -> Path:
-    """sample_data/metaqa imported once per session and swept over K×B×format with oracle cells."""
-    from workbench.runs.sweep import SweepConfig, plan_sweep
-
-    path = tmp_path_factory.mktemp("metaqa") / "wb.db"
-    s = open_store(path)
-    import_dataset(s, SAMPLE_METAQA, "metaqa")
-    plan_sweep(s, SweepConfig(ks=(1, 2, 5, 10, 20), budgets=(64, 128, 256), formats=("score", "linear", "struct"),
-                              oracle=True, shuffles=3), name="sweep")
-    s.close()
-    return path
-
-
 def copy_db(src: Path, dst: Path) -> Path:
     """A private copy of a closed workbench database: copying a small SQLite file costs
     milliseconds, building it (import, sweep, a model pass) costs seconds to minutes."""
@@ -108,6 +97,67 @@ def copy_db(src: Path, dst: Path) -> Path:
         if Path(f"{src}{suffix}").exists():
             shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
     return dst
+
+
+@contextmanager
+def new_template(tmp_path_factory, filename: str, *, metaqa: bool = True) -> Iterator[Store]:
+    """A session's database built once (tests take copies): open, with sample_data/metaqa imported
+    as ``metaqa`` unless ``metaqa=False``, and closed when the block ends."""
+    store = open_store(tmp_path_factory.mktemp(Path(filename).stem) / filename)
+    try:
+        if metaqa:
+            import_dataset(store, SAMPLE_METAQA, "metaqa")
+        yield store
+    finally:
+        store.close()
+
+
+# The tiny KG of the dedup tests: near-duplicate director names, two films called Dark City.
+KG_TRIPLES = [
+    (["Kismet", "directed_by", "William Dieterle"], ["c1"]),
+    (["Juarez", "directed_by", "W. Dieterle"], ["c2"]),
+    (["Juarez", "release_year", "1939"], ["c2"]),
+    (["Kismet", "release_year", "1944"], ["c1"]),
+    (["Dark City", "directed_by", "william dieterle"], ["c3"]),
+    (["Alex Proyas", "directed", "Dark City (1998)"], ["c4"]),
+]
+KG_CHUNKS = {"c1": "Kismet is a 1944 film directed by William Dieterle.",
+             "c2": "Juarez (1939) was directed by W. Dieterle.",
+             "c3": "Dark City (1950) is a film noir directed by william dieterle.",
+             "c4": "Alex Proyas directed Dark City in 1998."}
+KG_GOLD = {"Kismet": "kismet", "William Dieterle": "dieterle", "W. Dieterle": "dieterle",
+           "william dieterle": "dieterle", "Juarez": "juarez", "1939": "1939", "1944": "1944",
+           "Dark City": "dark-city-1950", "Alex Proyas": "proyas", "Dark City (1998)": "dark-city-1998"}
+
+
+def write_tiny_kg(directory: Path) -> Path:
+    """The tiny KG as a ``dedup import`` directory: kb.jsonl, chunks.jsonl and gold_clusters.jsonl."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_jsonl(directory / "kb.jsonl", [{"triple": t, "source_chunks": c} for t, c in KG_TRIPLES])
+    write_jsonl(directory / "chunks.jsonl", [{"chunk_id": k, "text": v} for k, v in KG_CHUNKS.items()])
+    write_jsonl(directory / "gold_clusters.jsonl", [{"entity": e, "cluster": c} for e, c in KG_GOLD.items()])
+    return directory
+
+
+def import_films_kg(store: Store, tmp_path: Path) -> str:
+    """Three films by one director spelled three ways, one chunk: a KG imported as ``films`` (its name)."""
+    kg = tmp_path / "kg"
+    kg.mkdir()
+    write_jsonl(kg / "kb.jsonl", [{"triple": t, "source_chunks": ["c1"]} for t in (
+        ["Kismet", "directed_by", "William Dieterle"], ["Juarez", "directed_by", "W. Dieterle"],
+        ["Dark City", "directed_by", "william dieterle"])])
+    write_jsonl(kg / "chunks.jsonl", [{"chunk_id": "c1", "text": "Three films by Dieterle."}])
+    import_kg(store, kg, "films")
+    return "films"
+
+
+@pytest.fixture(scope="session")
+def metaqa_db(tmp_path_factory) -> Path:
+    """sample_data/metaqa imported once per session and swept over K×B×format with oracle cells."""
+    with new_template(tmp_path_factory, "wb.db") as store:
+        plan_sweep(store, SweepConfig(ks=(1, 2, 5, 10, 20), budgets=(64, 128, 256),
+                                      formats=("score", "linear", "struct"), oracle=True, shuffles=3), name="sweep")
+    return store.path
 
 
 @pytest.fixture(scope="session")
@@ -121,13 +171,10 @@ def private_slot_for_session(tmp_path_factory):
 @pytest.fixture(scope="session")
 def swept_template(tmp_path_factory) -> Path:
     """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages), built once."""
-    db = tmp_path_factory.mktemp("swept") / "wb.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2),
-               name="sweep")
-    store.close()
-    return db
+    with new_template(tmp_path_factory, "wb.db") as store:
+        plan_sweep(store, SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2),
+                   name="sweep")
+    return store.path
 
 
 @pytest.fixture
@@ -139,15 +186,10 @@ def swept_db(tmp_path, swept_template):
 @pytest.fixture(scope="session")
 def live_template(tmp_path_factory) -> Path:
     """MetaQA with one planned one-cell run, ``live``, of 6 questions for the default model, built once."""
-    from workbench.models.registry import GenerationConfig
-
-    db = tmp_path_factory.mktemp("live") / "live.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
-               generation=GenerationConfig(max_tokens=16).as_dict())
-    store.close()
-    return db
+    with new_template(tmp_path_factory, "live.db") as store:
+        plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="live",
+                   generation=GenerationConfig(max_tokens=16).as_dict())
+    return store.path
 
 
 @pytest.fixture
@@ -159,14 +201,11 @@ def live_db(tmp_path, live_template):
 @pytest.fixture(scope="session")
 def chained_template(tmp_path_factory, private_slot_for_session) -> Path:
     """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep, built once."""
-    db = tmp_path_factory.mktemp("chains") / "chains.db"
-    store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
-    name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
-    assert execute_searchain(store, name).done == 2
-    store.close()
-    return db
+    with new_template(tmp_path_factory, "chains.db") as store:
+        plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
+        name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
+        assert execute_searchain(store, name).done == 2
+    return store.path
 
 
 @pytest.fixture
@@ -177,22 +216,12 @@ def chained_db(tmp_path, chained_template):
 
 @pytest.fixture(scope="session")
 def judged_template(tmp_path_factory, private_slot_for_session) -> Path:
-    """The tiny KG of test_kg_dedup judged by SmolLM2 in both modes, built once."""
-    from test_kg_dedup import CHUNKS, GOLD, TRIPLES  # here: that module imports this one
-
-    root = tmp_path_factory.mktemp("dedup")
-    kg = root / "kg"
-    kg.mkdir()
-    write_jsonl(kg / "kb.jsonl", [{"triple": t, "source_chunks": c} for t, c in TRIPLES])
-    write_jsonl(kg / "chunks.jsonl", [{"chunk_id": k, "text": v} for k, v in CHUNKS.items()])
-    write_jsonl(kg / "gold_clusters.jsonl", [{"entity": e, "cluster": c} for e, c in GOLD.items()])
-    db = root / "dedup.db"
-    store = open_store(db)
-    import_kg(store, kg, "tiny")
-    name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
-    assert execute_dedup(store, name).errors == 0
-    store.close()
-    return db
+    """The tiny KG judged by SmolLM2 in both modes, built once."""
+    with new_template(tmp_path_factory, "dedup.db", metaqa=False) as store:
+        import_kg(store, write_tiny_kg(store.path.parent / "kg"), "tiny")
+        name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
+        assert execute_dedup(store, name).errors == 0
+    return store.path
 
 
 @pytest.fixture
@@ -204,14 +233,12 @@ def judged_db(tmp_path, judged_template):
 @pytest.fixture(scope="session")
 def corpus_template(tmp_path_factory) -> Path:
     """sample_data/howtocook with Chinese and English filename questions (some misses) and BM25 results, once."""
-    db = tmp_path_factory.mktemp("corpus") / "hc.db"
-    store = open_store(db)
-    import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
-    filename_questions(store, "hc")
-    filename_questions(store, "hc", lang="en")  # English questions over Chinese recipes: some misses
-    retrieve(store, "hc", k=5)
-    store.close()
-    return db
+    with new_template(tmp_path_factory, "hc.db", metaqa=False) as store:
+        import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
+        filename_questions(store, "hc")
+        filename_questions(store, "hc", lang="en")  # English questions over Chinese recipes: some misses
+        retrieve(store, "hc", k=5)
+    return store.path
 
 
 @pytest.fixture

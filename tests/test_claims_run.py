@@ -17,7 +17,7 @@ from workbench.claims.types import Claim
 from workbench.claims.vote import ClaimResult
 from workbench.cli import main
 from workbench.models.cached import default_llm
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.executor import execute
 from workbench.runs.report import run_ledger
 from workbench.runs.sweep import SweepConfig, plan_sweep

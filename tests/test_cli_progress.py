@@ -8,7 +8,7 @@ import sys
 import threading
 
 from workbench.data.importer import import_dataset
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.progress import ProgressBar
 from workbench.runs.executor import execute
 from workbench.runs.sweep import SweepConfig, plan_sweep

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys

@@ -32,7 +32,6 @@ import random
 import re
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 

@@ -20,7 +20,7 @@ from workbench.data.importer import import_dataset
 from workbench.models.base import ModelError, Sampling
 from workbench.models.llamacpp import LlamaCppBackend
 from workbench.models.locate import default_model_path, resolve_model
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.executor import execute, run_stats
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store

@@ -6,38 +6,16 @@ import json
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import write_tiny_kg
 from workbench.cli import main
 from workbench.data.errors import InputRejected
 from workbench.kg.importer import import_kg
 from workbench.kg.merges import clusters, decide, evaluate, export_kg, merged_pairs, proposals
 from workbench.kg.runner import DedupConfig, execute_dedup, get_dedup_run, plan_dedup
 
-TRIPLES = [
-    (["Kismet", "directed_by", "William Dieterle"], ["c1"]),
-    (["Juarez", "directed_by", "W. Dieterle"], ["c2"]),
-    (["Juarez", "release_year", "1939"], ["c2"]),
-    (["Kismet", "release_year", "1944"], ["c1"]),
-    (["Dark City", "directed_by", "william dieterle"], ["c3"]),
-    (["Alex Proyas", "directed", "Dark City (1998)"], ["c4"]),
-]
-CHUNKS = {"c1": "Kismet is a 1944 film directed by William Dieterle.",
-          "c2": "Juarez (1939) was directed by W. Dieterle.",
-          "c3": "Dark City (1950) is a film noir directed by william dieterle.",
-          "c4": "Alex Proyas directed Dark City in 1998."}
-GOLD = {"Kismet": "kismet", "William Dieterle": "dieterle", "W. Dieterle": "dieterle",
-        "william dieterle": "dieterle", "Juarez": "juarez", "1939": "1939", "1944": "1944",
-        "Dark City": "dark-city-1950", "Alex Proyas": "proyas", "Dark City (1998)": "dark-city-1998"}
-
-
 @pytest.fixture
 def kg_dir(tmp_path):
-    d = tmp_path / "kg"
-    d.mkdir()
-    write_jsonl(d / "kb.jsonl", [{"triple": t, "source_chunks": c} for t, c in TRIPLES])
-    write_jsonl(d / "chunks.jsonl", [{"chunk_id": k, "text": v} for k, v in CHUNKS.items()])
-    write_jsonl(d / "gold_clusters.jsonl", [{"entity": e, "cluster": c} for e, c in GOLD.items()])
-    return d
+    return write_tiny_kg(tmp_path / "kg")
 
 
 def test_a_kg_imports_with_its_chunks_and_gold_and_a_reimport_is_a_no_op(store, kg_dir):
@@ -86,7 +64,7 @@ def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_d
 def test_decisions_override_the_threshold_merges_are_transitive_and_reverting_recomputes(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, _, _ = plan_dedup(store, "tiny", DedupConfig(modes=("graph",)), "manual")
-    run_id = get_dedup_run(store, name)[0]
+    run_id = get_dedup_run(store, name).id
     # No verdicts yet: merges come from decisions only.
     ids = {n: e for e, n in store.conn.execute("SELECT eid, name FROM kg_entities")}
     pairs = {(a, b) for a, b in store.conn.execute("SELECT a, b FROM dedup_pairs WHERE run_id = ?", (run_id,))}
@@ -117,7 +95,7 @@ def test_decisions_override_the_threshold_merges_are_transitive_and_reverting_re
 def test_dedup_eval_prints_pairwise_and_bcubed_for_both_modes(store, kg_dir, capsys):
     import_kg(store, kg_dir, "tiny")
     name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "evald")
-    run_id = get_dedup_run(store, name)[0]
+    run_id = get_dedup_run(store, name).id
     # Scripted verdicts (the metrics do not depend on the model): graph+text merges the Dieterles.
     store.conn.execute("UPDATE dedup_verdicts SET status = 'done', is_coreferent = (mode = 'graph+text'),"
                        " confidence = 0.9 WHERE run_id = ?", (run_id,))

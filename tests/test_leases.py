@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SAMPLE_METAQA, wait_for_rows
-from tuikit import SIZE, wait_for
+from tuikit import SIZE, open_runs, wait_for
 from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.errors import EnvironmentFault
@@ -209,7 +209,7 @@ def test_a_holder_on_another_host_counts_as_live_and_the_message_says_why(store)
 def answered(tiny_store, tmp_path):
     """``tiny`` with a run ``a`` whose 3 answers were imported (bring-your-own generator)."""
     from workbench.data.predictions import import_predictions
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.sweep import SweepConfig, plan_sweep
     from workbench.store.queries import get_run
 
@@ -460,9 +460,7 @@ async def test_resuming_a_run_another_process_writes_says_so_in_the_runs_screen(
     store.close()
     app = WorkbenchApp(live_db)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        table = app.screen.query_one("#runs")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        table = await open_runs(pilot)
         await pilot.press("u")
         status = app.screen.query_one("#status")
         await wait_for(pilot, lambda: "being written" in str(status.render()))

@@ -22,13 +22,13 @@ import pytest
 
 from conftest import SAMPLE_METAQA
 from slotkit import holder, let_go
-from tuikit import SIZE, wait_for
+from tuikit import SIZE, open_runs, wait_for
 from workbench.data.importer import import_dataset
 from workbench.models import slot
 from workbench.models.cached import default_llm
 from workbench.models.llamacpp import LlamaCppBackend
 from workbench.models.locate import default_model_path
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.models.slot import ModelSlotStopped
 from workbench.progress import ProgressBar
 from workbench.runs.sweep import SweepConfig, plan_sweep
@@ -246,9 +246,7 @@ async def test_the_runs_screen_says_whom_a_run_waits_for_and_p_ends_the_wait(two
     app = WorkbenchApp(two_job_db)
     with holder("workbench claims run demo") as child:
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("r")
-            table = app.screen.query_one("#runs")
-            await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+            table = await open_runs(pilot)
             await pilot.press("u")
             status = app.screen.query_one("#status")
             await wait_for(pilot, lambda: "waiting for the model" in str(status.render()), what="the wait shown")

@@ -16,7 +16,6 @@ from dataclasses import asdict
 import pytest
 
 from workbench.claims.runner import ClaimsConfig, claim_run_id
-from workbench.kg.importer import import_kg
 from workbench.kg.runner import DedupConfig, plan_dedup
 from workbench.models.base import ModelError
 from workbench.passes import (CallTally, Driver, PassReport, PassWork, config_diff, config_hash, done_line, drive,
@@ -26,7 +25,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store.lease import LeaseHeld, hold
 from workbench.store.queries import get_run
 
-from conftest import write_jsonl
+from conftest import import_films_kg
 
 
 def legacy_hash(config: dict, digits: int) -> str:
@@ -48,7 +47,7 @@ def test_default_names_and_claim_keys_are_the_ones_older_versions_stored(tiny_st
     chain = SearChainConfig(limit=1)
     name, created = plan_searchain(tiny_store, "tiny", chain)
     assert created and name == f"searchain-tiny-{legacy_hash(asdict(chain), 10)}"
-    kg = _films_kg(tiny_store, tmp_path)
+    kg = import_films_kg(tiny_store, tmp_path)
     dedup = DedupConfig(modes=("graph",))
     name, created, _ = plan_dedup(tiny_store, kg, dedup)
     assert created and name == f"dedup-films-{legacy_hash(asdict(dedup), 10)}"
@@ -64,7 +63,7 @@ def test_plans_made_before_are_found_by_the_same_command(tiny_store, tmp_path):
     assert (again.cells, again.events) == (first.cells, first.events)
     assert plan_searchain(tiny_store, "tiny", SearChainConfig(limit=1))[1] is True
     assert plan_searchain(tiny_store, "tiny", SearChainConfig(limit=1))[1] is False
-    kg = _films_kg(tiny_store, tmp_path)
+    kg = import_films_kg(tiny_store, tmp_path)
     made, found = plan_dedup(tiny_store, kg, DedupConfig()), plan_dedup(tiny_store, kg, DedupConfig())
     assert (made[1], found[1]) == (True, False) and made[2] == found[2]
     # A claim run row as an older version wrote it (its 16-digit key) is the one found.
@@ -88,7 +87,7 @@ def test_a_name_reused_with_another_config_is_refused_with_its_differences(tiny_
     with pytest.raises(ValueError, match=r"^run 'chain' exists with a different config; .* `workbench searchain "
                                          r"resume chain`\. Differences: limit: 1 → 2$"):
         plan_searchain(tiny_store, "tiny", SearChainConfig(limit=2), "chain")
-    kg = _films_kg(tiny_store, tmp_path)
+    kg = import_films_kg(tiny_store, tmp_path)
     plan_dedup(tiny_store, kg, DedupConfig(), "dd")
     modes = r'modes: \["graph", "graph\+text"\] → \["graph"\]$'
     with pytest.raises(ValueError, match=r"^dedup run 'dd' exists with a different config; .* `workbench dedup "
@@ -271,14 +270,3 @@ def test_the_closing_summary_reads_as_the_command_line_prints_it():
         "error: model file not found\nThe run stays resumable: fix the model, then "
         "`workbench resume demo --retry-errors`.")
     assert exit_code(PassReport(run="demo")) == 0
-
-
-def _films_kg(store, tmp_path) -> str:
-    kg = tmp_path / "kg"
-    kg.mkdir()
-    write_jsonl(kg / "kb.jsonl", [{"triple": t, "source_chunks": ["c1"]} for t in (
-        ["Kismet", "directed_by", "William Dieterle"], ["Juarez", "directed_by", "W. Dieterle"],
-        ["Dark City", "directed_by", "william dieterle"])])
-    write_jsonl(kg / "chunks.jsonl", [{"chunk_id": "c1", "text": "Three films by Dieterle."}])
-    import_kg(store, kg, "films")
-    return "films"

@@ -13,17 +13,16 @@ from __future__ import annotations
 import json
 
 from workbench.claims.runner import ClaimsConfig, run_claims
-from workbench.kg.importer import import_kg
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
 from workbench.models.base import Generation, Prompt
 from workbench.models.cached import CachedLLM
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
 from workbench.runs.executor import execute
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store.queries import get_run
 
-from conftest import write_jsonl
+from conftest import import_films_kg
 
 CHAIN = ("[Query 1]: Who directed Kismet?\n[Answer 1]: William Dieterle\n"
          "[Final Content]: William Dieterle directed Kismet [1]. So the answer is William Dieterle.")
@@ -136,13 +135,7 @@ def test_searchain_progress_counts_the_calls_made_so_far(tiny_store):
 
 
 def test_dedup_progress_counts_the_calls_made_so_far(store, tmp_path):
-    kg = tmp_path / "kg"
-    kg.mkdir()
-    write_jsonl(kg / "kb.jsonl", [{"triple": t, "source_chunks": ["c1"]} for t in (
-        ["Kismet", "directed_by", "William Dieterle"], ["Juarez", "directed_by", "W. Dieterle"],
-        ["Dark City", "directed_by", "william dieterle"])])
-    write_jsonl(kg / "chunks.jsonl", [{"chunk_id": "c1", "text": "Three films by Dieterle."}])
-    import_kg(store, kg, "films")
+    import_films_kg(store, tmp_path)
     backend = ScriptedBackend()
     llm = CountingLLM(store, backend)
 

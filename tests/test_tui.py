@@ -16,8 +16,8 @@ from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA
-from tuikit import (MODEL_PATIENCE, SIZE, heading, palette_highlights, settle, settled_after, snap_app, type_text,
-                    wait_for)
+from tuikit import (MODEL_PATIENCE, SIZE, heading, open_runs, run_from_palette, settle, settled_after, snap_app,
+                    type_text, wait_for)
 
 async def test_help_and_every_mode_opens_from_the_keyboard(swept_db):
     app = WorkbenchApp(swept_db)
@@ -193,8 +193,7 @@ async def test_deleting_a_run_asks_first(swept_db):
 
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("DataTable").row_count == 1)
+        await open_runs(pilot)
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.press("n")  # no: nothing happens
@@ -210,10 +209,7 @@ async def test_the_command_palette_switches_screens(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "ledger")
-        await pilot.press("ctrl+p")
-        await type_text(pilot, "Go to Samples")
-        await wait_for(pilot, lambda: palette_highlights(app, "Go to Samples"))
-        await pilot.press("enter")
+        await run_from_palette(pilot, app, "Go to Samples")
         await wait_for(pilot, lambda: app.current_mode == "samples")
 
 

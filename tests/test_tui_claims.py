@@ -6,7 +6,7 @@ import pytest
 
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.importer import import_dataset
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.executor import execute
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store

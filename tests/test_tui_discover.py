@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.command import CommandPalette
 from textual.containers import VerticalScroll
 
-from tuikit import SIZE, SMALL, footer_line, palette_highlights, settle, snap_app, type_text, wait_for
+from tuikit import SIZE, SMALL, footer_line, palette_highlights, run_from_palette, settle, snap_app, type_text, wait_for
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
 
@@ -92,10 +92,7 @@ async def test_palette_pause_with_nothing_running_says_so(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "ledger")
-        await pilot.press("ctrl+p")
-        await type_text(pilot, "Pause run")
-        await wait_for(pilot, lambda: palette_highlights(app, "Pause run"))
-        await pilot.press("enter")
+        await run_from_palette(pilot, app, "Pause run")
         await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))
 
 

@@ -8,7 +8,7 @@ from workbench.metrics.ledger import Estimate
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
 
-from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, until_loaded, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, open_runs, settle, snap_app, until_loaded, wait_for
 
 
 def side(app) -> str:
@@ -62,8 +62,7 @@ async def test_deleting_the_shown_run_clears_the_ledger(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
         await ledger_ready(pilot)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("DataTable").row_count == 1)
+        await open_runs(pilot)
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.press("y")

@@ -14,8 +14,8 @@ import pytest
 from textual.widgets import Input, Select
 
 from slotkit import holder
-from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, screen_text, settled_after, snap_app, type_text, until_loaded,
-                    wait_for)
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, open_runs, screen_text, settled_after, snap_app, type_text,
+                    until_loaded, wait_for)
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -148,9 +148,7 @@ def test_snapshot_new_run_form_at_120x40(snap_compare, swept_db):
 async def test_a_run_written_elsewhere_appears_when_coming_back_to_runs(swept_db):
     app = WorkbenchApp(swept_db, poll_seconds=0.2)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        table = app.screen.query_one("#runs")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        table = await open_runs(pilot)
         await pilot.press("d")
         await wait_for(pilot, lambda: app.current_mode == "datasets")
         version = app._version
@@ -182,9 +180,7 @@ async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(
     # No polling: the row can only follow the progress messages themselves.
     app = WorkbenchApp(half_done_db, poll_seconds=3600)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        table = app.screen.query_one("#runs")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+        table = await open_runs(pilot)
         assert table.get_row_at(0)[4:6] == ["2", "6"]
         await pilot.press("u")
         seen = []
@@ -238,9 +234,7 @@ def test_snapshot_runs_greeting_at_80x24(snap_compare, tmp_path):
 async def _start_live_then_ask_to_quit(pilot) -> None:
     """Runs, u on the planned run `live`, then q: the quit question is up while it executes."""
     app = pilot.app
-    await pilot.press("r")
-    table = app.screen.query_one("#runs")
-    await wait_for(pilot, lambda: app.current_mode == "runs" and table.row_count == 1)
+    table = await open_runs(pilot)
     await pilot.press("u")
     await wait_for(pilot, lambda: "live" in app.executions)
     await pilot.press("q")
@@ -297,8 +291,7 @@ async def test_the_progress_line_catches_up_after_a_burst_of_jobs(swept_db):
 
     app = WorkbenchApp(swept_db, poll_seconds=3600)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("#runs").row_count == 1)
+        await open_runs(pilot)
         screen = app.screen
         # What the executor's progress callback delivers for four jobs finishing within a few milliseconds.
         for done in range(1, 5):

@@ -100,6 +100,23 @@ def palette_highlights(app, prompt: str) -> bool:
     return index is not None and prompt in str(options.get_option_at_index(index).prompt)
 
 
+async def run_from_palette(pilot, app, command: str) -> None:
+    """Open the command palette, type ``command``, wait until it is highlighted and press enter."""
+    await pilot.press("ctrl+p")
+    await type_text(pilot, command)
+    await wait_for(pilot, lambda: palette_highlights(app, command))
+    await pilot.press("enter")
+
+
+async def open_runs(pilot, rows: int = 1):
+    """Press r and wait until the Runs screen lists ``rows`` runs; returns its table."""
+    app = pilot.app
+    await pilot.press("r")
+    await wait_for(pilot, lambda: app.current_mode == "runs" and app.screen.query_one("#runs").row_count == rows,
+                   what=f"Runs listing {rows} runs")
+    return app.screen.query_one("#runs")
+
+
 def footer_line(app) -> str:
     """The footer as the terminal shows it: each key and label drawn where it sits, cut off where the
     screen (or the command palette's hint, docked on the right) begins to hide it."""

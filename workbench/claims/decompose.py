@@ -42,11 +42,11 @@ import re
 import unicodedata
 
 from workbench.claims.types import LLM, Claim
+from workbench.runs.answers import string_list_schema
 
 DECOMPOSERS = ("rule", "llm", "hybrid")
 
-CLAIMS_SCHEMA = {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
-                 "required": ["claims"]}
+CLAIMS_SCHEMA = string_list_schema("claims")
 
 _SYSTEM = (
     "Break the answer into short atomic factual claims, each understandable on its own: one fact "

@@ -44,6 +44,13 @@ def latest_claim_run(store: Store, run: Run) -> ClaimRunInfo | None:
     return None
 
 
+def verified_totals(store: Store, run: Run, config_key: str) -> tuple[int, int]:
+    """(answers verified, claims extracted) by the claim run over ``run`` under ``config_key``."""
+    return store.conn.execute(
+        "SELECT count(*), coalesce(sum(n_claims), 0) FROM claim_jobs j JOIN claim_runs c ON c.id = j.claim_run_id"
+        " WHERE c.run_id = ? AND c.config_key = ? AND j.status = 'done'", (run.id, config_key)).fetchone()
+
+
 def claims_by_cell(store: Store, run: Run, claim_run: int | None = None, *, exclude: Sequence[int] = (),
                    resamples: int = 2000, seed: int = 0) -> dict[str, dict]:
     """Per cell: every claim metric (mean over the samples where it is defined, 95% CI) and ``jobs``.

@@ -28,6 +28,7 @@ def _config(args):
 
 def cmd_claims_run(args) -> int:
     """Decompose and verify every finished answer of a run (resumable, cached)."""
+    from workbench.claims.report import verified_totals
     from workbench.claims.runner import run_claims
     from workbench.models.cached import default_llm
     from workbench.store.queries import get_run
@@ -42,10 +43,8 @@ def cmd_claims_run(args) -> int:
                             retry_errors=args.retry_errors), as_json=args.json,
                     resume_hint=f"workbench claims run {run.name}", llm=llm, wait=args.wait)
     if not args.json:
-        info = store.conn.execute("SELECT count(*), coalesce(sum(n_claims), 0) FROM claim_jobs j JOIN claim_runs c"
-                                  " ON c.id = j.claim_run_id WHERE c.run_id = ? AND c.config_key = ? AND"
-                                  " j.status = 'done'", (run.id, config.key())).fetchone()
-        print(f"claim run over {run.name}: {info[0]:,} answers verified, {info[1]:,} claims", file=sys.stderr)
+        answers, claims = verified_totals(store, run, config.key())
+        print(f"claim run over {run.name}: {answers:,} answers verified, {claims:,} claims", file=sys.stderr)
     return code
 
 

@@ -8,20 +8,18 @@ from pathlib import Path
 
 from workbench.cli.common import SharedParents, add_json
 from workbench.cli.exit_codes import OK
-from workbench.cli.shared import emit_json, store_of
+from workbench.cli.shared import emit_json, list_rows, say_dataset_replaced, store_of
 from workbench.cli.types import chosen_name
 
 
 def cmd_import(args) -> int:
     """Import a directory of kb/samples/retrieval JSONL as a dataset."""
-    from workbench.data.importer import describe_dataset_contents, import_dataset
+    from workbench.data.importer import import_dataset
 
     store = store_of(args)
     dataset = args.name or Path(args.directory).resolve().name
     report = import_dataset(store, args.directory, dataset, strict=args.strict, replace=args.replace)
-    if report.replaced is not None:   # said on stderr even with --json (whose "replaced" holds the counts)
-        print(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}",
-              file=sys.stderr)
+    say_dataset_replaced(report)
     if args.json:
         emit_json(asdict(report))
         return OK
@@ -38,16 +36,11 @@ def cmd_datasets(args) -> int:
     """List the datasets with their stats."""
     from workbench.store.queries import list_datasets
 
-    rows = list_datasets(store_of(args))
-    if args.json:
-        emit_json(rows)
-        return OK
-    if not rows:
-        print("no datasets yet: `workbench import DIR --name NAME`")
-    for r in rows:
-        print(f"{r['name']}: {r['units']:,} {r['unit_kind']}s ({r['units_outside_kb']:,} outside KB), "
-              f"{r['samples']:,} samples, retrievers: {', '.join(r['retrievers']) or '—'}")
-    return OK
+    return list_rows(list_datasets(store_of(args)), as_json=args.json,
+                     empty="no datasets yet: `workbench import DIR --name NAME`",
+                     line=lambda r: f"{r['name']}: {r['units']:,} {r['unit_kind']}s ({r['units_outside_kb']:,} "
+                                    f"outside KB), {r['samples']:,} samples, retrievers: "
+                                    f"{', '.join(r['retrievers']) or '—'}")
 
 
 def register(subparsers, parents: SharedParents) -> None:

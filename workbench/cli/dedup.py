@@ -64,11 +64,12 @@ def _execute(args, store) -> int:
     from workbench.kg.runner import execute_dedup, get_dedup_run
     from workbench.models.cached import default_llm
 
-    _, name, _, config = get_dedup_run(store, args.run)
-    llm = (default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
-           if any(m != "embedding" for m in config.modes) else None)
-    return run_pass("dedup", "verdicts", partial(execute_dedup, store, name, llm=llm, retry_errors=args.retry_errors),
-                    as_json=args.json, resume_hint=f"workbench dedup resume {name}", llm=llm,
+    dedup = get_dedup_run(store, args.run)
+    llm = (default_llm(store, dedup.config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+           if any(m != "embedding" for m in dedup.config.modes) else None)
+    return run_pass("dedup", "verdicts", partial(execute_dedup, store, dedup.name, llm=llm,
+                                                 retry_errors=args.retry_errors),
+                    as_json=args.json, resume_hint=f"workbench dedup resume {dedup.name}", llm=llm,
                     wait=args.wait)
 
 
@@ -117,18 +118,13 @@ def cmd_dedup_review(args) -> int:
 def cmd_dedup_decide(args) -> int:
     """Accept, reject (revert) or clear the decision on one merge."""
     from workbench.kg.merges import decide
-    from workbench.kg.runner import get_dedup_run
+    from workbench.kg.runner import entity_id, get_dedup_run
 
     store = store_of(args)
-    _, name, kg_id, _ = get_dedup_run(store, args.run)
-    ids = []
-    for entity in (args.a, args.b):
-        row = store.conn.execute("SELECT eid FROM kg_entities WHERE kg_id = ? AND name = ?", (kg_id, entity)).fetchone()
-        if row is None:
-            raise ValueError(f"{entity!r} is not an entity of the run's KG")
-        ids.append(row[0])
+    dedup = get_dedup_run(store, args.run)
+    a, b = (entity_id(store, dedup.kg_id, entity) for entity in (args.a, args.b))
     decision = {"accept": "accepted", "reject": "rejected", "revert": "rejected", "clear": None}[args.decision]
-    decide(store, name, ids[0], ids[1], args.mode, decision)
+    decide(store, dedup.name, a, b, args.mode, decision)
     print(f"{args.a!r} ~ {args.b!r} ({args.mode}): {decision or 'decision cleared'}", file=sys.stderr)
     return OK
 

@@ -27,7 +27,7 @@ def failure_of(exc: Exception, db: str | None) -> tuple[int, str] | None:
     """
     # Imported on a failure only: the store loads sqlite_utils and pandas, which `workbench --help` never needs.
     from workbench.store.db import default_db_path, sqlite_error_message
-    from workbench.store.queries import NotFound
+    from workbench.store.lookup import NotFound
 
     if isinstance(exc, InputRejected):
         return BAD_INPUT, f"error: input rejected, nothing was written:\n{exc}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from workbench.cli.common import SharedParents, add_json, add_resamples
 from workbench.cli.exit_codes import OK
-from workbench.cli.shared import emit_json, store_of, write_out
+from workbench.cli.shared import emit_json, say_dataset_replaced, store_of, write_out
 from workbench.cli.types import INT64_MAX, MAX_K, chosen_name, count, counts
 from workbench.tables import fmt_estimate, table
 
@@ -17,7 +17,7 @@ from workbench.tables import fmt_estimate, table
 def cmd_corpus_import(args) -> int:
     """Import a Markdown tree as a corpus dataset: its documents and their chunks."""
     from workbench.data.corpus import ChunkConfig, import_corpus
-    from workbench.data.importer import count_noun, describe_dataset_contents
+    from workbench.data.importer import count_noun
 
     config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
                          category_depth=args.category_depth)
@@ -26,9 +26,7 @@ def cmd_corpus_import(args) -> int:
     # Skipped links and a replacement are said on stderr even with --json (which also holds them).
     for link in report.skipped_links:
         print(f"warning: symbolic link leaves the corpus root, skipped: {link}", file=sys.stderr)
-    if report.replaced is not None:
-        print(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}",
-              file=sys.stderr)
+    say_dataset_replaced(report)
     if args.json:
         emit_json(asdict(report))
         return OK

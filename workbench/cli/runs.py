@@ -8,8 +8,8 @@ import sys
 
 from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
                                   add_wait)
-from workbench.cli.exit_codes import FAILURE, OK, STOPPED
-from workbench.cli.shared import emit_json, say, store_of
+from workbench.cli.exit_codes import OK, STOPPED
+from workbench.cli.shared import emit_json, list_rows, say, store_of
 from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_THREADS, MAX_TOKENS, chosen_name,
                                  comma_separated, count, counts)
 
@@ -44,7 +44,7 @@ def _sweep_config(args):
 
 def cmd_run(args) -> int:
     """Plan a run with a model (or find it) and generate its pending jobs."""
-    from workbench.models.registry import GenerationConfig
+    from workbench.runs.generation import GenerationConfig
     from workbench.progress import ProgressBar
     from workbench.runs.prompt import load_template
     from workbench.runs.sweep import plan_sweep
@@ -78,6 +78,7 @@ def cmd_resume(args) -> int:
 def _execute(args, store, run) -> int:
     from workbench.models.registry import ExecOptions
     from workbench.models.slot import ModelSlotStopped
+    from workbench.passes.summary import exit_code, fatal_note
     from workbench.progress import ProgressBar, StopOnSigint
     from workbench.runs.executor import execute, run_stats
 
@@ -106,13 +107,13 @@ def _execute(args, store, run) -> int:
     else:
         print(_run_summary(report, stats), file=sys.stderr)
     if report.fatal:
-        print(f"error: {report.fatal}\nThe run stays resumable: fix the model, then "
-              f"`workbench resume {run.name} --retry-errors`.", file=sys.stderr)
-        return FAILURE
-    return STOPPED if report.stopped else OK
+        print(fatal_note(report, f"workbench resume {run.name}", what="The run"), file=sys.stderr)
+    return exit_code(report)
 
 
 def _run_summary(report, stats) -> str:
+    from workbench.passes.summary import done_line, error_lines
+
     lines = []
     if report.jobs == 0 and report.stopped:
         lines.append(f"run {report.run}: stopped while waiting for the other writer, nothing done")
@@ -120,11 +121,8 @@ def _run_summary(report, stats) -> str:
         failed = f", {stats['errors']:,} failed (--retry-errors re-runs them)" if stats["errors"] else ""
         lines.append(f"run {report.run}: nothing to do ({stats['done']:,} jobs done{failed})")
     else:
-        lines.append(f"run {report.run}: {report.done:,} of {report.jobs:,} jobs done in {report.seconds:,.1f}s: "
-                     f"{report.model_calls:,} generated, {report.cache_hits:,} from the cache, {report.errors:,} errors"
-                     + (" (stopped early; `workbench resume` continues)" if report.stopped else ""))
-    for sample in report.error_samples:
-        lines.append(f"  error: {sample}")
+        lines.append(done_line(report, f"run {report.run}", "jobs", calls="generated", continues="workbench resume"))
+    lines += error_lines(report)
     ratio = stats["prompt_eval_ratio"]
     lines.append(f"prompt tokens evaluated: {stats['prompt_tokens_evaluated']:,} of a naive "
                  f"{stats['prompt_tokens_naive']:,}" + (f" ({ratio:.2f}×)" if ratio is not None else ""))
@@ -135,18 +133,15 @@ def cmd_runs(args) -> int:
     """List the runs with their progress."""
     from workbench.store.queries import list_runs
 
-    rows = list_runs(store_of(args))
-    if args.json:
-        emit_json(rows)
-        return OK
-    if not rows:
-        print("no runs yet: `workbench sweep --k ... --budget ... --format ...`")
-    for r in rows:
-        pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
-        errors = f", {r['errors']:,} failed" if r["errors"] else ""
-        print(f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}, {r['cells']} cells, "
-              f"{r['done']:,}/{r['jobs']:,} jobs done ({pct:.0f}%){errors}")
-    return OK
+    return list_rows(list_runs(store_of(args)), as_json=args.json,
+                     empty="no runs yet: `workbench sweep --k ... --budget ... --format ...`", line=_run_line)
+
+
+def _run_line(r: dict) -> str:
+    pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
+    errors = f", {r['errors']:,} failed" if r["errors"] else ""
+    return (f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}, {r['cells']} cells, "
+            f"{r['done']:,}/{r['jobs']:,} jobs done ({pct:.0f}%){errors}")
 
 
 def _grid_parent() -> argparse.ArgumentParser:

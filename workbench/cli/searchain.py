@@ -37,12 +37,12 @@ def _execute(args, store) -> int:
     from workbench.models.cached import default_llm
     from workbench.pipelines.runner import execute_searchain, get_pipeline_run
 
-    _, name, _, config = get_pipeline_run(store, args.run)
-    llm = default_llm(store, config.model, n_ctx=config.n_ctx, n_threads=args.threads,
-                      n_gpu_layers=args.n_gpu_layers, seed=config.seed)
-    return run_pass("searchain", "samples", partial(execute_searchain, store, name, llm=llm,
+    prun = get_pipeline_run(store, args.run)
+    llm = default_llm(store, prun.config.model, n_ctx=prun.config.n_ctx, n_threads=args.threads,
+                      n_gpu_layers=args.n_gpu_layers, seed=prun.config.seed)
+    return run_pass("searchain", "samples", partial(execute_searchain, store, prun.name, llm=llm,
                                                     retry_errors=args.retry_errors),
-                    as_json=args.json, resume_hint=f"workbench searchain resume {name}", llm=llm,
+                    as_json=args.json, resume_hint=f"workbench searchain resume {prun.name}", llm=llm,
                     wait=args.wait)
 
 
@@ -67,8 +67,8 @@ def cmd_searchain_show(args) -> int:
     from workbench.store.queries import sample_sid
 
     store = store_of(args)
-    _, name, dataset_id, _ = get_pipeline_run(store, args.run)
-    tree = chain_tree(store, name, sample_sid(store, dataset_id, args.sample))
+    prun = get_pipeline_run(store, args.run)
+    tree = chain_tree(store, prun.name, sample_sid(store, prun.dataset_id, args.sample))
     if args.json:
         emit_json(tree)
         return OK

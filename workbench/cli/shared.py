@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Callable
 
-from workbench.cli.exit_codes import FAILURE, OK, STOPPED
+from workbench.cli.exit_codes import OK, STOPPED
 
 
 def store_of(args):
@@ -56,6 +56,26 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def say_dataset_replaced(report) -> None:
+    """Say what an import's ``--replace`` deleted: on stderr, so even with --json (whose "replaced" holds it)."""
+    from workbench.data.importer import describe_dataset_contents
+
+    if report.replaced is not None:
+        say(f"replaced dataset {report.dataset}: deleted {describe_dataset_contents(report.replaced)}")
+
+
+def list_rows(rows: list[dict], *, as_json: bool, empty: str, line: Callable[[dict], str]) -> int:
+    """A listing verb's output: the rows as JSON, or one ``line(row)`` each (``empty`` when there are none)."""
+    if as_json:
+        emit_json(rows)
+        return OK
+    if not rows:
+        print(empty)
+    for row in rows:
+        print(line(row))
+    return OK
+
+
 def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume_hint: str, llm=None,
              wait: bool = False) -> int:
     """Run ``execute(stop=, progress=, wait=, on_wait=)`` with a progress bar and Ctrl-C handling; print its summary.
@@ -65,6 +85,7 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
     is waited for, saying so in one line.
     """
     from workbench.models.slot import ModelSlotStopped
+    from workbench.passes.summary import done_line, error_lines, exit_code, fatal_note
     from workbench.progress import ProgressBar, StopOnSigint
 
     bar = ProgressBar(label)
@@ -90,13 +111,8 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
         print(f"{label} {report.run}: " + ("stopped while waiting, nothing done" if report.stopped
                                            else "nothing to do"), file=sys.stderr)
     else:
-        print(f"{label} {report.run}: {report.done:,} of {report.jobs:,} {items} done in {report.seconds:,.1f}s: "
-              f"{report.model_calls:,} model calls, {report.cache_hits:,} from the cache, {report.errors:,} errors"
-              + (f" (stopped early; `{resume_hint}` continues)" if report.stopped else ""), file=sys.stderr)
-        for line in report.error_samples:
-            print(f"  error: {line}", file=sys.stderr)
+        for line in (done_line(report, f"{label} {report.run}", items, continues=resume_hint), *error_lines(report)):
+            print(line, file=sys.stderr)
     if report.fatal:
-        print(f"error: {report.fatal}\nIt stays resumable: fix the model, then `{resume_hint} --retry-errors`.",
-              file=sys.stderr)
-        return FAILURE
-    return STOPPED if report.stopped else OK
+        print(fatal_note(report, resume_hint), file=sys.stderr)
+    return exit_code(report)

@@ -39,11 +39,7 @@ def check_triple(value: Any) -> Finding:
         return "", f"expected [head, relation, tail], got {json_type(value)}"
     if len(value) != 3:
         return "", f"expected 3 elements [head, relation, tail], got {len(value)}"
-    for i, part in enumerate(value):
-        found = check_str(part)
-        if found:
-            return f"[{i}]", found[1]
-    return None
+    return _first_bad_str(value)
 
 
 def check_score(value: Any) -> Finding:
@@ -61,7 +57,12 @@ def check_str_list(value: Any, *, allow_empty: bool = False) -> Finding:
         return "", f"expected an array of strings, got {json_type(value)}"
     if not value and not allow_empty:
         return "", "must not be empty"
-    for i, item in enumerate(value):
+    return _first_bad_str(value)
+
+
+def _first_bad_str(items: list) -> Finding:
+    """The first element that is not a non-blank string, as ``[i]`` and what is wrong with it."""
+    for i, item in enumerate(items):
         found = check_str(item)
         if found:
             return f"[{i}]", found[1]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.data.errors import InputRejected, ProblemLog
+from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_list, check_object, check_required, check_score, check_str, check_str_list, check_triple
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput

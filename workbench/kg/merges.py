@@ -46,9 +46,9 @@ class Proposal:
 def proposals(store: Store, run: str | None, mode: str, *, threshold: float = 0.5, band: str = "all",
               only_coreferent: bool = True, limit: int = 500) -> list[Proposal]:
     """The run's judged pairs in ``mode``, by confidence (highest first), within a confidence band."""
-    run_id, _, kg_id, config = get_dedup_run(store, run)
-    if mode not in config.modes:
-        raise ValueError(f"mode {mode!r} was not run (this run has {', '.join(config.modes)})")
+    dedup = get_dedup_run(store, run)
+    dedup.require_mode(mode)
+    run_id, kg_id = dedup.id, dedup.kg_id
     if band not in BANDS:
         raise ValueError(f"band {band!r} is not one of {', '.join(BANDS)}")
     lo, hi = BANDS[band]
@@ -74,10 +74,9 @@ def _merged(coreferent: bool, confidence: float, decision: str | None, threshold
 
 def decide(store: Store, run: str | None, a: int, b: int, mode: str, decision: str | None) -> None:
     """Record a reviewer's decision on a pair (``None`` clears it; ``rejected`` also reverts a merge)."""
-    run_id, _, _, config = get_dedup_run(store, run)
-    a, b = min(a, b), max(a, b)
-    if mode not in config.modes:
-        raise ValueError(f"mode {mode!r} was not run (this run has {', '.join(config.modes)})")
+    dedup = get_dedup_run(store, run)
+    dedup.require_mode(mode)
+    run_id, a, b = dedup.id, min(a, b), max(a, b)
     if store.conn.execute("SELECT 1 FROM dedup_pairs WHERE run_id = ? AND a = ? AND b = ?",
                           (run_id, a, b)).fetchone() is None:
         raise ValueError(f"({a}, {b}) is not a candidate pair of this run")
@@ -102,16 +101,17 @@ def merged_pairs(store: Store, run_id: int, mode: str, threshold: float) -> list
 
 def clusters(store: Store, run: str | None, mode: str, threshold: float = 0.5) -> tuple[KG, list[int]]:
     """The KG and each entity's cluster label after the mode's merges."""
-    run_id, _, kg_id, _ = get_dedup_run(store, run)
-    graph = KG(store, kg_id)
-    return graph, merge_clusters(len(graph.names), merged_pairs(store, run_id, mode, threshold))
+    dedup = get_dedup_run(store, run)
+    graph = KG(store, dedup.kg_id)
+    return graph, merge_clusters(len(graph.names), merged_pairs(store, dedup.id, mode, threshold))
 
 
 def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, threshold: float = 0.5) -> dict:
     """Write the deduplicated KG (kb.jsonl), the alias map (aliases.jsonl) and the merges with provenance."""
     from workbench.data.exports import write_atomic
 
-    run_id, name, kg_id, _ = get_dedup_run(store, run)
+    dedup = get_dedup_run(store, run)
+    run_id, name, kg_id = dedup.id, dedup.name, dedup.kg_id
     graph, labels = clusters(store, name, mode, threshold)
     members: dict[int, list[int]] = {}
     for eid, label in enumerate(labels):
@@ -149,8 +149,9 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
 def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, resamples: int = 2000,
              seed: int = 0) -> dict[str, Any]:
     """Pairwise and B-cubed P/R/F1 with CIs per mode against gold clusters, and graph+text − graph."""
-    run_id, name, kg_id, config = get_dedup_run(store, run)
-    graph = KG(store, kg_id)
+    dedup = get_dedup_run(store, run)
+    run_id, name, config = dedup.id, dedup.name, dedup.config
+    graph = KG(store, dedup.kg_id)
     if all(g is None for g in graph.gold):
         raise ValueError("this KG has no gold clusters (gold_clusters.jsonl) to evaluate against")
     # An entity without a gold line is its own cluster.
@@ -174,7 +175,7 @@ def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, re
 
 def decision_counts(store: Store, run: str | None) -> dict[str, int]:
     """How many reviewer decisions each mode of the run holds (decisions are per mode), every mode listed."""
-    run_id, _, _, config = get_dedup_run(store, run)
+    dedup = get_dedup_run(store, run)
     counts = dict(store.conn.execute("SELECT mode, count(*) FROM dedup_decisions WHERE run_id = ? GROUP BY mode",
-                                     (run_id,)).fetchall())
-    return {mode: counts.get(mode, 0) for mode in config.modes}
+                                     (dedup.id,)).fetchall())
+    return {mode: counts.get(mode, 0) for mode in dedup.config.modes}

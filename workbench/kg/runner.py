@@ -20,6 +20,7 @@ from workbench.models.cached import default_llm
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
 from workbench.store.db import Store, utcnow
+from workbench.store.lookup import NotFound, named_or_latest
 
 
 @dataclass(frozen=True)
@@ -80,35 +81,59 @@ class KG:
         return collect_context(self.names[eid], self.out_edges[eid], self.in_edges[eid], (), self.chunks, config)
 
 
-def get_kg_id(store: Store, name: str | None) -> tuple[int, str]:
-    """(id, name) of a KG; the latest import when ``name`` is None."""
-    row = (store.conn.execute("SELECT id, name FROM kgs ORDER BY id DESC LIMIT 1").fetchone() if name is None
-           else store.conn.execute("SELECT id, name FROM kgs WHERE name = ?", (name,)).fetchone())
-    if row is None:
-        known = [n for (n,) in store.conn.execute("SELECT name FROM kgs ORDER BY id")]
-        raise ValueError(f"no KG named {name!r} (known: {', '.join(known) or 'none'}; `workbench dedup import DIR`)"
-                         if name else "no KG imported yet (`workbench dedup import DIR`)")
-    return row
+@dataclass(frozen=True)
+class KgRef:
+    """An imported KG, by id and name."""
+
+    id: int
+    name: str
 
 
-def get_dedup_run(store: Store, name: str | None = None) -> tuple[int, str, int, DedupConfig]:
-    """(id, name, kg_id, config) of a dedup run; the latest when ``name`` is None."""
-    row = (store.conn.execute("SELECT id, name, kg_id, config FROM dedup_runs ORDER BY id DESC LIMIT 1").fetchone()
-           if name is None else
-           store.conn.execute("SELECT id, name, kg_id, config FROM dedup_runs WHERE name = ?", (name,)).fetchone())
-    if row is None:
-        known = [n for (n,) in store.conn.execute("SELECT name FROM dedup_runs ORDER BY id")]
-        raise ValueError(f"no dedup run named {name!r} (known: {', '.join(known) or 'none'})" if name
-                         else "no dedup runs yet (`workbench dedup run KG`)")
-    cfg = json.loads(row[3])
+@dataclass(frozen=True)
+class DedupRun:
+    """A planned dedup run: its KG and the config its verdicts were judged under."""
+
+    id: int
+    name: str
+    kg_id: int
+    config: DedupConfig
+
+    def require_mode(self, mode: str) -> None:
+        """Refuse a judge mode this run did not judge (ValueError names the ones it did)."""
+        if mode not in self.config.modes:
+            raise ValueError(f"mode {mode!r} was not run (this run has {', '.join(self.config.modes)})")
+
+
+def get_kg(store: Store, name: str | None) -> KgRef:
+    """A KG by name; the latest import when ``name`` is None (NotFound lists the known ones)."""
+    return KgRef(*named_or_latest(store.conn, "kgs", "id, name", name, what="KG",
+                                  none_yet="no KG imported yet (`workbench dedup import DIR`)",
+                                  hint="`workbench dedup import DIR`"))
+
+
+def get_dedup_run(store: Store, name: str | None = None) -> DedupRun:
+    """A dedup run by name; the latest when ``name`` is None (NotFound lists the known ones)."""
+    run_id, run_name, kg_id, config = named_or_latest(
+        store.conn, "dedup_runs", "id, name, kg_id, config", name, what="dedup run",
+        none_yet="no dedup runs yet (`workbench dedup run KG`)")
+    cfg = json.loads(config)
     cfg["modes"] = tuple(cfg["modes"])
-    return row[0], row[1], row[2], DedupConfig(**cfg)
+    return DedupRun(run_id, run_name, kg_id, DedupConfig(**cfg))
+
+
+def entity_id(store: Store, kg_id: int, name: str) -> int:
+    """The eid of the entity called ``name`` in a KG (NotFound names it)."""
+    row = store.conn.execute("SELECT eid FROM kg_entities WHERE kg_id = ? AND name = ?", (kg_id, name)).fetchone()
+    if row is None:
+        raise NotFound(f"{name!r} is not an entity of the run's KG")
+    return row[0]
 
 
 def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | None = None) -> tuple[str, bool, dict]:
     """Generate the candidate pairs and one pending verdict per (pair, mode); returns (name, created, stats)."""
     config.validate()
-    kg_id, kg_name = get_kg_id(store, kg)
+    kg_ref = get_kg(store, kg)
+    kg_id, kg_name = kg_ref.id, kg_ref.name
     name = name or default_name(f"dedup-{kg_name}", asdict(config), PIPELINE_NAME_DIGITS)
 
     def find(conn):
@@ -152,8 +177,9 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
     One process at a time runs it: another holding it raises
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
     """
-    run_id, name, kg_id, config = get_dedup_run(store, name)
-    return drive(store, f"dedup:{name}", _DedupWork(store, run_id, kg_id, config, llm), PassReport(run=name),
+    run = get_dedup_run(store, name)
+    return drive(store, f"dedup:{run.name}", _DedupWork(store, run.id, run.kg_id, run.config, llm),
+                 PassReport(run=run.name),
                  retry_errors=retry_errors, stop=stop, progress=progress, wait=wait, on_wait=on_wait)
 
 

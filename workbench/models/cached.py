@@ -9,12 +9,22 @@ item loses nothing and a resume replays the finished calls from the cache.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from workbench.models.base import Backend, Sampling
+from workbench.models.registry import BackendSpec, ExecOptions, make_backend
 from workbench.store.db import Store, utcnow
+
+
+def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dict, schema: dict | None) -> str:
+    """sha256 over everything that determines an output (docs/design.md §4)."""
+    material = json.dumps({"model": model_id, "template": chat_template, "prompt": prompt_text,
+                           "sampling": sampling, "schema": schema}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,6 @@ class CachedLLM:
         ``schema`` (JSON schema) or ``grammar`` (GBNF) constrain the output; either is part
         of the cache key.
         """
-        from workbench.runs.executor import cache_key
-
         backend = self.backend
         prompt = backend.render(messages)
         sampling = Sampling(max_tokens=max_tokens, temperature=temperature, seed=self.seed,
@@ -98,12 +106,10 @@ def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_th
     Loading waits for the machine-wide model slot; ``on_wait``/``stop`` (also settable on
     the returned object before its first call) hear of that wait and end it.
     """
-    from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
-
-    gen = GenerationConfig(model=model, n_ctx=n_ctx, seed=seed)
+    spec = BackendSpec(model=model, n_ctx=n_ctx, seed=seed)
 
     def build(on_wait, stop) -> Backend:
-        return make_backend(gen, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait,
+        return make_backend(spec, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait,
                                              stop=stop), store)
 
     llm = CachedLLM(store, build, seed=seed)

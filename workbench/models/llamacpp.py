@@ -17,6 +17,8 @@ from typing import Callable, Sequence
 
 from workbench.models import slot as model_slot
 from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
+from workbench.models.locate import resolve_model
+from workbench.utf8 import complete_utf8_prefix
 
 # llama-cpp-python is imported lazily: importing it costs ~0.3 s and most verbs never generate.
 
@@ -148,10 +150,6 @@ class LlamaTokenizer:
     """A model's own tokenizer as an evidence-budget tokenizer (``llama:PATH`` or ``llama:default``)."""
 
     def __init__(self, spec: str):
-        from workbench.evidence.tokenizers import complete_utf8_prefix
-        from workbench.models.locate import resolve_model
-
-        self._complete = complete_utf8_prefix
         path = resolve_model(spec or None)
         self.name = f"llama:{spec or 'default'}"
         self._llm = _load_llama(path, vocab_only=True)
@@ -167,4 +165,4 @@ class LlamaTokenizer:
     def decode_prefix(self, tokens: Sequence[int], n: int) -> str:
         """Text of the first ``n`` tokens; byte-level BPE models give an exact prefix."""
         data = self._llm.detokenize(list(tokens[:n]))
-        return self._complete(data).decode("utf-8", errors="replace")
+        return complete_utf8_prefix(data).decode("utf-8", errors="replace")

@@ -9,8 +9,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.models.base import ModelError
+
+if TYPE_CHECKING:  # finding a model file needs no database: keep sqlite_utils out of `import locate`
+    from workbench.store.db import Store
 
 DEFAULT_MODEL = "smollm2-135m"
 _DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -52,3 +56,17 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def cached_file_sha256(store: Store, path) -> str:
+    """sha256 of a model file, remembered in ``model_files`` by (path, size, mtime)."""
+    path = Path(path).resolve()
+    st = path.stat()
+    row = store.conn.execute("SELECT size, mtime_ns, sha256 FROM model_files WHERE path = ?", (str(path),)).fetchone()
+    if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+        return row[2]
+    sha = file_sha256(path)
+    with store.transaction() as conn:
+        conn.execute("INSERT OR REPLACE INTO model_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
+                     (str(path), st.st_size, st.st_mtime_ns, sha))
+    return sha

@@ -20,7 +20,8 @@ _COLUMNS = ("cover", "acc", "rounds", "steps", "n_model", "n_corrected", "n_comp
 
 def searchain_report(store: Store, name: str | None = None, *, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Every SearChain figure of a run over its finished samples (95% bootstrap CIs, paired by sample)."""
-    prun_id, name, dataset_id, config = get_pipeline_run(store, name)
+    prun = get_pipeline_run(store, name)
+    prun_id, name, dataset_id, config = prun.id, prun.name, prun.dataset_id, prun.config
     status = dict(store.conn.execute("SELECT status, count(*) FROM pipeline_samples WHERE prun_id = ?"
                                      " GROUP BY status", (prun_id,)).fetchall())
     rows = store.conn.execute(f"SELECT {', '.join(_COLUMNS)}, outcome FROM pipeline_samples"
@@ -63,7 +64,8 @@ def searchain_report(store: Store, name: str | None = None, *, resamples: int = 
 
 def sample_rows(store: Store, name: str | None = None, *, offset: int = 0, limit: int = 50) -> tuple[int, list[dict]]:
     """(total, one page of samples) of a SearChain run: id, question, status, outcome, scores, rounds."""
-    prun_id, _, dataset_id, _ = get_pipeline_run(store, name)
+    prun = get_pipeline_run(store, name)
+    prun_id, dataset_id = prun.id, prun.dataset_id
     total = store.conn.execute("SELECT count(*) FROM pipeline_samples WHERE prun_id = ?", (prun_id,)).fetchone()[0]
     keys = ("sid", "sample_id", "question", "status", "outcome", "cover", "baseline_cover", "rounds", "steps")
     rows = store.conn.execute(
@@ -76,9 +78,10 @@ def sample_rows(store: Store, name: str | None = None, *, offset: int = 0, limit
 def chain_tree(store: Store, name: str | None, sid: int) -> dict[str, Any]:
     """One sample's stored tree: nodes with their evidence and feedback, branches, the final content."""
     from workbench.evidence.units import render_line
-    from workbench.store.queries import load_units
+    from workbench.evidence.stored import load_units
 
-    prun_id, name, dataset_id, _ = get_pipeline_run(store, name)
+    prun = get_pipeline_run(store, name)
+    prun_id, name, dataset_id = prun.id, prun.name, prun.dataset_id
     job = store.conn.execute(
         "SELECT s.id, s.question, s.answers, p.status, p.error, p.outcome, p.rounds, p.steps, p.final_content,"
         " p.prediction, p.cover, p.acc, p.baseline_prediction, p.baseline_cover FROM pipeline_samples p"

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from workbench.evidence.stored import load_units
 from workbench.evidence.units import render_line
 from workbench.metrics.scoring import score_acc, score_cover
 from workbench.models.cached import default_llm
@@ -25,7 +26,8 @@ from workbench.pipelines.reader import READERS, make_reader
 from workbench.pipelines.searchain import LoopConfig, Trace, run_searchain
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store, utcnow
-from workbench.store.queries import Sample, get_dataset, load_retrieval, load_samples, load_units, retrievers
+from workbench.store.lookup import named_or_latest
+from workbench.store.queries import Sample, get_dataset, load_retrieval, load_samples, retrievers
 
 
 @dataclass(frozen=True)
@@ -95,20 +97,22 @@ def plan_searchain(store: Store, dataset: str | None, config: SearChainConfig, n
     return name, found is None
 
 
-def get_pipeline_run(store: Store, name: str | None = None) -> tuple[int, str, int, SearChainConfig]:
-    """(id, name, dataset_id, config) of a SearChain run; the latest when ``name`` is None."""
-    if name is None:
-        row = store.conn.execute("SELECT id, name, dataset_id, config FROM pipeline_runs ORDER BY id DESC"
-                                 " LIMIT 1").fetchone()
-        if row is None:
-            raise ValueError("no SearChain runs yet (`workbench searchain run DATASET`)")
-    else:
-        row = store.conn.execute("SELECT id, name, dataset_id, config FROM pipeline_runs WHERE name = ?",
-                                 (name,)).fetchone()
-        if row is None:
-            known = [n for (n,) in store.conn.execute("SELECT name FROM pipeline_runs ORDER BY id")]
-            raise ValueError(f"no SearChain run named {name!r} (known: {', '.join(known) or 'none'})")
-    return row[0], row[1], row[2], SearChainConfig(**json.loads(row[3]))
+@dataclass(frozen=True)
+class PipelineRun:
+    """A planned SearChain run: its dataset and the config its results were produced under."""
+
+    id: int
+    name: str
+    dataset_id: int
+    config: SearChainConfig
+
+
+def get_pipeline_run(store: Store, name: str | None = None) -> PipelineRun:
+    """A SearChain run by name; the latest when ``name`` is None (NotFound lists the known ones)."""
+    run_id, run_name, dataset_id, config = named_or_latest(
+        store.conn, "pipeline_runs", "id, name, dataset_id, config", name, what="SearChain run",
+        none_yet="no SearChain runs yet (`workbench searchain run DATASET`)")
+    return PipelineRun(run_id, run_name, dataset_id, SearChainConfig(**json.loads(config)))
 
 
 class _Parts:
@@ -188,9 +192,9 @@ def execute_searchain(store: Store, name: str | None = None, *, llm=None, retry_
     One process at a time runs it: another holding it raises
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
     """
-    prun_id, name, dataset_id, config = get_pipeline_run(store, name)
-    return drive(store, f"searchain:{name}", _SearChainWork(store, prun_id, dataset_id, config, llm),
-                 PassReport(run=name), retry_errors=retry_errors, stop=stop, progress=progress, wait=wait,
+    prun = get_pipeline_run(store, name)
+    return drive(store, f"searchain:{prun.name}", _SearChainWork(store, prun.id, prun.dataset_id, prun.config, llm),
+                 PassReport(run=prun.name), retry_errors=retry_errors, stop=stop, progress=progress, wait=wait,
                  on_wait=on_wait)
 
 

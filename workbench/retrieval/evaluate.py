@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from workbench.metrics.ir import aggregate, doc_level, evaluate
+from workbench.models.base import Sampling
+from workbench.models.registry import BackendSpec, ExecOptions, make_backend
+from workbench.runs.answers import string_list_schema, strings_after
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
 
@@ -102,8 +105,7 @@ def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str 
     return report
 
 
-QUESTION_SCHEMA = {"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}},
-                   "required": ["questions"]}
+QUESTION_SCHEMA = string_list_schema("questions")
 _LLM_PROMPT = (
     "Here is a recipe document.\n\n{text}\n\n"
     "Write {n} different questions a cook could ask that this document answers: about the ingredients, "
@@ -118,18 +120,13 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
     Each question becomes a sample with ``meta.strategy = "llm"`` and the document as gold.
     ``backend`` defaults to the default llama.cpp model. Returns how many were added.
     """
-    from workbench.models.base import Sampling
-    from workbench.runs.answers import _strings_after
-
     ds = get_dataset(store, dataset)
     docs = store.conn.execute("SELECT doc_id, title, category FROM documents WHERE dataset_id = ? ORDER BY doc_id",
                               (ds.id,)).fetchall()[:limit]
     if not docs:
         raise ValueError(f"dataset {ds.name!r} is not a Markdown corpus (import one with `workbench corpus import`)")
     if backend is None:
-        from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
-
-        backend = make_backend(GenerationConfig(n_ctx=2048), ExecOptions(), store)
+        backend = make_backend(BackendSpec(n_ctx=2048), ExecOptions(), store)
     existing = {s.id for s in load_samples(store, ds.id)}
     next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
                                   (ds.id,)).fetchone()[0]
@@ -145,7 +142,7 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
         try:
             questions = [q for q in json.loads(output).get("questions", []) if isinstance(q, str)]
         except (json.JSONDecodeError, AttributeError):
-            questions = _strings_after(output, "questions")  # cut off by max_tokens: keep the complete ones
+            questions = strings_after(output, "questions")  # cut off by max_tokens: keep the complete ones
         questions = list(dict.fromkeys(q.strip() for q in questions if q.strip()))[:n]
         rows = []
         for i, question in enumerate(questions):

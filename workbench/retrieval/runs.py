@@ -15,9 +15,10 @@ from typing import TextIO
 
 from workbench.data.importer import count_noun
 from workbench.errors import BadInput
+from workbench.evidence.stored import load_units
 from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_text
 from workbench.store.db import Store
-from workbench.store.queries import get_dataset, load_samples, load_units
+from workbench.store.queries import get_dataset, load_samples
 
 
 @dataclass

@@ -23,9 +23,15 @@ INSTRUCTIONS = {
 }
 
 _LABEL = r"^[TC](0|[1-9][0-9]*)$"
+
+
+def string_list_schema(key: str) -> dict:
+    """The JSON schema of an object holding one list of strings under ``key`` (e.g. claims, questions)."""
+    return {"type": "object", "properties": {key: {"type": "array", "items": {"type": "string"}}}, "required": [key]}
+
+
 SCHEMAS = {
-    "json": {"type": "object", "properties": {"answers": {"type": "array", "items": {"type": "string"}}},
-             "required": ["answers"]},
+    "json": string_list_schema("answers"),
     "grounded": {"type": "object",
                  "properties": {"answers": {"type": "array", "items": {"type": "string"}},
                                 "citations": {"type": "array", "items": {"type": "string", "pattern": _LABEL}}},
@@ -61,13 +67,14 @@ def parse_output(output: str, answer_format: str) -> ParsedAnswer:
         answers = [a for a in obj.get("answers", []) if isinstance(a, str)]
         citations = [c for c in obj.get("citations", []) if isinstance(c, str)]
     except (json.JSONDecodeError, AttributeError):
-        answers = _strings_after(output, "answers")
-        citations = _strings_after(output, "citations")
+        answers = strings_after(output, "answers")
+        citations = strings_after(output, "citations")
     prediction = json.dumps(answers, ensure_ascii=False)
     return ParsedAnswer(prediction, tuple(citations) if answer_format == "grounded" else None)
 
 
-def _strings_after(text: str, key: str) -> list[str]:
+def strings_after(text: str, key: str) -> list[str]:
+    """The complete JSON strings of the list under ``"key"`` in ``text``, even when the JSON is cut off."""
     m = re.search(r'"%s"\s*:\s*\[' % key, text)
     if not m:
         return []

@@ -13,7 +13,6 @@ counters, stop, errors and timing; this module loads a run's jobs and processes 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -22,7 +21,9 @@ from typing import Callable, Iterator
 
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, PromptError
-from workbench.models.registry import ExecOptions, GenerationConfig, make_backend
+from workbench.models.cached import cache_key
+from workbench.models.registry import ExecOptions, make_backend
+from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.store.db import Store, utcnow
@@ -72,13 +73,6 @@ class _Job:
     visible: list[str]
     key: str = ""
     prompt_tokens: int | None = None
-
-
-def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dict, schema: dict | None) -> str:
-    """sha256 over everything that determines an output (docs/design.md §4)."""
-    material = json.dumps({"model": model_id, "template": chat_template, "prompt": prompt_text,
-                           "sampling": sampling, "schema": schema}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_errors: bool = False,
@@ -141,7 +135,7 @@ class _RunWork(PassWork):
         return jobs
 
     def open(self) -> None:
-        self.backend = self.backend or make_backend(self.gen, self.opts, self.store)
+        self.backend = self.backend or make_backend(self.gen.backend_spec, self.opts, self.store)
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
         self.scorer = get_scorer(self.run.config.get("score", "acc"))
         self.schema = schema_for(self.gen.answer_format)

@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from workbench.evidence import DEFAULT_TOKENIZER, FORMATS, get_tokenizer, linearize, select_oracle_path, truncate_many
+from workbench.evidence.stored import load_units
 from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan_or_find, refuse_changed
 from workbench.runs.cells import Cell, grid
 from workbench.store.db import Store, utcnow
-from workbench.store.queries import get_dataset, load_retrieval, load_samples, load_units, retrievers
+from workbench.store.queries import get_dataset, load_retrieval, load_samples, retrievers
 
 
 @dataclass(frozen=True)

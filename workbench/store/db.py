@@ -377,6 +377,19 @@ def _fault(path: Path, exc: sqlite3.Error) -> EnvironmentFault:
     return write_fault(path, exc) or EnvironmentFault(sqlite_error_message(path, exc))
 
 
+@contextmanager
+def _closed_on_failure(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """Close ``conn`` if opening it fails; an SQLite error becomes the one-line fault naming ``path``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        conn.close()
+        raise _fault(path, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+
+
 def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False) -> Store:
     """Open (creating if needed) the database at ``path`` or the default, migrated.
 
@@ -401,7 +414,7 @@ def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False)
         if blocker:
             return _open_readonly(path, blocker)
     conn = _connect(path)
-    try:
+    with _closed_on_failure(conn, path):
         status = schema_status(conn)
         _refuse_foreign(path, status)
         if status.newer and readonly:
@@ -411,12 +424,6 @@ def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False)
             raise EnvironmentFault(_newer_message(path, status))
         _configure(conn)
         apply_migrations(conn)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _fault(path, exc) from exc
-    except BaseException:
-        conn.close()
-        raise
     return Store(db=sqlite_utils.Database(conn), path=path)
 
 
@@ -447,7 +454,7 @@ def _open_readonly(path: Path, reason: str) -> Store:
                                timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         raise _fault(path, exc) from exc
-    try:
+    with _closed_on_failure(conn, path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         status = schema_status(conn)
@@ -457,10 +464,4 @@ def _open_readonly(path: Path, reason: str) -> Store:
         if status.pending and not status.newer:
             raise EnvironmentFault(f"{path} is read-only ({reason}) and lacks the schema upgrade "
                                    f"{status.pending[0]}: open it once where it can be written")
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _fault(path, exc) from exc
-    except BaseException:
-        conn.close()
-        raise
     return Store(db=sqlite_utils.Database(conn), path=path, readonly_reason=reason, newer_schema=status.newer)

@@ -6,12 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.evidence.units import Unit
 from workbench.store.db import Store
-
-
-class NotFound(LookupError):
-    """A named dataset or run does not exist (the message says what does)."""
+from workbench.store.lookup import NotFound, named_or_latest
 
 
 @dataclass(frozen=True)
@@ -48,15 +44,9 @@ class Run:
 
 def get_dataset(store: Store, name: str | None = None) -> Dataset:
     """The named dataset, or the most recently imported one when ``name`` is None."""
-    sql = "SELECT id, name, unit_kind, source, created_at FROM datasets"
-    row = (store.conn.execute(sql + " WHERE name = ?", (name,)).fetchone() if name is not None
-           else store.conn.execute(sql + " ORDER BY id DESC LIMIT 1").fetchone())
-    if row is None:
-        known = [r[0] for r in store.conn.execute("SELECT name FROM datasets ORDER BY id")]
-        if name is None:
-            raise NotFound("no dataset imported yet: run `workbench import DIR --name NAME` first")
-        raise NotFound(f"no dataset named {name!r} (known: {', '.join(known) or 'none'})")
-    return Dataset(*row)
+    return Dataset(*named_or_latest(
+        store.conn, "datasets", "id, name, unit_kind, source, created_at", name, what="dataset",
+        none_yet="no dataset imported yet: run `workbench import DIR --name NAME` first"))
 
 
 def list_datasets(store: Store) -> list[dict[str, Any]]:
@@ -77,18 +67,6 @@ def list_datasets(store: Store) -> list[dict[str, Any]]:
                 " AND h IS NOT NULL GROUP BY h ORDER BY h", (ds_id,))},
         })
     return out
-
-
-def load_units(store: Store, dataset_id: int) -> dict[int, Unit]:
-    """All units of a dataset keyed by uid."""
-    units = {}
-    for uid, head, rel, tail, doc_id, text in store.conn.execute(
-            "SELECT uid, head, relation, tail, doc_id, text FROM units WHERE dataset_id = ?", (dataset_id,)):
-        if head is not None:
-            units[uid] = Unit(uid=uid, kind="triple", head=head, relation=rel, tail=tail)
-        else:
-            units[uid] = Unit(uid=uid, kind="chunk", doc_id=doc_id, text=text)
-    return units
 
 
 def load_samples(store: Store, dataset_id: int) -> list[Sample]:
@@ -115,15 +93,10 @@ def load_retrieval(store: Store, dataset_id: int, retriever: str) -> dict[int, l
 
 def get_run(store: Store, name: str | None = None) -> Run:
     """The named run, or the most recent one when ``name`` is None."""
-    sql = ("SELECT r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at"
-           " FROM runs r JOIN datasets d ON d.id = r.dataset_id")
-    row = (store.conn.execute(sql + " WHERE r.name = ?", (name,)).fetchone() if name is not None
-           else store.conn.execute(sql + " ORDER BY r.id DESC LIMIT 1").fetchone())
-    if row is None:
-        if name is None:
-            raise NotFound("no run yet: plan one with `workbench sweep`")
-        known = [r[0] for r in store.conn.execute("SELECT name FROM runs ORDER BY id")]
-        raise NotFound(f"no run named {name!r} (known: {', '.join(known) or 'none'})")
+    row = named_or_latest(
+        store.conn, "runs r JOIN datasets d ON d.id = r.dataset_id",
+        "r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at", name,
+        what="run", none_yet="no run yet: plan one with `workbench sweep`", alias="r.")
     return Run(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7])
 
 
@@ -141,24 +114,6 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
                     "cells": cells, "jobs": sum(status.values()), "done": status.get("done", 0),
                     "pending": status.get("pending", 0), "errors": status.get("error", 0)})
     return out
-
-
-def cached_file_sha256(store: Store, path) -> str:
-    """sha256 of a model file, remembered in ``model_files`` by (path, size, mtime)."""
-    from pathlib import Path
-
-    from workbench.models.locate import file_sha256
-
-    path = Path(path).resolve()
-    st = path.stat()
-    row = store.conn.execute("SELECT size, mtime_ns, sha256 FROM model_files WHERE path = ?", (str(path),)).fetchone()
-    if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
-        return row[2]
-    sha = file_sha256(path)
-    with store.transaction() as conn:
-        conn.execute("INSERT OR REPLACE INTO model_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
-                     (str(path), st.st_size, st.st_mtime_ns, sha))
-    return sha
 
 
 def delete_run(store: Store, name: str) -> dict[str, int]:

@@ -9,6 +9,7 @@ from textual.widgets import DataTable, Header, Static
 
 from workbench.kg.merges import decide, decision_counts, proposals
 from workbench.kg.runner import get_dedup_run
+from workbench.store.lookup import NotFound
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
@@ -21,12 +22,13 @@ BAND_RANGES = {"all": ("0", "1"), "high": ("0.9", "1"), "mid": ("0.7", "0.9"), "
 
 def _proposals(store, run, mode, band):
     try:
-        _, name, _, config = get_dedup_run(store, run)
-    except ValueError:
+        dedup = get_dedup_run(store, run)
+    except NotFound:
         return None
-    mode = mode if mode in config.modes else config.modes[-1]
-    return (name, config.modes, mode, proposals(store, name, mode, band=band, only_coreferent=False),
-            decision_counts(store, name))
+    modes = dedup.config.modes
+    mode = mode if mode in modes else modes[-1]
+    return (dedup.name, modes, mode, proposals(store, dedup.name, mode, band=band, only_coreferent=False),
+            decision_counts(store, dedup.name))
 
 
 def plural(n: int, word: str) -> str:

@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Header, Static
 from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
 from workbench.runs.report import cell_difference, run_ledger
-from workbench.store.queries import NotFound, get_run, run_names
+from workbench.store.lookup import NotFound
+from workbench.store.queries import get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.triage import tag_counts
 from workbench.tui.base import WorkbenchScreen

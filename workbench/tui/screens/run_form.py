@@ -12,7 +12,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from workbench.models.base import ModelError
 from workbench.models.locate import resolve_model
-from workbench.models.registry import GenerationConfig
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.cells import grid
 from workbench.runs.prompt import load_template
 from workbench.runs.sweep import SweepConfig
