@@ -166,11 +166,11 @@ def plan_run(db: Path, name: str, *, ks, budgets, formats, limit, **gen) -> None
 def executor_prompts(db: Path, name: str, n_threads: int) -> dict:
     """The distinct prompts execute() will generate, rendered as it does, in its order (prompt text)."""
     from workbench.models.llamacpp import LlamaCppBackend
-    from workbench.models.locate import resolve_model
+    from workbench.models.locate import cached_file_sha256, resolve_model
+    from workbench.runs.executor import load_jobs
     from workbench.runs.generation import GenerationConfig
-    from workbench.runs.executor import _load_jobs
     from workbench.store import open_store
-    from workbench.store.queries import cached_file_sha256, get_run, load_samples
+    from workbench.store.queries import get_run, load_samples
 
     store = open_store(db)
     run = get_run(store, name)
@@ -178,7 +178,7 @@ def executor_prompts(db: Path, name: str, n_threads: int) -> dict:
     path = resolve_model(gen.model)
     model_id = cached_file_sha256(store, path)
     samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
-    jobs = _load_jobs(store, run, ("pending",))
+    jobs = load_jobs(store, run, ("pending",))
     backend = LlamaCppBackend(path, model_id, n_ctx=gen.n_ctx, n_threads=n_threads, seed=gen.seed)
     texts = set()
     for job, evidence in jobs:
@@ -368,11 +368,11 @@ def _perf_backend_class():
 
 
 def _ksweep_one(a, tmp: Path, dataset_db: Path, label: str, ks, fmt: str) -> dict:
-    from workbench.models.locate import resolve_model
-    from workbench.runs.generation import GenerationConfig
+    from workbench.models.locate import cached_file_sha256, resolve_model
     from workbench.runs.executor import execute, run_stats
+    from workbench.runs.generation import GenerationConfig
     from workbench.store import open_store
-    from workbench.store.queries import cached_file_sha256, get_run
+    from workbench.store.queries import get_run
 
     db = copy_db(dataset_db, tmp / f"ks_{label}.db")
     plan_run(db, label, ks=ks, budgets=(a.ks_budget,), formats=(fmt,), limit=a.ks_limit,

@@ -204,6 +204,24 @@ def test_bootstrap_resamples_out_of_range_are_refused_naming_the_flag(db, capsys
         "argument --resamples: expected an integer from 1 to 1,000,000, got '100000000000000000000000'")
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["claims", "run", "s", "--reject-below", "nan"], "argument --reject-below: expected a number from 0 to 1, got 'nan'"),
+    (["claims", "run", "s", "--lexical-threshold", "0.6x"],
+     "argument --lexical-threshold: expected a number from 0 to 1, got '0.6x'"),
+    (["dedup", "run", "k", "--fuzzy-threshold", "inf"], "argument --fuzzy-threshold: expected a number from 0 to 1, got 'inf'"),
+    (["dedup", "eval", "--threshold", "1.5"], "argument --threshold: expected a number from 0 to 1, got '1.5'"),
+    (["searchain", "run", "tiny", "--hops", "0"], "argument --hops: expected an integer from 1 to 1,000, got '0'"),
+    (["run", "tiny", "--k", "1", "--budget", "64", "--temperature", "-1"],
+     "argument --temperature: expected a number from 0 to 100, got '-1'"),
+    (["resume", "s", "--n-gpu-layers", "-2"], "argument --n-gpu-layers: expected an integer from -1 to 100,000, got '-2'"),
+    (["corpus", "import", "d", "--max-chars", "5"],
+     "argument --max-chars: expected an integer from 20 to 10,000,000, got '5'"),
+    (["plot", "s", "--width", "10"], "argument --width: expected an integer from 30 to 1,000, got '10'"),
+])
+def test_a_threshold_or_size_that_cannot_work_is_refused_by_the_parser(argv, message, db, capsys):
+    assert refused_by_parser(argv, db, capsys).splitlines()[-1].endswith(message)
+
+
 # -- K past every retrieval list -------------------------------------------------------------
 def test_k_past_the_longest_retrieval_list_is_warned_and_shown_in_the_ledger_header(db, capsys):
     # tiny's longest retrieval list holds 3 units (q2): K=3 is within it, K=5 and 500 are not.

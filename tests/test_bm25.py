@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.retrieval import BM25Index, detect_mode, fingerprint, tokenize, triple_docs, triple_text
+from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_docs, triple_text
+from workbench.retrieval.text import detect_mode, tokenize
 
 REPO = Path(__file__).resolve().parents[1]
 # The full corpus beside the repo when present (CI), else the repo's own sample slice.

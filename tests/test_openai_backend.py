@@ -284,7 +284,8 @@ def test_a_stale_keep_alive_connection_is_reopened_without_spending_an_attempt()
 # -- a whole run over HTTP -------------------------------------------------------------
 
 def test_a_run_over_http_fills_every_job_with_concurrent_requests(server_url, tiny_store):
-    from workbench.models.registry import ExecOptions, GenerationConfig
+    from workbench.models.registry import ExecOptions
+    from workbench.runs.generation import GenerationConfig
     from workbench.runs.executor import execute, run_stats
     from workbench.runs.sweep import SweepConfig, plan_sweep
     from workbench.store.queries import get_run

@@ -119,15 +119,14 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
     return _finish(colors)
 
 
-def save(figure: str, path: str | Path, title: str = "Dissipation Workbench") -> None:
-    """Write a figure to exactly ``path``: ``.html``/``.htm`` as a standalone page, else plain text."""
-    path = Path(path)
+def file_text(figure: str, path: str | Path, title: str = "Dissipation Workbench") -> str:
+    """A figure as the file ``path`` holds it: ``.html``/``.htm`` a standalone page, else plain text (no colours)."""
     text = plt.uncolorize(figure)
-    if path.suffix.lower() in (".html", ".htm"):
+    if Path(path).suffix.lower() in (".html", ".htm"):
         text = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(title)
                 + "</title></head>\n<body><pre style=\"font-family: monospace; line-height: 1.1\">\n"
                 + html.escape(text) + "\n</pre></body></html>\n")
-    path.write_text(text, encoding="utf-8")
+    return text
 
 
 def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]], *, width: int = 78,

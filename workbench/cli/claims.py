@@ -11,7 +11,7 @@ from workbench.claims.vote import TIES
 from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import INT64_MAX, count
+from workbench.cli.types import INT64_MAX, count, number
 from workbench.tables import fmt_estimate, table
 
 
@@ -158,10 +158,10 @@ def register(subparsers, parents: SharedParents) -> None:
                         help="comma list of lexical,embedding,llm_judge,nli (default lexical,llm_judge)")
     verify.add_argument("--ties", choices=TIES, default="unsupported",
                         help="a tied vote between verifiers counts as (default unsupported)")
-    verify.add_argument("--reject-below", type=float, default=0.5,
+    verify.add_argument("--reject-below", type=number(0, 1), default=0.5,
                         help="reject an answer whose support ratio is below this (default 0.5)")
-    verify.add_argument("--lexical-threshold", type=float, default=0.6, help="lexical coverage for support (0.6)")
-    verify.add_argument("--embedding-threshold", type=float, default=0.75, help="cosine for support (0.75)")
+    verify.add_argument("--lexical-threshold", type=number(0, 1), default=0.6, help="lexical coverage for support (0.6)")
+    verify.add_argument("--embedding-threshold", type=number(0, 1), default=0.75, help="cosine for support (0.75)")
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
     verify.add_argument("--model", default="default", help="GGUF of the LLM decomposer and judge (default SmolLM2)")
     verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")

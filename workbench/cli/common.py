@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from workbench.cli.types import MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count
+from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count
 
 DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir)"
 JSON_HELP = "machine-readable output"
@@ -48,20 +48,17 @@ def add_seed(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--seed", type=count(0, MAX_SEED), default=0, help=help)
 
 
-def add_bootstrap(parser: argparse.ArgumentParser, *, terse: bool = False) -> None:
-    """``--resamples`` and ``--seed`` of a bootstrap; ``terse``: their help as the searchain and dedup verbs word it."""
-    if terse:
-        add_resamples(parser, "bootstrap resamples (2000)")
-        add_seed(parser, "bootstrap seed (0)")
-    else:
-        add_resamples(parser)
-        add_seed(parser, "bootstrap seed (default 0)")
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    """``--resamples`` and ``--seed`` of a bootstrap, worded alike in every verb."""
+    add_resamples(parser)
+    add_seed(parser, "bootstrap seed (default 0)")
 
 
 def add_model_threads(parser: argparse.ArgumentParser) -> None:
     """``--threads`` and ``--n-gpu-layers`` of llama.cpp."""
     parser.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
-    parser.add_argument("--n-gpu-layers", type=int, default=0, help="layers offloaded to a GPU (CUDA build)")
+    parser.add_argument("--n-gpu-layers", type=count(-1, MAX_GPU_LAYERS), default=0,
+                        help="layers offloaded to a GPU (CUDA build; -1 = all)")
 
 
 def add_retry_errors(parser: argparse.ArgumentParser, help: str) -> None:

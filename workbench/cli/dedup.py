@@ -10,7 +10,7 @@ from pathlib import Path
 from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import chosen_name
+from workbench.cli.types import MAX_CHARS, chosen_name, count, number
 from workbench.tables import fmt_estimate, table
 
 
@@ -146,7 +146,7 @@ def cmd_dedup_export(args) -> int:
 def register(subparsers, parents: SharedParents) -> None:
     """Add the ``dedup`` verbs to the CLI."""
     merge = argparse.ArgumentParser(add_help=False)
-    merge.add_argument("--threshold", type=float, default=0.5, help="judge confidence needed to merge (0.5)")
+    merge.add_argument("--threshold", type=number(0, 1), default=0.5, help="judge confidence needed to merge (0.5)")
 
     p = subparsers.add_parser("dedup", parents=[parents.db], help="entity deduplication for KG construction")
     psub = p.add_subparsers(dest="dedup_verb", metavar="VERB", required=True)
@@ -165,13 +165,13 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--modes", default="graph,graph+text", help="graph,graph+text,embedding (default graph,graph+text)")
     q.add_argument("--max-relations", type=int, default=10, help="relations per entity shown to the judge (10)")
     q.add_argument("--max-text-chunks", type=int, default=5, help="text chunks per entity in graph+text (5)")
-    q.add_argument("--chunk-max-chars", type=int, default=200, help="characters per chunk (200)")
-    q.add_argument("--fuzzy-threshold", type=float, default=0.85, help="name similarity within a block (0.85)")
+    q.add_argument("--chunk-max-chars", type=count(1, MAX_CHARS), default=200, help="characters per chunk (200)")
+    q.add_argument("--fuzzy-threshold", type=number(0, 1), default=0.85, help="name similarity within a block (0.85)")
     q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
     q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
     q.add_argument("--max-tokens", type=int, default=64, help="tokens per verdict (64)")
     q.add_argument("--embedding-model", help="GGUF for the embedding mode")
-    q.add_argument("--embedding-threshold", type=float, default=0.9, help="cosine for the embedding mode (0.9)")
+    q.add_argument("--embedding-threshold", type=number(0, 1), default=0.9, help="cosine for the embedding mode (0.9)")
     q.set_defaults(func=cmd_dedup_run)
 
     q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],
@@ -182,7 +182,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("eval", parents=[parents.db, merge],
                         help="pairwise and B-cubed P/R/F1 per mode vs gold clusters")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
-    add_bootstrap(q, terse=True)
+    add_bootstrap(q)
     add_json(q)
     q.set_defaults(func=cmd_dedup_eval, readonly=True)
 

@@ -8,7 +8,7 @@ import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap
 from workbench.cli.exit_codes import OK
-from workbench.cli.shared import emit_json, store_of
+from workbench.cli.shared import emit_json, store_of, write_out
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
@@ -65,8 +65,7 @@ def cmd_plot(args) -> int:
         figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors,
                                  width=args.width, height=args.height)
     if args.out:
-        plots.save(figure, args.out)
-        print(f"wrote {args.out}")
+        write_out(args.out, plots.file_text(figure, args.out), "the plot")
     else:
         print(figure)
     return OK
@@ -117,9 +116,10 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
     p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
     p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
-    p.add_argument("--out", help="write to a file: .html keeps colours, anything else is text")
-    p.add_argument("--width", type=int, default=78)
-    p.add_argument("--height", type=int, default=20)
+    p.add_argument("--out", help="write to a file instead (atomically): .html or .htm as a standalone page, "
+                                 "anything else as plain text; neither keeps the terminal's colours")
+    p.add_argument("--width", type=count(30, 1000), default=78, help="columns (default 78)")
+    p.add_argument("--height", type=count(8, 500), default=20, help="rows (default 20)")
     p.set_defaults(func=cmd_plot, readonly=True)
 
     p = subparsers.add_parser("export", parents=[parents.db, report],

@@ -10,7 +10,7 @@ from pathlib import Path
 from workbench.cli.common import SharedParents, add_json, add_resamples
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, say_dataset_replaced, store_of, write_out
-from workbench.cli.types import INT64_MAX, MAX_K, chosen_name, count, counts
+from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts
 from workbench.tables import fmt_estimate, table
 
 
@@ -124,7 +124,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("directory")
     q.add_argument("--name", type=chosen_name, help="dataset name (default: the directory name)")
     q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
-    q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
+    q.add_argument("--max-chars", type=count(20, MAX_CHARS), default=500, help="chunk size cap in characters (default 500)")
     q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
     q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
     q.add_argument("--replace", action="store_true",

@@ -11,7 +11,7 @@ from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_thr
 from workbench.cli.exit_codes import OK, STOPPED
 from workbench.cli.shared import emit_json, list_rows, say, store_of
 from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_THREADS, MAX_TOKENS, chosen_name,
-                                 comma_separated, count, counts)
+                                 comma_separated, count, counts, number)
 
 
 def cmd_sweep(args) -> int:
@@ -196,7 +196,7 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")
     p.add_argument("--max-tokens", type=count(1, MAX_TOKENS), default=48, help="generated tokens at most (default 48)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--temperature", type=number(0, 100), default=0.0, help="0 = greedy (default)")
     p.add_argument("--answer-format", choices=("json", "grounded", "text"), default="json",
                    help="json: {answers} by grammar (default); grounded: {answers, citations}, a citation "
                         "outside the window scores 0; text: free text")

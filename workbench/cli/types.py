@@ -20,7 +20,9 @@ MAX_SHUFFLES = 1_000       # every shuffle is a cell per budget
 MAX_SEED = 2**32 - 1       # llama.cpp seeds are 32-bit
 MAX_RESAMPLES = 1_000_000
 MAX_THREADS = 1_024
+MAX_GPU_LAYERS = 100_000    # more than any model has; llama.cpp takes -1 for all
 MAX_TOKENS = 1_048_576     # context window and generated tokens
+MAX_CHARS = 10_000_000     # characters of a chunk
 
 
 def chosen_name(text: str) -> str:
@@ -64,6 +66,22 @@ def counts(low: int, high: int) -> Callable[[str], tuple[int, ...]]:
         return tuple(values)
 
     parse.__name__ = "integers"
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """One finite number in ``[low, high]`` (``nan`` and ``inf`` are refused: no comparison holds them)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip()) if len(text) <= 40 else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:   # False for nan as well
+            raise argparse.ArgumentTypeError(f"expected a number from {low:g} to {high:g}, got {_shown(text)}")
+        return value
+
+    parse.__name__ = "number"
     return parse
 
 

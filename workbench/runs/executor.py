@@ -98,7 +98,8 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
                  progress=work.progress_of(progress), wait=wait, on_wait=on_wait)
 
 
-def _load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
+def load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
+    """The run's jobs in ``statuses``, each with the evidence text its prompt shows."""
     marks = ",".join("?" * len(statuses))
     rows = store.conn.execute(
         "SELECT e.cell_id, e.sid, e.visible, v.text FROM events e JOIN evidence v ON v.sha256 = e.evidence_sha256"
@@ -128,7 +129,7 @@ class _RunWork(PassWork):
         return tick
 
     def load(self, statuses: tuple[str, ...]) -> list[tuple[_Job, str]]:
-        jobs = _load_jobs(self.store, self.run, statuses)
+        jobs = load_jobs(self.store, self.run, statuses)
         by_status = dict(self.store.conn.execute(
             "SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (self.run.id,)).fetchall())
         self.place = (by_status.get("done", 0), sum(by_status.values()))
