@@ -6,11 +6,16 @@ those imports too, so both checks see them.
 
 from __future__ import annotations
 
+import pkgutil
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
+
+import workbench
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 REPO = Path(__file__).resolve().parents[1]
@@ -77,3 +82,12 @@ def test_the_cycle_finder_finds_a_cycle():
     graph.add_import(importer="p.b", imported="p.c")
     graph.add_import(importer="p.c", imported="p.a")
     assert cycles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+def test_every_top_level_module_has_a_layer():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    placed = {m for layer in layers for m in re.split(r"[|:]", layer) if m.strip()}
+    placed = {m.strip() for m in placed}
+    modules = {f"workbench.{m.name}" for m in pkgutil.iter_modules(workbench.__path__) if m.name != "migrations"}
+    assert modules - placed == set(), "give these a layer in pyproject.toml [tool.importlinter]"

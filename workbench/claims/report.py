@@ -64,18 +64,23 @@ def claims_by_cell(store: Store, run: Run, claim_run: int | None = None, *, excl
             return {}
         claim_run = info.id
     skip = set(exclude)
-    per_cell: dict[str, list[dict]] = {}
+    out = {}
+    for cell_id, by_sid in claim_values(store, claim_run).items():
+        rows = [values for sid, values in by_sid.items() if sid not in skip]
+        if rows:
+            out[cell_id] = {"jobs": len(rows),
+                            **aggregate(rows, resamples=resamples, seed=seed, names=("support_ratio", *METRICS))}
+    return out
+
+
+def claim_values(store: Store, claim_run: int) -> dict[str, dict[int, dict[str, float | None]]]:
+    """Per cell, per sid (ascending): the support ratio and every metric of each verified answer."""
+    per_cell: dict[str, dict[int, dict[str, float | None]]] = {}
     for cell_id, sid, ratio, metrics in store.conn.execute(
             "SELECT cell_id, sid, support_ratio, metrics FROM claim_jobs WHERE claim_run_id = ? AND status = 'done'"
             " ORDER BY cell_id, sid", (claim_run,)):
-        if sid in skip:
-            continue
-        per_cell.setdefault(cell_id, []).append({"support_ratio": ratio, **json.loads(metrics)})
-    out = {}
-    for cell_id, rows in per_cell.items():
-        out[cell_id] = {"jobs": len(rows),
-                        **aggregate(rows, resamples=resamples, seed=seed, names=("support_ratio", *METRICS))}
-    return out
+        per_cell.setdefault(cell_id, {})[sid] = {"support_ratio": ratio, **json.loads(metrics)}
+    return per_cell
 
 
 def answer_claims(store: Store, run: Run, cell_id: str, sid: int, claim_run: int | None = None) -> dict | None:

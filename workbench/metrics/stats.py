@@ -35,6 +35,7 @@ __all__ = [
     "percentile_intervals",
     "bootstrap_mean",
     "bootstrap_means",
+    "mean_and_resampled",
     "bootstrap_ratio",
     "paired_mean_difference",
 ]
@@ -249,10 +250,14 @@ def percentile_intervals(
 # --------------------------------------------------------------------------- bootstraps
 
 
-def _mean_and_resampled(
+def mean_and_resampled(
     values: np.ndarray, resamples: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Means over items (axis 0) and their resampled means ``W @ values / n``."""
+    """Means over items (axis 0) and their resampled means ``W @ values / n`` (resamples × ...).
+
+    ``n`` must be at least 1. Public for a caller that needs the resampled means themselves
+    (e.g. a paired bootstrap's p-value), not only their interval.
+    """
     n = values.shape[0]
     boot = np.empty((resamples,) + values.shape[1:], dtype=np.float64)
     for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
@@ -277,7 +282,7 @@ def bootstrap_mean(
         return Estimate(None, None, None)
     if len(values) < 2 or resamples == 0:
         return Estimate(float(np.mean(values)), None, None)
-    mean, boot = _mean_and_resampled(values, resamples, seed)
+    mean, boot = mean_and_resampled(values, resamples, seed)
     return percentile_interval(float(mean), boot, alpha)
 
 
@@ -294,7 +299,7 @@ def bootstrap_means(
         return [Estimate(None, None, None)] * m
     if n < 2 or resamples == 0:
         return [Estimate(float(v), None, None) for v in block.mean(axis=0)]
-    means, boot = _mean_and_resampled(block, resamples, seed)
+    means, boot = mean_and_resampled(block, resamples, seed)
     points = {j: float(means[j]) for j in range(m)}
     return list(percentile_intervals(points, {j: boot[:, j] for j in range(m)}, alpha).values())
 

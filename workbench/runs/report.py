@@ -23,6 +23,7 @@ class RunArrays:
     cells: dict[str, Cell]
     arrays: dict[str, CellArrays]
     score_name: str
+    sids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # the samples, in array order
 
 
 @dataclass
@@ -65,7 +66,7 @@ def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: s
     arrays = {cid: CellArrays(h_set=ints[0][keep], h_vis=ints[1][keep], k_eff=ints[2][keep],
                               evidence_tokens=ints[3][keep], truncated=ints[4][keep], score=scores[keep])
               for cid, (ints, scores) in raw.items()}
-    return RunArrays(run, cells, arrays, score_name)
+    return RunArrays(run, cells, arrays, score_name, np.asarray(sids, dtype=np.int64)[keep])
 
 
 def _scan(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]:
@@ -128,7 +129,8 @@ def _rescored(store: Store, run: Run, cells, scorer) -> tuple[np.ndarray, dict]:
     return sids, raw
 
 
-def _cell_sort_key(cell: Cell):
+def cell_sort_key(cell: Cell):
+    """The ledger's order of cells: by format, budget, K, then shuffle."""
     return (cell.format, cell.budget, cell.k or 0, cell.shuffle if cell.shuffle is not None else -1)
 
 
@@ -151,7 +153,7 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     report.exclude_tags = list(exclude_tags)
     retrieval = {cid: c for cid, c in ra.cells.items() if c.kind == "retrieval"}
     ledger = compute_ledger({cid: ra.arrays[cid] for cid in retrieval}, resamples=resamples, seed=seed)
-    for cid, cell in sorted(retrieval.items(), key=lambda kv: _cell_sort_key(kv[1])):
+    for cid, cell in sorted(retrieval.items(), key=lambda kv: cell_sort_key(kv[1])):
         report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
                             **{t: ledger[cid][t] for t in TERMS}})
     _attach_claims(store, run, report, excluded, resamples, seed)
@@ -207,7 +209,7 @@ def cell_order(store: Store, run: Run) -> list[str]:
     """The run's cell ids in ledger order: retrieval cells by (format, budget, K), then oracle cells."""
     cells = [Cell(kind, budget, fmt, k=k, shuffle=m) for kind, k, budget, fmt, m in store.conn.execute(
         "SELECT kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))]
-    return [c.cell_id for c in sorted(cells, key=lambda c: (c.kind != "retrieval", _cell_sort_key(c)))]
+    return [c.cell_id for c in sorted(cells, key=lambda c: (c.kind != "retrieval", cell_sort_key(c)))]
 
 
 def first_cell(store: Store, run: Run) -> str:
