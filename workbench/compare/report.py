@@ -187,12 +187,13 @@ def _population(cell: CellArrays) -> np.ndarray:
     return scored if scored.any() else np.ones(len(cell), dtype=bool)
 
 
-def _per_sample(cell: CellArrays, term: str) -> np.ndarray | None:
-    """The per-sample quantity a mean term averages over its population, or None for a ratio term."""
-    s = np.nan_to_num(cell.score)
-    return {"S_set": cell.h_set, "S_vis": cell.h_vis, "L_iface": cell.h_set - cell.h_vis, "S_llm": s,
-            "D_mass": (1 - s) * cell.h_vis, "L_leak": s * (1 - cell.h_vis), "truncated": cell.truncated,
-            "K_eff": cell.k_eff, "evidence_tokens": cell.evidence_tokens}.get(term)
+def _per_sample(cell: CellArrays, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Over the population ``mask``: the per-sample quantity each mean term averages (ratio terms have none)."""
+    s = np.nan_to_num(cell.score[mask])
+    h_set, h_vis = cell.h_set[mask], cell.h_vis[mask]
+    return {"S_set": h_set, "S_vis": h_vis, "L_iface": h_set - h_vis, "S_llm": s, "D_mass": (1 - s) * h_vis,
+            "L_leak": s * (1 - h_vis), "truncated": cell.truncated[mask], "K_eff": cell.k_eff[mask],
+            "evidence_tokens": cell.evidence_tokens[mask]}
 
 
 def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> list[dict[str, TermDelta]]:
@@ -209,6 +210,7 @@ def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> lis
             boot_a = terms_from_sums(sums[:, ia], pa.scored)
             boot_b = terms_from_sums(sums[:, ib], pb.scored)
         mask = _population(pa)
+        per_a, per_b = _per_sample(pa, mask), _per_sample(pb, mask)
         cell = {}
         for term in terms:
             va, vb = point_a[term], point_b[term]
@@ -217,8 +219,7 @@ def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> lis
             delta = percentile_interval(point, boot, alpha)
             p, test = None, None
             if point is not None:
-                xa, xb = _per_sample(pa, term), _per_sample(pb, term)
-                exact = None if xa is None else mcnemar_exact(xa[mask], xb[mask])
+                exact = mcnemar_exact(per_a[term], per_b[term]) if term in per_a else None
                 if exact is not None:
                     p, test = exact, "mcnemar"
                 else:
