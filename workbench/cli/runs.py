@@ -43,7 +43,7 @@ def _sweep_config(args):
 
 
 def cmd_run(args) -> int:
-    """Plan a run with a model (or find it) and generate its pending jobs."""
+    """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run per model."""
     from workbench.runs.generation import GenerationConfig
     from workbench.progress import ProgressBar
     from workbench.runs.prompt import load_template
@@ -51,20 +51,116 @@ def cmd_run(args) -> int:
     from workbench.store.queries import get_run
 
     template = load_template(args.prompt_file, args.answer_format) if args.prompt_file else None
-    gen = GenerationConfig(backend=args.backend, model=args.model, base_url=args.base_url, n_ctx=args.n_ctx,
-                           max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                           answer_format=args.answer_format,
-                           **({"system": template.system, "user": template.user} if template else {}))
-    gen.validate()
+    gens = [GenerationConfig(backend=args.backend, model=model, base_url=args.base_url, n_ctx=args.n_ctx,
+                             max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                             answer_format=args.answer_format, prompt_style=args.prompt_style,
+                             **({"system": template.system, "user": template.user} if template else {}))
+            for model in _models(args.model)]
+    for gen in gens:
+        gen.validate()
     store = store_of(args)
-    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name, generation=gen.as_dict(),
-                        progress=None if args.json else ProgressBar("plan"))
+    if len(gens) > 1:
+        return _run_models(args, store, gens)
+    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
+                        generation=gens[0].as_dict(), progress=None if args.json else ProgressBar("plan"))
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.json:
         state = "planned" if result.created else "found (same config): resuming"
         print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)
     return _execute(args, store, get_run(store, result.run))
+
+
+def _models(text: str) -> list[str]:
+    """``--model``: one model, or several comma-separated (an existing file whose name has a comma is one)."""
+    from pathlib import Path
+
+    if "," not in text or Path(text).expanduser().is_file():
+        return [text]
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    return models or [text]
+
+
+def _run_models(args, store, gens) -> int:
+    """``run --model A,B,...``: sibling runs ``{name}-{label}`` over one grid, generated one model at a time.
+
+    Every sibling is planned before any generates, so each is a complete run of its own
+    (``workbench resume NAME`` continues it after Ctrl-C or kill -9). The siblings share
+    the grid, the samples and the evidence windows (stored once: the evidence table is
+    content-addressed). Then the first run is compared with the second.
+    """
+    from workbench.data.fields import check_name
+    from workbench.errors import BadInput
+    from workbench.models.locate import model_label
+    from workbench.progress import ProgressBar
+    from workbench.runs.sweep import plan_sweep, sibling_base_name
+    from workbench.store.queries import get_run
+
+    sweep = _sweep_config(args)
+    labels = [model_label(gen.model) for gen in gens]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            first = gens[labels.index(label)].model
+            raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
+                             "give each model once (GGUF files with distinct file names)")
+    base = args.name or sibling_base_name(store, sweep, [gen.as_dict() for gen in gens], dataset=args.dataset)
+    names = []
+    for label in labels:
+        try:
+            names.append(check_name(f"{base}-{label}", "run name"))
+        except BadInput as exc:
+            raise ValueError(f"--model: {exc}") from None
+    runs = []
+    for i, (gen, name) in enumerate(zip(gens, names)):
+        result = plan_sweep(store, sweep, dataset=args.dataset, name=name, generation=gen.as_dict(),
+                            progress=None if args.json else ProgressBar("plan"))
+        run = get_run(store, result.run)
+        for warning in result.warnings if i == 0 else ():   # the siblings share the grid: said once
+            print(f"warning: {warning}", file=sys.stderr)
+        if not args.json:
+            state = "planned" if result.created else "found (same config): resuming"
+            style = run.config["generation"].get("prompt_style", "chat")
+            print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs "
+                  f"(model {labels[i]}, {style} prompts)", file=sys.stderr)
+        runs.append(run)
+    outcomes, codes = [], []
+    for i, run in enumerate(runs):
+        code, report, stats = _generate(args, store, run)
+        codes.append(code)
+        if report is not None:
+            outcomes.append({"execution": report, "run": stats})
+            _summarize(args, run, report, stats)
+        if code == STOPPED:
+            rest = " and ".join(f"`workbench resume {r.name}`" for r in runs[i:])
+            print(f"stopped: {rest} continue{'s' if len(runs) - i == 1 else ''}", file=sys.stderr)
+            break
+    comparison = None
+    if all(code == OK for code in codes) and len(codes) == len(runs):
+        comparison = _compare_first_two(args, store, runs)
+    elif not args.json:
+        print(f"not compared: a run did not finish; `workbench compare {runs[0].name} {runs[1].name}` compares "
+              "them once both are done", file=sys.stderr)
+    if args.json:
+        from dataclasses import asdict
+
+        emit_json({"runs": outcomes, "comparison": None if comparison is None else asdict(comparison)})
+    return next((code for code in codes if code != OK), OK)
+
+
+def _compare_first_two(args, store, runs):
+    """Print run 2 against run 1 (``workbench compare``'s text, unless --json) and return the Comparison, or None."""
+    from workbench.compare import compare_runs, render_comparison
+
+    try:
+        comparison = compare_runs(store, runs[0].name, runs[1].name)
+    except ValueError as exc:   # the runs cannot be paired (e.g. no sample both answered)
+        print(f"not compared: {exc}", file=sys.stderr)
+        return None
+    if not args.json:
+        print(render_comparison(comparison))
+        for other in runs[2:]:
+            print(f"note: compare the others with `workbench compare {runs[0].name} {other.name}`", file=sys.stderr)
+    return comparison
 
 
 def cmd_resume(args) -> int:
@@ -76,9 +172,24 @@ def cmd_resume(args) -> int:
 
 
 def _execute(args, store, run) -> int:
+    """Generate ``run``'s pending jobs and print its summary (JSON with --json); returns the exit code."""
+    code, report, stats = _generate(args, store, run)
+    if report is None:
+        return code
+    if args.json:
+        emit_json({"execution": report, "run": stats})
+    _summarize(args, run, report, stats)
+    return code
+
+
+def _generate(args, store, run):
+    """Execute ``run`` with a progress bar and Ctrl-C handling: ``(exit code, report, stats)``.
+
+    Report and stats are None when Ctrl-C ended the wait for the model slot (nothing ran).
+    """
     from workbench.models.registry import ExecOptions
     from workbench.models.slot import ModelSlotStopped
-    from workbench.passes.summary import exit_code, fatal_note
+    from workbench.passes.summary import exit_code
     from workbench.progress import ProgressBar, StopOnSigint
     from workbench.runs.executor import execute, run_stats
 
@@ -100,15 +211,18 @@ def _execute(args, store, run) -> int:
         except ModelSlotStopped:
             print(f"run {run.name}: stopped while waiting for the model; nothing was generated "
                   f"(`workbench resume {run.name}` continues)", file=sys.stderr)
-            return STOPPED
-    stats = run_stats(store, run)
-    if args.json:
-        emit_json({"execution": report, "run": stats})
-    else:
+            return STOPPED, None, None
+    return exit_code(report), report, run_stats(store, run)
+
+
+def _summarize(args, run, report, stats) -> None:
+    """The run's summary on stderr (not with --json), and what to do when the model could not be used."""
+    from workbench.passes.summary import fatal_note
+
+    if not args.json:
         print(_run_summary(report, stats), file=sys.stderr)
     if report.fatal:
         print(fatal_note(report, f"workbench resume {run.name}", what="The run"), file=sys.stderr)
-    return exit_code(report)
 
 
 def _run_summary(report, stats) -> str:
@@ -130,17 +244,25 @@ def _run_summary(report, stats) -> str:
 
 
 def cmd_runs(args) -> int:
-    """List the runs with their progress."""
-    from workbench.store.queries import list_runs
+    """List the runs with their progress and, for runs with a model, their prompt style."""
+    from workbench.store.queries import get_run, list_runs
 
-    return list_rows(list_runs(store_of(args)), as_json=args.json,
+    store = store_of(args)
+    rows = list_runs(store)
+    for row in rows:
+        gen = get_run(store, row["name"]).config.get("generation")
+        # A stored chat config leaves the field out (see GenerationConfig.as_dict); a sweep has no model.
+        row["prompt_style"] = gen.get("prompt_style", "chat") if gen else None
+    return list_rows(rows, as_json=args.json,
                      empty="no runs yet: `workbench sweep --k ... --budget ... --format ...`", line=_run_line)
 
 
 def _run_line(r: dict) -> str:
     pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
     errors = f", {r['errors']:,} failed" if r["errors"] else ""
-    return (f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}, {r['cells']} cells, "
+    # Chat is what every run used before prompt styles existed: only the other style is shown.
+    style = f" ({r['prompt_style']} prompts)" if r.get("prompt_style") not in (None, "chat") else ""
+    return (f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}{style}, {r['cells']} cells, "
             f"{r['done']:,}/{r['jobs']:,} jobs done ({pct:.0f}%){errors}")
 
 
@@ -191,7 +313,13 @@ def register(subparsers, parents: SharedParents) -> None:
     p = subparsers.add_parser("run", parents=[parents.db, grid, execution],
                               help="plan a sweep with a model and generate every (sample, cell) job; resumable")
     p.add_argument("--model", default="default",
-                   help="GGUF path, or 'default' (SmolLM2-135M-Instruct Q4_1); with --backend openai: the model name")
+                   help="GGUF path, 'default' (SmolLM2-135M-Instruct Q4_1) or 'gemma3-270m' (Gemma 3 270M base, "
+                        "the models extra); with --backend openai: the model name. Several, comma-separated "
+                        "(e.g. default,gemma3-270m): one run per model, NAME-LABEL, then the first two compared")
+    p.add_argument("--prompt-style", choices=("auto", "chat", "completion"), default="auto",
+                   help="chat: the GGUF's chat template; completion: plain text and an answer cue, for base "
+                        "models; auto (default): completion for base models (gemma3-270m, a GGUF without a chat "
+                        "template), else chat. The run's config records the style used")
     p.add_argument("--backend", choices=("llamacpp", "openai"), default="llamacpp")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")

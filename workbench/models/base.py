@@ -1,8 +1,8 @@
 """The one interface every generation backend implements.
 
-A backend turns chat messages into a rendered prompt (its exact text is part of the
-cache key) and generates a completion for it. The executor owns caching, ordering and
-persistence; a backend only generates.
+A backend turns chat messages (or, for a base model, plain text) into a rendered prompt
+(its exact text is part of the cache key) and generates a completion for it. The
+executor owns caching, ordering and persistence; a backend only generates.
 """
 
 from __future__ import annotations
@@ -39,9 +39,17 @@ class Sampling:
 class Prompt:
     """A rendered prompt: the exact text the model sees (or, over HTTP, the exact messages)."""
 
-    messages: tuple[tuple[str, str], ...]     # (role, content) pairs
+    messages: tuple[tuple[str, str], ...]     # (role, content) pairs; one ("user", text) for a completion prompt
     text: str                                  # the chat template applied; for HTTP, canonical JSON of messages
     tokens: int | None = None                  # prompt length in the model's tokens, when known
+    # A plain-completion prompt (no chat template, BOS added when tokenized): how a base
+    # model is prompted. Its cache key uses COMPLETION_TEMPLATE in place of a chat template.
+    completion: bool = False
+
+
+# What a completion prompt puts in the cache key's "template" slot: never a GGUF's chat
+# template, and not "" (what an HTTP backend, whose server applies its own, puts there).
+COMPLETION_TEMPLATE = "<plain completion: no chat template>"
 
 
 @dataclass
@@ -67,6 +75,13 @@ class Backend(Protocol):
 
     def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
         """Apply the chat template. Raises :class:`PromptError` if it cannot fit the context."""
+        ...
+
+    def render_text(self, text: str) -> Prompt:
+        """A plain-completion prompt of ``text`` (no chat template), for base models.
+
+        Raises :class:`ModelError` when the backend cannot complete plain text.
+        """
         ...
 
     def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,

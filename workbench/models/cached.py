@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from workbench.models.base import Backend, Sampling
+from workbench.models.base import COMPLETION_TEMPLATE, Backend, Prompt, Sampling
 from workbench.models.registry import BackendSpec, ExecOptions, make_backend
 from workbench.store.db import Store, utcnow
 
@@ -25,6 +25,17 @@ def cache_key(model_id: str, chat_template: str, prompt_text: str, sampling: dic
     material = json.dumps({"model": model_id, "template": chat_template, "prompt": prompt_text,
                            "sampling": sampling, "schema": schema}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def prompt_key(backend: Backend, prompt: Prompt, sampling: dict, schema: dict | None) -> str:
+    """The cache key of a rendered ``prompt`` on ``backend``.
+
+    A chat prompt keys on the backend's chat template, a plain-completion prompt on
+    :data:`~workbench.models.base.COMPLETION_TEMPLATE`: the same text prompted both ways
+    is two different inputs to the model (BOS, special tokens) and must not share outputs.
+    """
+    template = COMPLETION_TEMPLATE if prompt.completion else backend.chat_template
+    return cache_key(backend.model_id, template, prompt.text, sampling, schema)
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class CachedLLM:
         sampling = Sampling(max_tokens=max_tokens, temperature=temperature, seed=self.seed,
                             repeat_penalty=repeat_penalty)
         constraint = {"gbnf": grammar} if grammar is not None else schema
-        key = cache_key(backend.model_id, backend.chat_template, prompt.text, sampling.as_dict(), constraint)
+        key = prompt_key(backend, prompt, sampling.as_dict(), constraint)
         row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
         if row is not None:
             self.cache_hits += 1

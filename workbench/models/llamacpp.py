@@ -1,9 +1,10 @@
 """The default backend: llama.cpp in-process through llama-cpp-python.
 
 The chat template comes from the GGUF metadata and is applied here, so the rendered
-prompt text (part of the cache key) is exactly what the model evaluates. Consecutive
-prompts that share a token prefix reuse llama.cpp's KV cache; ``eval_tokens`` reports
-what was really evaluated.
+prompt text (part of the cache key) is exactly what the model evaluates. A base model
+(no chat template, e.g. Gemma 3 270M) is prompted with plain text instead
+(:meth:`LlamaCppBackend.render_text`). Consecutive prompts that share a token prefix
+reuse llama.cpp's KV cache; ``eval_tokens`` reports what was really evaluated.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -32,6 +34,18 @@ def _load_llama(path: Path, **kwargs):
         raise ModelError(f"{path}: llama.cpp could not load the model ({exc})") from exc
 
 
+def gguf_chat_template(path: str | Path) -> str:
+    """The chat template in a GGUF's metadata, ``""`` when it has none (a base model).
+
+    Only the vocabulary is loaded, not the weights: no model slot is taken.
+    """
+    llm = _load_llama(Path(path), vocab_only=True)
+    try:
+        return llm.metadata.get("tokenizer.chat_template") or ""
+    finally:
+        llm.close()
+
+
 class LlamaCppBackend:
     """A GGUF model loaded in this process. One generation at a time (``concurrency = 1``).
 
@@ -46,7 +60,8 @@ class LlamaCppBackend:
 
     def __init__(self, path: str | Path, model_id: str, *, n_ctx: int = 2048, n_threads: int | None = None,
                  n_gpu_layers: int = 0, seed: int = 0, on_wait: Callable[[str], None] | None = None,
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, chat: bool = True):
+        """Load ``path``; ``chat=False`` accepts a GGUF without a chat template (plain-completion prompts only)."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self.path = Path(path)
@@ -62,28 +77,42 @@ class LlamaCppBackend:
         except BaseException:
             self._slot.release()
             raise
-        template = self.llm.metadata.get("tokenizer.chat_template")
-        if not template:
+        template = self.llm.metadata.get("tokenizer.chat_template") or ""
+        if chat and not template:
             self.close()
-            raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template; pass a chat model")
+            raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template (a base model); pass a chat "
+                             "model (`workbench run --prompt-style completion` prompts a base model with plain text)")
         self.chat_template = template
         eos, bos = self.llm.token_eos(), self.llm.token_bos()
+        self._eos_text = self.llm._model.token_get_text(eos) if eos != -1 else ""
         self._formatter = Jinja2ChatFormatter(
             template=template,
-            eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
+            eos_token=self._eos_text,
             bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "",
             stop_token_ids=[eos],
-        )
+        ) if template else None
         self._grammars: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
         """Apply the GGUF chat template and tokenize; the text is the cache key's prompt."""
+        if self._formatter is None:
+            raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template: it takes plain-completion "
+                             "prompts only (--prompt-style completion)")
         text = self._formatter(messages=[dict(m) for m in messages]).prompt
         prompt = Prompt(messages=tuple((m["role"], m["content"]) for m in messages), text=text)
         return Prompt(prompt.messages, text, tokens=len(self._tokens(prompt)))
 
+    def render_text(self, text: str) -> Prompt:
+        """A plain-completion prompt: ``text`` as is, no chat template; BOS is added when it is tokenized."""
+        prompt = Prompt(messages=(("user", text),), text=text, completion=True)
+        return replace(prompt, tokens=len(self._tokens(prompt)))
+
     def _tokens(self, prompt: Prompt) -> list[int]:
+        if prompt.completion:
+            # No template writes a BOS here: the vocabulary's own add-BOS setting does. Special
+            # tokens are not parsed: the text is data (evidence may spell "<eos>"), never control.
+            return self.llm.tokenize(prompt.text.encode("utf-8"), add_bos=True, special=False)
         # The Jinja2 formatter writes any BOS itself (added_special), so none is added here.
         return self.llm.tokenize(prompt.text.encode("utf-8"), add_bos=False, special=True)
 
@@ -112,7 +141,7 @@ class LlamaCppBackend:
                 prompt=tokens, max_tokens=sampling.max_tokens, temperature=sampling.temperature,
                 top_p=sampling.top_p, top_k=sampling.top_k, repeat_penalty=sampling.repeat_penalty,
                 seed=sampling.seed, grammar=self._grammar(json_schema, grammar),
-                stop=[self._formatter.eos_token] if self._formatter.eos_token else None)
+                stop=[self._eos_text] if self._eos_text else None)
             seconds = time.perf_counter() - start
         choice = out["choices"][0]
         usage = out.get("usage", {})

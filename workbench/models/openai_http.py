@@ -111,6 +111,11 @@ class OpenAIBackend:
         text = json.dumps(msgs, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return Prompt(messages=tuple((m["role"], m["content"]) for m in msgs), text=text, tokens=None)
 
+    def render_text(self, text: str) -> Prompt:
+        """Refused: this backend speaks chat completions only, so a base model cannot be prompted with plain text."""
+        raise ModelError(f"{self.base_url}: the openai backend sends chat messages only; plain-completion "
+                         "prompts (--prompt-style completion) need --backend llamacpp")
+
     def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,
                  grammar: str | None = None) -> Generation:
         body: dict[str, Any] = {

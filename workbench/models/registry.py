@@ -18,10 +18,13 @@ class BackendSpec:
     """Which model serves a pass and how it is loaded: what :func:`make_backend` needs."""
 
     backend: str = "llamacpp"
-    model: str = "default"          # GGUF path or "default" (llamacpp); the served model name (openai)
+    model: str = "default"          # GGUF path, "default" or a known model name (llamacpp); the served model (openai)
     base_url: str | None = None     # openai only, e.g. http://127.0.0.1:8080/v1
     n_ctx: int = 2048
     seed: int = 0
+    # Whether prompts go through the GGUF's chat template: False lets a base model (no
+    # template) load, for plain-completion prompts.
+    chat: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,4 +61,4 @@ def make_backend(spec: BackendSpec, opts: ExecOptions, store) -> Backend:
     path = resolve_model(spec.model)
     return LlamaCppBackend(path, cached_file_sha256(store, path), n_ctx=spec.n_ctx,
                            n_threads=opts.n_threads or os.cpu_count(), n_gpu_layers=opts.n_gpu_layers, seed=spec.seed,
-                           on_wait=opts.on_wait, stop=opts.stop)
+                           on_wait=opts.on_wait, stop=opts.stop, chat=spec.chat)

@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, PromptError
-from workbench.models.cached import cache_key
+from workbench.models.cached import prompt_key
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
@@ -93,7 +93,7 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     if not gen_config:
         raise ValueError(f"run {run.name!r} has no model (it was planned by `sweep`): "
                          "use `workbench run` or import predictions")
-    work = _RunWork(store, run, GenerationConfig(**gen_config), opts or ExecOptions(), backend)
+    work = _RunWork(store, run, GenerationConfig.from_stored(gen_config), opts or ExecOptions(), backend)
     return drive(store, f"run:{run.name}", work, ExecReport(run=run.name), retry_errors=retry_errors, stop=stop,
                  progress=work.progress_of(progress), wait=wait, on_wait=on_wait)
 
@@ -175,19 +175,18 @@ class _RunWork(PassWork):
         self._generate(pending)
 
     def _group(self, jobs) -> dict[str, tuple[object, list[_Job]]]:
-        """Render every prompt, key it, and order the groups by prompt text (prefix sharing)."""
-        template = self.gen.template
+        """Render every prompt (chat or plain completion, as the run's config says), key it, and
+        order the groups by prompt text (prefix sharing)."""
         groups: dict[str, tuple[object, list[_Job]]] = {}
         for job, evidence in jobs:
             sample = self.samples[job.sid]
             try:
-                prompt = self.backend.render(template.messages(evidence, sample.question))
+                prompt = self.gen.render(self.backend, evidence, sample.question)
             except PromptError as exc:
                 self.driver.fail(job, str(exc), shown=str(exc))
                 continue
             job.prompt_tokens = prompt.tokens
-            job.key = cache_key(self.backend.model_id, self.backend.chat_template, prompt.text,
-                                self.sampling.as_dict(), self.schema)
+            job.key = prompt_key(self.backend, prompt, self.sampling.as_dict(), self.schema)
             groups.setdefault(job.key, (prompt, []))[1].append(job)
         return dict(sorted(groups.items(), key=lambda kv: kv[1][0].text))
 

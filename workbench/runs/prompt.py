@@ -19,6 +19,7 @@ DEFAULT_SYSTEM = (
     "tagged with an ID in square brackets."
 )
 DEFAULT_USER = "Evidence:\n{evidence}\nQuestion: {question}\n{instruction}"
+ANSWER_CUE = "\n\nAnswer:"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,14 @@ class PromptTemplate:
     def text(self, evidence: str, question: str) -> str:
         """The same prompt flattened to plain text, for completion-style generators."""
         return "\n\n".join(m["content"] for m in self.messages(evidence, question))
+
+    def completion(self, evidence: str, question: str) -> str:
+        """The plain-completion prompt of a base model: :meth:`text` and an answer cue.
+
+        A base model continues text rather than replies to a turn, so the prompt ends where
+        the answer starts.
+        """
+        return self.text(evidence, question) + ANSWER_CUE
 
 
 def load_template(path: str | Path, answer_format: str = "text") -> PromptTemplate:

@@ -16,8 +16,9 @@ from workbench.evidence import DEFAULT_TOKENIZER, FORMATS, get_tokenizer, linear
 from workbench.evidence.stored import load_units
 from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan_or_find, refuse_changed
 from workbench.runs.cells import Cell, grid
+from workbench.runs.generation import resolve_generation
 from workbench.store.db import Store, utcnow
-from workbench.store.queries import get_dataset, load_retrieval, load_samples, retrievers
+from workbench.store.queries import Dataset, get_dataset, load_retrieval, load_samples, retrievers
 
 
 @dataclass(frozen=True)
@@ -66,13 +67,8 @@ def _sorted_unique(values: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
-def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
-               generation: dict | None = None,
-               progress: Callable[[int, int], None] | None = None) -> SweepResult:
-    """Plan (or find, if identical) a run and write its retrieval/interface events (its jobs).
-
-    ``generation`` (a model's settings) is stored with the config: a run that generates.
-    """
+def _resolve(store: Store, config: SweepConfig, dataset: str | None) -> tuple[SweepConfig, Dataset, list[str]]:
+    """The config as planned (sorted grid, the retriever chosen), its dataset, and notes on the defaults taken."""
     config = SweepConfig(**{**asdict(config), "ks": _sorted_unique(config.ks),
                             "budgets": _sorted_unique(config.budgets),
                             "formats": tuple(dict.fromkeys(config.formats))})
@@ -89,7 +85,34 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
         raise ValueError(f"--retriever: {retriever!r} is not in dataset {ds.name!r} (has: {', '.join(names)})")
     if config.retriever is None and len(names) > 1:
         notes.append(f"retriever: {retriever} (of {', '.join(names)}; pass --retriever to choose)")
-    config = SweepConfig(**{**asdict(config), "retriever": retriever})
+    return SweepConfig(**{**asdict(config), "retriever": retriever}), ds, notes
+
+
+def sibling_base_name(store: Store, config: SweepConfig, generations: Sequence[dict], *,
+                      dataset: str | None = None) -> str:
+    """The default name shared by the sibling runs of several models (``run --model A,B``).
+
+    Each sibling is planned as ``{base}-{label}``. The hash covers the grid and every
+    model's settings, so the same command finds the same siblings again.
+    """
+    config, ds, _ = _resolve(store, config, dataset)
+    identity = {**asdict(config), "generations": [resolve_generation(g) for g in generations]}
+    return default_name(ds.name, identity, RUN_NAME_DIGITS)
+
+
+def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
+               generation: dict | None = None,
+               progress: Callable[[int, int], None] | None = None) -> SweepResult:
+    """Plan (or find, if identical) a run and write its retrieval/interface events (its jobs).
+
+    ``generation`` (a model's settings, :meth:`GenerationConfig.as_dict`) is stored with the
+    config: a run that generates. Its prompt style ``auto`` is resolved here, so every
+    planner (CLI, TUI) records the style the run uses.
+    """
+    if generation is not None:
+        generation = resolve_generation(generation)
+    config, ds, notes = _resolve(store, config, dataset)
+    retriever = config.retriever
     tokenizer = get_tokenizer(config.tokenizer)
     identity = {**asdict(config), "generation": generation}
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)

