@@ -1,4 +1,5 @@
-"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup) over one SQLite file.
+"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup, Compare) over one
+SQLite file.
 
 Screens never touch SQL or llama.cpp: they call core functions from thread workers,
 each with its own connection, and get results back as messages. A 1 s timer watches
@@ -18,6 +19,7 @@ from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.dialogs import ConfirmDialog
 from workbench.tui.help import HelpScreen
 from workbench.tui.messages import DataChanged
+from workbench.tui.screens.compare import CompareScreen
 from workbench.tui.screens.datasets import DatasetsScreen
 from workbench.tui.screens.dedup import DedupScreen
 from workbench.tui.screens.ledger import LedgerScreen
@@ -43,12 +45,14 @@ class WorkbenchApp(WorkbenchAppBase):
         Binding("v", "switch_mode('retrieval')", "Retrieval"),
         Binding("h", "switch_mode('searchain')", "SearChain"),
         Binding("D", "switch_mode('dedup')", "Dedup"),
+        # C, not c: c is a key of Sample detail, Retrieval and the SearChain tree, which would hide this one there.
+        Binding("C", "switch_mode('compare')", "Compare"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
     MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
              "samples": SamplesScreen, "retrieval": RetrievalScreen,
-             "searchain": SearChainScreen, "dedup": DedupScreen}
+             "searchain": SearChainScreen, "dedup": DedupScreen, "compare": CompareScreen}
 
     def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 1.0):
         super().__init__(db_path)

@@ -1,4 +1,4 @@
-"""Modal dialogs: errors, confirmation and single-line prompts."""
+"""Modal dialogs: errors, confirmation, single-line prompts, a choice from a list and a page of text."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 from workbench.tui.markup import esc
 
@@ -83,3 +84,55 @@ class PromptDialog(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ChoiceDialog(ModalScreen[str | None]):
+    """Pick one of a list (e.g. a run): ↑/↓ move, Enter picks, Esc cancels (None).
+
+    ``choices`` are (value, label) pairs; the label is markup, the value what the dialog returns.
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str, choices: list[tuple[str, str]], current: str | None = None):
+        super().__init__()
+        self.question, self.choices, self.current = question, choices, current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog choice"):
+            yield Static(esc(self.question))
+            yield OptionList(*[Option(label, id=value) for value, label in self.choices], id="choices")
+            yield Label("[dim]↑/↓ move · Enter picks · Esc cancels[/dim]")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        values = [value for value, _ in self.choices]
+        if self.current in values:
+            options.highlighted = values.index(self.current)
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TextDialog(ModalScreen[None]):
+    """A page of plain text to read (scrolls with ↑/↓ pgup/pgdn); Esc closes."""
+
+    BINDINGS = [Binding("escape", "dismiss", "Close")]
+
+    def __init__(self, title: str, text: str):
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog text"):
+            yield Static(f"[b]{esc(self.title_text)}[/b]  [dim]esc closes[/dim]")
+            with VerticalScroll(id="text-body"):
+                # Plain text: data (a config's JSON, a template) is shown as it is, brackets and backslashes too.
+                yield Static(self.text, id="text", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#text-body", VerticalScroll).focus()

@@ -9,6 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from workbench.tui.screens.compare import FlipDetailScreen
 from workbench.tui.screens.detail import SampleDetailScreen
 from workbench.tui.screens.run_form import RunForm
 from workbench.tui.screens.searchain import ChainTreeScreen
@@ -21,6 +22,9 @@ EXTRA_KEYS = {
     "Retrieval": [("esc", "close the miss (↑/↓ pgup/pgdn scroll it)")],
     "SearChain": [("tab", "focus the report to scroll it (or R)")],
     "SearChain tree": [("enter", "expand or collapse a branch (also space)")],
+    "Compare": [("tab", "between the cells and the highlighted cell's flips"),
+                ("a/b, then enter", "pick the highlighted run (↑/↓ move, esc cancels)")],
+    "Compare flip": [("tab", "the other pane (↑/↓ pgup/pgdn scroll it)")],
     "Help": [("↑/↓", "scroll (also pgup/pgdn, home/end)"), ("esc", "close (also ? and q)")],
 }
 KEY_NAMES = {"question_mark": "?", "slash": "/", "right_square_bracket": "]", "left_square_bracket": "[",
@@ -41,7 +45,8 @@ def help_sections(app) -> list[tuple[str, list[tuple[str, str]]]]:
 
     names = {b.action.split("'")[1]: b.description for b in app.BINDINGS if b.action.startswith("switch_mode(")}
     screens = [(names.get(mode, mode), cls) for mode, cls in app.MODES.items()]
-    screens += [("New-run form", RunForm), ("Sample detail", SampleDetailScreen), ("SearChain tree", ChainTreeScreen)]
+    screens += [("Compare flip", FlipDetailScreen), ("New-run form", RunForm), ("Sample detail", SampleDetailScreen),
+                ("SearChain tree", ChainTreeScreen)]
     sections = [("Everywhere", keys(app.BINDINGS) + EXTRA_KEYS["Everywhere"])]
     sections += [(title, keys(cls.BINDINGS) + EXTRA_KEYS.get(title, [])) for title, cls in screens]
     sections.append(("Help", EXTRA_KEYS["Help"]))

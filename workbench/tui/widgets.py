@@ -1,4 +1,4 @@
-"""Widgets every screen shares."""
+"""Widgets and cell-text helpers every screen shares."""
 
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ class KeyFooter(Footer):
         if self.show_command_palette != roomy:
             self.show_command_palette = roomy
             self.refresh(recompose=True)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` on one line cut to ``width`` characters, with … where it was cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fit_tail(text: str, width: int) -> str:
+    """``text`` cut from the left: an id's end (metaqa-1hop-dev-01137 → …dev-01137) tells samples apart."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]

@@ -36,7 +36,6 @@ def render_detail(d) -> str:
     """The detail as Rich markup (also used by the README's text capture)."""
     e = d.event
     s = d.sample
-    score = "—" if e["score"] is None else f"{e['score']:.2f}"
     out = [f"[b]{escape(s.id)}[/b]  {escape(s.question)}",
            f"answers: {escape(' | '.join(s.answers))}"
            + (f"   aliases: {escape(str(s.aliases))}" if s.aliases else ""),
@@ -47,25 +46,42 @@ def render_detail(d) -> str:
                 f"H_set={e['h_set']} H_vis={e['h_vis']} K_eff={e['k_eff']} tokens={e['evidence_tokens']}"
                 f"{' truncated' if e['truncated'] else ''}",
             "[b]Evidence in window order[/b]  (★ gold, dim = after the budget cut)"]
+    out += render_window(d)
+    out += ["", "[b]Prompt[/b]", *render_prompt(d)]
+    out += ["", *render_answer(d)]
+    out += ["", *render_claims(d.claims)]
+    return "\n".join(out)
+
+
+def render_window(d) -> list[str]:
+    """The cell's evidence in window order, ★ on gold units, with a line where the budget cuts it."""
+    out = []
     cut_drawn = False
     for line in d.evidence:
         if line.state != "visible" and not cut_drawn:
-            out.append(f"  [red]──────── budget cut: B = {e['budget']} tokens ────────[/red]")
+            out.append(f"  [red]──────── budget cut: B = {d.event['budget']} tokens ────────[/red]")
             cut_drawn = True
         mark = "★" if line.gold else " "
         style = STATE_STYLE[line.state]
         text = escape(line.text) + ("   ← cut part-way: not visible" if line.state == "cut" else "")
         out.append(f"  {mark} [{style}]{text}[/{style}]" if style else f"  {mark} {text}")
-    out += ["", "[b]Prompt[/b]"]
-    for m in d.messages:
-        out.append(f"[dim]{m['role']}:[/dim] " + escape(m["content"]))
-    out += ["", "[b]Output[/b] " + (f"[dim]({e['source']})[/dim]" if e["source"] else ""),
+    return out
+
+
+def render_prompt(d) -> list[str]:
+    """The exact chat messages the model was (or would be) given, one line per message."""
+    return [f"[dim]{m['role']}:[/dim] " + escape(m["content"]) for m in d.messages]
+
+
+def render_answer(d) -> list[str]:
+    """The raw output (or the job's error), then the parsed prediction and its score."""
+    e = d.event
+    score = "—" if e["score"] is None else f"{e['score']:.2f}"
+    return ["[b]Output[/b] " + (f"[dim]({e['source']})[/dim]" if e["source"] else ""),
             escape(d.output) if d.output is not None else ("[red]" + escape(e["error"]) + "[/red]" if e["error"]
                                                             else "—"),
             f"[b]Parsed[/b] {escape(e['prediction'] or '—')}   [b]score[/b] {score}"
             + (f"   citations {escape(e['citations'])}" if e["citations"] else "")]
-    out += ["", *render_claims(d.claims)]
-    return "\n".join(out)
 
 
 def render_claims(claims: dict | None) -> list[str]:

@@ -20,7 +20,7 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.detail import SampleDetailScreen
 from workbench.tui.tagging import TAG_GROUP, TAG_KEYS, set_sample_note, toggle_sample_tag
-from workbench.tui.widgets import KeyFooter
+from workbench.tui.widgets import KeyFooter, fit, fit_tail
 
 PAGE = 50
 QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",
@@ -200,9 +200,9 @@ class SamplesScreen(WorkbenchScreen):
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
             w = self.widths
-            table.add_row(_fit_tail(r.sample_id, w["sample"]), _fit(r.question, w["question"]),
+            table.add_row(fit_tail(r.sample_id, w["sample"]), fit(r.question, w["question"]),
                           "✓" if r.h_set else "·", "✓" if r.h_vis else "·", str(r.k_eff), "✂" if r.truncated else "",
-                          score, tag_abbrev(r.tags), _fit(r.prediction or "", w["prediction"]), key=str(r.sid))
+                          score, tag_abbrev(r.tags), fit(r.prediction or "", w["prediction"]), key=str(r.sid))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
         empty = self.query_one("#empty", Static)
@@ -310,13 +310,3 @@ def status_line() -> str:
     quadrants = " ".join(f"{i + 1} {q}" for i, q in enumerate(QUADRANT_KEYS))
     return f"{quadrants} · ]/[ also page, g/G first/last · N note · X export tagged"
 
-
-def _fit(text: str, width: int) -> str:
-    """``text`` on one line cut to ``width`` characters, with … where it was cut."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _fit_tail(text: str, width: int) -> str:
-    """``text`` cut from the left: an id's end (metaqa-1hop-dev-01137 → …dev-01137) tells samples apart."""
-    return text if len(text) <= width else "…" + text[len(text) - width + 1:]

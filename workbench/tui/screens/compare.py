@@ -1,0 +1,509 @@
+"""Compare: run B against run A cell by cell (paired deltas with CIs, Holm-adjusted tests), and the flips by stage.
+
+The numbers are ``workbench.compare``'s (the same as ``workbench compare A B``); this screen
+only picks the runs, lays the deltas out as a table, and opens a flipped sample in both
+runs side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Header, Static
+
+from workbench.browse import sample_detail
+from workbench.compare import compare_runs
+from workbench.compare.render import ARROWS, differences_text, fmt_p
+from workbench.compare.report import BETTER, DIRECTIONS, STAGES, CellDelta, Comparison, TermDelta
+from workbench.store.lookup import NotFound
+from workbench.store.queries import get_run, list_runs, load_samples, sample_sid
+from workbench.tables import DASH
+from workbench.tui.base import WorkbenchScreen
+from workbench.tui.dialogs import ChoiceDialog, TextDialog
+from workbench.tui.markup import esc
+from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.screens.detail import render_answer, render_prompt, render_window
+from workbench.tui.widgets import KeyFooter, fit, fit_tail
+
+TERMS: tuple[str, ...] = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "D_rate")
+QUICK_RESAMPLES, RESAMPLES = 200, 2000
+# The flips list holds at most this many rows (design §9: a table holds a page, not every row).
+FLIP_ROWS = 1000
+TERM_WIDTH = 15            # "[-0.232,-0.136]", the interval line of a delta
+VIEWS = ("delta", "values", "p")
+VIEW_NAMES = {"delta": "B − A [95% CI]", "values": "A → B", "p": "p, then p(Holm)"}
+# Colour for the eye, a symbol for everyone (colour-blind users, a monochrome terminal, the cursor row).
+BETTER_MARK, WORSE_MARK, NO_DIRECTION_MARK = ("▲", "bold green"), ("▼", "bold red"), ("•", "bold yellow")
+WAYS = {"fail_to_pass": ("▲", "green"), "pass_to_fail": ("▼", "red")}
+FLIP_KEYS = Binding.Group("Flip", compact=True)
+TERM_KEYS = Binding.Group("Terms", compact=True)
+BOTH_KEYS = Binding.Group("Both", compact=True)
+
+
+@dataclass
+class CompareView:
+    """What a compare worker returns: the runs to pick from, the pair shown and its comparison, or why there is none."""
+
+    requested: tuple[str | None, str | None]   # the (A, B) asked for: a result for an older pick is dropped
+    runs: list[dict]
+    a: str | None
+    b: str | None
+    comparison: Comparison | None = None
+    problem: str | None = None
+    questions: dict[str, str] = field(default_factory=dict)   # flipped sample id → its question
+
+
+def default_pair(runs: list[dict]) -> tuple[str | None, str | None]:
+    """B = the newest run; A = the newest other run over B's dataset, else the second newest (None if none)."""
+    if not runs:
+        return None, None
+    b = runs[-1]["name"]
+    return partner(runs, b), b
+
+
+def partner(runs: list[dict], name: str) -> str | None:
+    """The newest run other than ``name`` over its dataset, else the newest other run (None if there is none)."""
+    dataset = next(r["dataset"] for r in runs if r["name"] == name)
+    others = [r for r in runs if r["name"] != name]
+    same = [r for r in others if r["dataset"] == dataset]
+    return (same or others)[-1]["name"] if others else None
+
+
+def _compare(store, a: str | None, b: str | None, resamples: int) -> CompareView:
+    """Compare the runs asked for (or the default pair, if either is not a run); a refusal becomes ``problem``."""
+    runs = list_runs(store)
+    names = [r["name"] for r in runs]
+    view = CompareView((a, b), runs, a, b)
+    # A run not (or no longer) in the database is replaced, keeping the other side if it still exists.
+    if a not in names and b not in names:
+        view.a, view.b = default_pair(runs)
+    elif b not in names:
+        view.b = partner(runs, a)
+    elif a not in names:
+        view.a = partner(runs, b)
+    if view.a is None or view.b is None:
+        view.problem = (f"Compare needs two runs over one dataset; this database has "
+                        f"{'only run ' + repr(names[0]) if names else 'no run'}. Start another in Runs (r, then n), "
+                        "or plan one in a shell with `workbench sweep` and import its predictions.")
+        return view
+    if view.a == view.b:
+        view.problem = f"A and B are both run {view.a!r}: press a or b to pick another run."
+        return view
+    try:
+        c = compare_runs(store, view.a, view.b, terms=TERMS, resamples=resamples)
+    except (ValueError, NotFound) as exc:
+        # A refusal (other datasets, no cell in common) is a message to read, not a failure of the screen.
+        hint = (f" This screen pairs cells by id; `workbench compare {view.a} {view.b} --map A_CELL=B_CELL` pairs "
+                "them by hand." if "--map" in str(exc) else "")
+        view.problem = f"{exc}{hint} Press a or b to pick other runs."
+        return view
+    flipped = {sid for cell in c.cells for ways in cell.flips.values() for ids in ways.values() for sid in ids}
+    if flipped:
+        view.questions = {s.id: s.question for s in load_samples(store, get_run(store, view.a).dataset_id)
+                          if s.id in flipped}
+    view.comparison = c
+    return view
+
+
+def _pair(store, a: str, b: str, cell_a: str, cell_b: str, sample_id: str):
+    """One sample's detail in cell ``cell_a`` of run ``a`` and in cell ``cell_b`` of run ``b``."""
+    run_a, run_b = get_run(store, a), get_run(store, b)
+    sid = sample_sid(store, run_a.dataset_id, sample_id)
+    return sample_id, sample_detail(store, run_a, sid, cell_a), sample_detail(store, run_b, sid, cell_b)
+
+
+def cell_label(cell: CellDelta) -> str:
+    """A's cell id, or ``A cell → B cell`` when they differ (a mapped pair)."""
+    return cell.cell_a if cell.cell_a == cell.cell_b else f"{cell.cell_a}→{cell.cell_b}"
+
+
+def mark(d: TermDelta, term: str) -> tuple[str, str]:
+    """(symbol, style) of a delta: ▲ significantly better, ▼ significantly worse, • significant without a
+    better direction, a space when not significant."""
+    if not d.significant or d.delta.value is None:
+        return " ", ""
+    sign = BETTER.get(term)
+    if sign is None:
+        return NO_DIRECTION_MARK
+    return BETTER_MARK if d.delta.value * sign > 0 else WORSE_MARK
+
+
+def term_cell(d: TermDelta, term: str, view: str) -> Text:
+    """One table cell, two lines, right-aligned: the view's numbers with the significance mark and ``*``."""
+    symbol, style = mark(d, term)
+    star = "*" if d.significant else " "
+    if view == "values":
+        first, second = f"{_num(d.a)}→{_num(d.b)}", ""
+    elif view == "p":
+        first, second = f"p {fmt_p(d.p)}", f"Holm {fmt_p(d.p_holm)}"
+    else:
+        v = d.delta
+        first = DASH if v.value is None else f"{v.value:+.3f}"
+        second = "" if v.lo is None or v.hi is None else f"[{v.lo:+.3f},{v.hi:+.3f}]"
+    return Text.assemble((f"{symbol} {first}{star}", style), "\n", (second, style or "dim"), justify="right")
+
+
+def _num(x: float | None) -> str:
+    return DASH if x is None else f"{x:.3f}"
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 24 else text[:21] + "…\""
+
+
+def axes_line(c: Comparison) -> str:
+    """What differs between the runs, as markup: a warning when more than one axis does."""
+    if not c.differences:
+        return "[b]Configurations identical[/b] (a rerun): any difference is noise or nondeterminism."
+    if len(c.axes) == 1:
+        keys = ", ".join(f"{esc(d.key)} {esc(_short(d.a))}→{esc(_short(d.b))}" for d in c.differences[:2])
+        more = f", +{len(c.differences) - 2} more" if len(c.differences) > 2 else ""
+        return f"Differs in 1 axis: [b]{esc(c.axes[0])}[/b] ({keys}{more})"
+    return f"[reverse] ⚠ {len(c.axes)} axes differ ({esc(', '.join(c.axes))}): a delta may come from any [/reverse]"
+
+
+def flips_line(cell: CellDelta) -> str:
+    """The highlighted cell's flips counted by stage, ▲ fail→pass and ▼ pass→fail, as markup."""
+    counts = {(s, d): len(cell.flips[s][d]) for s in STAGES for d in DIRECTIONS}
+    changed = sum(counts.values())
+    head = f"[b]Flips[/b] {esc(cell_label(cell))} {changed:,}/{cell.n:,}"
+    scores = cell.terms.get("S_llm")
+    if scores is not None and (scores.a is None or scores.b is None):
+        return head + ": none can be seen, as a flip needs a score in both runs (import predictions or run a model)"
+    stages = " · ".join(f"{s} " + " ".join(f"{WAYS[d][0]}{counts[s, d]:,}" for d in DIRECTIONS) for s in STAGES)
+    shown = f" [dim](the first {FLIP_ROWS:,} listed)[/dim]" if changed > FLIP_ROWS else ""
+    return f"{head}: {stages}{shown}"
+
+
+class CompareScreen(WorkbenchScreen):
+    """Pick runs A and B; per cell, B − A of the main terms; the highlighted cell's flips; enter opens one."""
+
+    # enter takes priority over the focused table's own (hidden) enter, as on the other screens; ←/→ scroll the
+    # terms sideways behind the fixed cell column (a row-cursor table would move one character a key), and are in
+    # the footer because at 80 columns half the terms are off screen.
+    BINDINGS = [
+        Binding("enter", "open", "Open flip", priority=True),
+        Binding("a", "pick('a')", "Run A"), Binding("b", "pick('b')", "Run B"),
+        Binding("x", "swap", "Swap A/B"), Binding("t", "next_view", "Δ/A→B/p"),
+        Binding("i", "differences", "Differences"),
+        Binding("escape", "focus_cells", "Back to cells", show=False),
+        Binding("left", "scroll_table(-1)", "Terms left", priority=True, group=TERM_KEYS),
+        Binding("right", "scroll_table(1)", "Terms right", priority=True, group=TERM_KEYS, key_display="/→"),
+    ]
+    AUTO_FOCUS = "#deltas"
+
+    def __init__(self):
+        super().__init__()
+        self.a: str | None = None
+        self.b: str | None = None
+        self.view: CompareView | None = None
+        self.table_view = "delta"
+        self.resamples = RESAMPLES
+        # The database version the shown comparison was asked at: coming back unchanged recomputes nothing.
+        self.version: int | None = None
+        # Whether enter acts on the flips (set at once, where focus moves only after the key is handled).
+        self._in_flips = False
+        # The (cell, result) whose flips the list holds, and the question column's width.
+        self._shown_flips: tuple[str | None, CompareView | None] = (None, None)
+        self._flip_widths: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="heading", classes="title")
+        deltas = DataTable(id="deltas", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+        deltas.add_column("cell", key="cell")
+        for term in TERMS:
+            deltas.add_column(Text(term, justify="right"), width=TERM_WIDTH, key=term)
+        yield deltas
+        yield Static("", id="flips-heading", classes="status")
+        flips = DataTable(id="flips", cursor_type="row", zebra_stripes=True)
+        yield flips
+        yield KeyFooter()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_comparison()
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.refresh_comparison(force=True)
+
+    def refresh_comparison(self, force: bool = False) -> None:
+        """Compare A and B unless what is shown (or being computed) is of this database version and pick."""
+        version = self.app.store.data_version()
+        if not force and version == self.version and self.view is not None and self.view.requested == (self.a, self.b):
+            return
+        self.version = version
+        if self.view is None:
+            self.query_one("#heading", Static).update("[b]Compare[/b]  comparing …")
+        # Two passes, as on the Ledger: a quick bootstrap paints at once, the full one refines the intervals.
+        self.load("compare", _compare, self.a, self.b, QUICK_RESAMPLES)
+
+    def on_loaded(self, message: Loaded) -> None:
+        if message.what == "compare":
+            view: CompareView = message.payload
+            if view.requested != (self.a, self.b):
+                return      # a pick changed while it was computed: the new pick's result is on its way
+            self.a, self.b, self.view = view.a, view.b, view
+            if view.comparison is not None and view.comparison.resamples < self.resamples:
+                self.load("compare", _compare, self.a, self.b, self.resamples)
+            self._draw()
+
+    def on_resize(self) -> None:
+        self._size_flip_columns()
+        if self.view is not None:
+            self._draw()
+
+    # Drawing
+
+    def _draw(self) -> None:
+        view = self.view
+        heading = self.query_one("#heading", Static)
+        deltas = self.query_one("#deltas", DataTable)
+        c = view.comparison
+        if c is None:
+            names = f"A = {esc(view.a)} · B = {esc(view.b)}" if view.a and view.b else ""
+            heading.update(f"[b]Compare[/b]  {names}\n[b]{esc(view.problem)}[/b]")
+            deltas.clear()
+            self._show_flips(None)
+            return
+        refining = " (refining…)" if c.resamples < self.resamples else ""
+        cells = len(c.cells)
+        heading.update(
+            f"[b]Compare[/b]  A = [b]{esc(c.run_a)}[/b] · B = [b]{esc(c.run_b)}[/b] · {esc(c.dataset)} · "
+            f"{c.samples:,} samples in both · score {esc(c.score)}\n{axes_line(c)}\n"
+            f"[dim]{esc(VIEW_NAMES[self.table_view])} · {c.resamples:,} resamples{refining} · p Holm-adjusted over "
+            f"{cells} cell{'s' if cells != 1 else ''} · ▲ better ▼ worse * significant[/dim]")
+        cursor, scrolled = deltas.cursor_row, deltas.scroll_x
+        deltas.clear()
+        for cell in c.cells:
+            deltas.add_row(Text(cell_label(cell)), *[term_cell(cell.terms[t], t, self.table_view) for t in TERMS],
+                           height=2, key=cell.cell_a)
+        if c.cells:
+            deltas.move_cursor(row=min(cursor, len(c.cells) - 1))
+        if scrolled:
+            # clear() scrolls home; a refinement must not undo the user's sideways scroll.
+            self.call_after_refresh(deltas.scroll_to, x=scrolled, animate=False)
+        self._show_flips(self._highlighted())
+
+    def _highlighted(self) -> CellDelta | None:
+        if self.view is None or self.view.comparison is None:
+            return None
+        deltas = self.query_one("#deltas", DataTable)
+        if deltas.row_count == 0:
+            return None
+        key = deltas.coordinate_to_cell_key(deltas.cursor_coordinate).row_key.value
+        return next((cell for cell in self.view.comparison.cells if cell.cell_a == key), None)
+
+    def _size_flip_columns(self) -> None:
+        """Fixed widths: a long question must not push the sample id off an 80-column screen."""
+        flips = self.query_one("#flips", DataTable)
+        width = max(60, (flips.size.width or self.size.width or 80) - 2)
+        question = max(12, width - 11 - 13 - 23 - 2 * 4)
+        if self._flip_widths == question:
+            return
+        self._flip_widths = question
+        flips.clear(columns=True)
+        flips.add_column("stage", width=9, key="stage")
+        flips.add_column("way", width=11, key="way")
+        flips.add_column("sample", width=21, key="sample")
+        flips.add_column("question", width=question, key="question")
+        self._shown_flips = (None, None)
+
+    def _show_flips(self, cell: CellDelta | None) -> None:
+        self._size_flip_columns()
+        line = self.query_one("#flips-heading", Static)
+        flips = self.query_one("#flips", DataTable)
+        line.update("" if cell is None else flips_line(cell))
+        shown_cell, shown_view = self._shown_flips
+        cell_id = cell.cell_a if cell else None
+        if cell_id == shown_cell and shown_view is self.view:
+            return      # the same cell of the same result: keep the list and its cursor
+        self._shown_flips = (cell_id, self.view)
+        # A refined result keeps the cursor on its flip; another cell's flips start at the top.
+        cursor = flips.cursor_row if cell_id is not None and cell_id == shown_cell else 0
+        flips.clear()
+        if cell is None:
+            return
+        questions = self.view.questions
+        for stage, way, sid in flip_rows(cell)[:FLIP_ROWS]:
+            symbol, colour = WAYS[way]
+            flips.add_row(stage, Text(f"{symbol} {ARROWS[way]}", style=colour), Text(fit_tail(sid, 21)),
+                          Text(fit(questions.get(sid, ""), self._flip_widths)), key=sid)
+        if flips.row_count:
+            flips.move_cursor(row=min(cursor, flips.row_count - 1))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "deltas" and self.view is not None:
+            self._show_flips(self._highlighted())
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # A click on the highlighted row (enter is the screen's priority binding).
+        self.action_open()
+
+    # Actions
+
+    def on_descendant_focus(self, event) -> None:
+        self._in_flips = event.widget.id == "flips"
+
+    def action_open(self) -> None:
+        """On a flip: both runs' detail side by side. On a cell: move to its flips."""
+        flips = self.query_one("#flips", DataTable)
+        cell = self._highlighted()
+        if cell is None:
+            return
+        # Not ``self.focused``: focus moves after the key is handled, so a second enter typed at once would
+        # still find the cells focused and never open the flip.
+        if not self._in_flips:
+            if flips.row_count:
+                self._in_flips = True
+                flips.focus()
+            else:
+                self.notify(f"no sample changed its score in {cell_label(cell)}", timeout=4)
+            return
+        if not flips.row_count:
+            return
+        rows = flip_rows(cell)[:FLIP_ROWS]
+        self.app.push_screen(FlipDetailScreen(self.a, self.b, cell.cell_a, cell.cell_b, rows, flips.cursor_row,
+                                              self.view.questions))
+
+    def action_focus_cells(self) -> None:
+        self._in_flips = False
+        self.query_one("#deltas", DataTable).focus()
+
+    def action_pick(self, side: str) -> None:
+        if self.view is None:
+            return
+        if not self.view.runs:
+            self.notify("no run yet: start one in Runs (r, then n)")
+            return
+        choices = [(r["name"], f"[b]{esc(r['name'])}[/b]  [dim]{esc(r['dataset'])} · "
+                               f"{esc(r['model'] or 'no model')} · {r['cells']} cells · {r['done']:,}/{r['jobs']:,} "
+                               f"done · {esc(str(r['created_at'])[:16])}[/dim]") for r in reversed(self.view.runs)]
+        current = self.a if side == "a" else self.b
+
+        def picked(name: str | None) -> None:
+            if name is None or name == current:
+                return
+            if side == "a":
+                self.a = name
+            else:
+                self.b = name
+            self.refresh_comparison(force=True)
+
+        self.app.push_screen(ChoiceDialog(f"Run {side.upper()} (newest first; B − A is what the table shows)",
+                                          choices, current), picked)
+
+    def action_swap(self) -> None:
+        if self.a is not None and self.b is not None:
+            self.a, self.b = self.b, self.a
+            self.refresh_comparison(force=True)
+
+    def action_next_view(self) -> None:
+        self.table_view = VIEWS[(VIEWS.index(self.table_view) + 1) % len(VIEWS)]
+        if self.view is not None:
+            self._draw()
+
+    def action_differences(self) -> None:
+        if self.view is None or self.view.comparison is None:
+            self.notify("no comparison shown: pick two runs with a and b")
+            return
+        c = self.view.comparison
+        self.app.push_screen(TextDialog(f"A = {c.run_a}, B = {c.run_b}: what differs", differences_text(c)))
+
+    def action_scroll_table(self, step: int) -> None:
+        """Scroll the terms sideways a column at a time (the cell column stays put)."""
+        deltas = self.query_one("#deltas", DataTable)
+        deltas.scroll_to(x=max(0, deltas.scroll_x + step * (TERM_WIDTH + 2)), animate=False)
+
+
+def flip_rows(cell: CellDelta) -> list[tuple[str, str, str]]:
+    """(stage, direction, sample id) of every flip of a cell, by stage then direction."""
+    return [(stage, way, sid) for stage in STAGES for way in DIRECTIONS for sid in cell.flips[stage][way]]
+
+
+class FlipDetailScreen(WorkbenchScreen):
+    """One flipped sample in both runs side by side: A's cell on the left, B's on the right."""
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("j", "flip(1)", "Next flip", group=FLIP_KEYS),
+        Binding("k", "flip(-1)", "Prev flip", group=FLIP_KEYS, key_display="/k"),
+        Binding("J", "scroll_both(1)", "Both panes down", group=BOTH_KEYS),
+        Binding("K", "scroll_both(-1)", "Both panes up", group=BOTH_KEYS, key_display="/K"),
+    ]
+    AUTO_FOCUS = "#pane-a"
+
+    def __init__(self, a: str, b: str, cell_a: str, cell_b: str, rows: list[tuple[str, str, str]], index: int,
+                 questions: dict[str, str] | None = None):
+        super().__init__()
+        self.a, self.b, self.cell_a, self.cell_b = a, b, cell_a, cell_b
+        self.rows, self.index = rows, index
+        self.questions = questions or {}
+        self.pair = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("loading …", id="heading", classes="title")
+        with Horizontal(id="pair"):
+            with VerticalScroll(id="pane-a", classes="pane"):
+                yield Static("", id="detail-a")
+            with VerticalScroll(id="pane-b", classes="pane"):
+                yield Static("", id="detail-b")
+        yield KeyFooter()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        stage, way, sid = self.rows[self.index]
+        self.load("pair", _pair, self.a, self.b, self.cell_a, self.cell_b, sid)
+
+    def on_loaded(self, message: Loaded) -> None:
+        if message.what != "pair":
+            return
+        sid, da, db = message.payload
+        if sid != self.rows[self.index][2]:
+            return      # j/k moved on while it loaded: that sample's result follows
+        self.pair = (da, db)
+        stage, way, _ = self.rows[self.index]
+        symbol, colour = WAYS[way]
+        s = da.sample
+        gold = ("gold: " + esc("  ⟶  ".join(da.gold_paths[0]))
+                + (f" (+{len(da.gold_paths) - 1} more)" if len(da.gold_paths) > 1 else "")) if da.gold_paths else ""
+        self.query_one("#heading", Static).update(
+            f"[b]{esc(s.id)}[/b]  {esc(s.question)}\nanswers: {esc(' | '.join(s.answers))} · "
+            f"[{colour}]{symbol} {stage} {ARROWS[way]}[/{colour}] · flip {self.index + 1}/{len(self.rows)} "
+            f"(j/k) · {gold}")
+        self.query_one("#detail-a", Static).update(render_side("A", self.a, da))
+        self.query_one("#detail-b", Static).update(render_side("B", self.b, db))
+        for pane in self.query(".pane"):
+            pane.scroll_home(animate=False)
+
+    def action_flip(self, step: int) -> None:
+        i = self.index + step
+        if 0 <= i < len(self.rows):
+            self.index = i
+            self.reload()
+
+    def action_scroll_both(self, step: int) -> None:
+        for pane in self.query(".pane").results(VerticalScroll):
+            pane.scroll_to(y=pane.scroll_y + step * max(1, pane.size.height - 2), animate=False)
+
+
+def render_side(side: str, run: str, d) -> str:
+    """One run's half of the flip as markup: score, output, the cell's window and the prompt."""
+    e = d.event
+    passed = e["score"] is not None and e["score"] > 0
+    verdict = ("[green]✓ pass[/green]" if passed else "[red]✗ fail[/red]") if e["score"] is not None else "unscored"
+    out = [f"[b]{side} = {esc(run)}[/b] · {esc(d.cell_id)}",
+           f"{verdict} · H_set {e['h_set']} · H_vis {e['h_vis']} · K_eff {e['k_eff']} · {e['evidence_tokens']} tokens"
+           + (" · truncated" if e["truncated"] else ""),
+           "", *render_answer(d), "",
+           "[b]Evidence in window order[/b] [dim](★ gold, dim = after the cut)[/dim]", *render_window(d),
+           "", "[b]Prompt[/b]", *render_prompt(d)]
+    return "\n".join(out)
