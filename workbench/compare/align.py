@@ -51,9 +51,17 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# What a config written without the key means (a chat run stores no prompt_style).
+IMPLIED: dict[str, Any] = {"generation.prompt_style": "chat"}
+
+
 def config_differences(a: Run, b: Run) -> list[Difference]:
     """Every key on which the runs' configurations differ, each under its axis (``other`` if none)."""
     fa, fb = flatten(a.config), flatten(b.config)
+    for flat in (fa, fb):
+        for key, value in IMPLIED.items():
+            if any(k.startswith("generation.") for k in flat):
+                flat.setdefault(key, value)
     axis_of = {key: axis for axis, keys in AXES for key in keys}
     order = {key: i for i, (_, keys) in enumerate(AXES) for key in keys}
     keys = sorted((k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)),
