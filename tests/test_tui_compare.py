@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import copy_db, new_template, write_jsonl
-from tuikit import SIZE, SMALL, footer_line, heading, settle, snap_app, until_loaded, wait_for
+from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.compare import compare_runs
 from workbench.compare.render import fmt_delta
 from workbench.data.importer import import_dataset
@@ -284,21 +284,11 @@ def test_more_than_one_differing_axis_is_a_warning(compare_db):
 
 
 def test_snapshot_compare_at_80x24(snap_compare, compare_db):
-    async def run_before(pilot):
-        await settle(pilot)
-        await pilot.press("C")
-        await settle(pilot, "compare")
-
-    assert snap_compare(snap_app(compare_db), terminal_size=SMALL, run_before=run_before)
+    assert snap_compare(snap_app(compare_db), terminal_size=SMALL, run_before=settled_after(("C", "compare")))
 
 
 def test_snapshot_compare_at_120x40(snap_compare, compare_db):
-    async def run_before(pilot):
-        await settle(pilot)
-        await pilot.press("C")
-        await settle(pilot, "compare")
-
-    assert snap_compare(snap_app(compare_db), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(snap_app(compare_db), terminal_size=SIZE, run_before=settled_after(("C", "compare")))
 
 
 def test_snapshot_flip_side_by_side_at_120x40(snap_compare, compare_db):
