@@ -6,13 +6,17 @@ import json
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import SAMPLE_METAQA, write_jsonl
 from workbench.cli import main
 from workbench.compare import compare_runs, parse_gate, regressions
 from workbench.data.importer import import_dataset
-from workbench.data.predictions import import_predictions
+from workbench.data.predictions import export_prompts, import_predictions
+from workbench.metrics.stats import paired_mean_difference
+from workbench.retrieval.runs import retrieve
+from workbench.runs.report import load_run_arrays
 from workbench.runs.sweep import SweepConfig, plan_sweep
-from workbench.store.queries import get_run
+from workbench.store import open_store
+from workbench.store.queries import get_run, load_samples
 
 LONG = " ".join(["a long plot summary that fills the window"] * 12)
 KB = [["Kismet", "directed_by", "William Dieterle"], ["Rosetta", "in_language", "French"],
@@ -146,3 +150,53 @@ def test_a_gate_on_a_small_sample_does_not_fire_when_the_interval_reaches_0(stag
     c = compare_runs(stage_pair, "A", "B", resamples=500)
     assert c.cells[0].terms["S_set"].delta.hi == 0.0
     assert regressions(c, [parse_gate("S_set:0.1")]) == []
+
+
+def _read_extractively(store, run_name: str, tmp_path) -> None:
+    """Score a run without a model: an answer counts when a gold answer is in the prompt's evidence."""
+    run = get_run(store, run_name)
+    prompts = tmp_path / f"{run_name}.prompts.jsonl"
+    with prompts.open("w", encoding="utf-8") as out:
+        export_prompts(store, run, out)
+    answers = {s.id: s.answers for s in load_samples(store, run.dataset_id)}
+    rows = []
+    for line in prompts.open(encoding="utf-8"):
+        record = json.loads(line)
+        evidence = record["messages"][1]["content"].split("Question:")[0]
+        hits = [a for a in answers[record["sample_id"]] if a in evidence]
+        rows.append({"sample_id": record["sample_id"], "cell_id": record["cell_id"],
+                     "prediction": hits[0] if hits else "I don't know"})
+    import_predictions(store, run, write_jsonl(tmp_path / f"{run_name}.pred.jsonl", rows))
+
+
+def test_the_imported_retriever_against_built_in_bm25_shows_retrieval_flips(tmp_path):
+    store = open_store(tmp_path / "wb.db")
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    retrieve(store, "metaqa", k=20)
+    for name, retriever in (("imported", "bm25-2hop"), ("builtin", "bm25")):
+        plan_sweep(store, SweepConfig(ks=(1, 5), budgets=(128,), formats=("score",), retriever=retriever, limit=60),
+                   name=name)
+        _read_extractively(store, name, tmp_path)
+    c = compare_runs(store, "imported", "builtin", resamples=200)
+    assert [d.axis for d in c.differences] == ["retriever"]
+    retrieval = sum(len(ids) for cell in c.cells for ids in cell.flips["retrieval"].values())
+    assert retrieval > 0
+    # Every retrieval flip is a sample whose gold path was retrieved on one side only.
+    cell = next(cell for cell in c.cells if any(cell.flips["retrieval"].values()))
+    assert cell.terms["S_set"].delta.value != 0
+    store.close()
+
+
+def test_a_mean_terms_interval_is_the_paired_bootstrap_of_the_per_sample_differences(swept_db):
+    # S_set is a plain mean of H_set: its delta must be paired_mean_difference on the same
+    # samples with the same resamples (one W for both), K=1 against K=5 over 300 questions.
+    store = open_store(swept_db)
+    c = compare_runs(store, "sweep", "sweep", cells=["k5-b64-score"], cell_map={"k5-b64-score": "k1-b64-score"},
+                     terms=["S_set"], resamples=500, seed=3)
+    arrays = load_run_arrays(store, get_run(store, "sweep"))
+    expected = paired_mean_difference(arrays.arrays["k1-b64-score"].h_set, arrays.arrays["k5-b64-score"].h_set,
+                                      resamples=500, seed=3)
+    got = c.cells[0].terms["S_set"].delta
+    assert got.value == pytest.approx(expected.value)
+    assert (got.lo, got.hi) == (pytest.approx(expected.lo, abs=1e-6), pytest.approx(expected.hi, abs=1e-6))
+    store.close()
