@@ -22,6 +22,7 @@ first steps:
   workbench import sample_data/metaqa --name metaqa
   workbench run metaqa --limit 20 --k 1,5,20 --budget 128 --format linear
   workbench ledger                 the dissipation ledger with 95% CIs
+  workbench compare RUN_A RUN_B    B against A: paired deltas, p-values, flips by stage
   workbench                        the terminal UI (? lists its keys)
 
 every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage
