@@ -19,8 +19,8 @@ from workbench.store import open_store
 from workbench.store.queries import get_run, load_samples
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ChoiceDialog, ErrorDialog, TextDialog
-from workbench.tui.screens.compare import (TERMS, CompareScreen, FlipDetailScreen, axes_line, default_pair, flip_rows,
-                                           mark, term_cell)
+from workbench.tui.screens.compare import TERMS, CompareScreen, axes_line, default_pair, flip_rows, mark, term_cell
+from workbench.tui.screens.compare_flip import FlipDetailScreen
 
 SWEEP = SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2)
 

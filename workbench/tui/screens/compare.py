@@ -13,21 +13,19 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
-from workbench.browse import sample_detail
 from workbench.compare import compare_runs
 from workbench.compare.render import ARROWS, differences_text, fmt_p
 from workbench.compare.report import BETTER, DIRECTIONS, STAGES, CellDelta, Comparison, TermDelta
 from workbench.store.lookup import NotFound
-from workbench.store.queries import get_run, list_runs, load_samples, sample_sid
+from workbench.store.queries import get_run, list_runs, load_samples
 from workbench.tables import DASH
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ChoiceDialog, TextDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
-from workbench.tui.screens.detail import render_answer, render_prompt, render_window
+from workbench.tui.screens.compare_flip import WAYS, FlipDetailScreen
 from workbench.tui.widgets import KeyFooter, fit, fit_tail
 
 TERMS: tuple[str, ...] = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "D_rate")
@@ -39,10 +37,7 @@ VIEWS = ("delta", "values", "p")
 VIEW_NAMES = {"delta": "B − A [95% CI]", "values": "A → B", "p": "p, then p(Holm)"}
 # Colour for the eye, a symbol for everyone (colour-blind users, a monochrome terminal, the cursor row).
 BETTER_MARK, WORSE_MARK, NO_DIRECTION_MARK = ("▲", "bold green"), ("▼", "bold red"), ("•", "bold yellow")
-WAYS = {"fail_to_pass": ("▲", "green"), "pass_to_fail": ("▼", "red")}
-FLIP_KEYS = Binding.Group("Flip", compact=True)
 TERM_KEYS = Binding.Group("Terms", compact=True)
-BOTH_KEYS = Binding.Group("Both", compact=True)
 
 
 @dataclass
@@ -108,13 +103,6 @@ def _compare(store, a: str | None, b: str | None, resamples: int) -> CompareView
                           if s.id in flipped}
     view.comparison = c
     return view
-
-
-def _pair(store, a: str, b: str, cell_a: str, cell_b: str, sample_id: str):
-    """One sample's detail in cell ``cell_a`` of run ``a`` and in cell ``cell_b`` of run ``b``."""
-    run_a, run_b = get_run(store, a), get_run(store, b)
-    sid = sample_sid(store, run_a.dataset_id, sample_id)
-    return sample_id, sample_detail(store, run_a, sid, cell_a), sample_detail(store, run_b, sid, cell_b)
 
 
 def cell_label(cell: CellDelta) -> str:
@@ -424,86 +412,3 @@ class CompareScreen(WorkbenchScreen):
 def flip_rows(cell: CellDelta) -> list[tuple[str, str, str]]:
     """(stage, direction, sample id) of every flip of a cell, by stage then direction."""
     return [(stage, way, sid) for stage in STAGES for way in DIRECTIONS for sid in cell.flips[stage][way]]
-
-
-class FlipDetailScreen(WorkbenchScreen):
-    """One flipped sample in both runs side by side: A's cell on the left, B's on the right."""
-
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("j", "flip(1)", "Next flip", group=FLIP_KEYS),
-        Binding("k", "flip(-1)", "Prev flip", group=FLIP_KEYS, key_display="/k"),
-        Binding("J", "scroll_both(1)", "Both panes down", group=BOTH_KEYS),
-        Binding("K", "scroll_both(-1)", "Both panes up", group=BOTH_KEYS, key_display="/K"),
-    ]
-    AUTO_FOCUS = "#pane-a"
-
-    def __init__(self, a: str, b: str, cell_a: str, cell_b: str, rows: list[tuple[str, str, str]], index: int,
-                 questions: dict[str, str] | None = None):
-        super().__init__()
-        self.a, self.b, self.cell_a, self.cell_b = a, b, cell_a, cell_b
-        self.rows, self.index = rows, index
-        self.questions = questions or {}
-        self.pair = None
-
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static("loading …", id="heading", classes="title")
-        with Horizontal(id="pair"):
-            with VerticalScroll(id="pane-a", classes="pane"):
-                yield Static("", id="detail-a")
-            with VerticalScroll(id="pane-b", classes="pane"):
-                yield Static("", id="detail-b")
-        yield KeyFooter()
-
-    def on_mount(self) -> None:
-        self.reload()
-
-    def reload(self) -> None:
-        stage, way, sid = self.rows[self.index]
-        self.load("pair", _pair, self.a, self.b, self.cell_a, self.cell_b, sid)
-
-    def on_loaded(self, message: Loaded) -> None:
-        if message.what != "pair":
-            return
-        sid, da, db = message.payload
-        if sid != self.rows[self.index][2]:
-            return      # j/k moved on while it loaded: that sample's result follows
-        self.pair = (da, db)
-        stage, way, _ = self.rows[self.index]
-        symbol, colour = WAYS[way]
-        s = da.sample
-        gold = ("gold: " + esc("  ⟶  ".join(da.gold_paths[0]))
-                + (f" (+{len(da.gold_paths) - 1} more)" if len(da.gold_paths) > 1 else "")) if da.gold_paths else ""
-        self.query_one("#heading", Static).update(
-            f"[b]{esc(s.id)}[/b]  {esc(s.question)}\nanswers: {esc(' | '.join(s.answers))} · "
-            f"[{colour}]{symbol} {stage} {ARROWS[way]}[/{colour}] · flip {self.index + 1}/{len(self.rows)} "
-            f"(j/k) · {gold}")
-        self.query_one("#detail-a", Static).update(render_side("A", self.a, da))
-        self.query_one("#detail-b", Static).update(render_side("B", self.b, db))
-        for pane in self.query(".pane"):
-            pane.scroll_home(animate=False)
-
-    def action_flip(self, step: int) -> None:
-        i = self.index + step
-        if 0 <= i < len(self.rows):
-            self.index = i
-            self.reload()
-
-    def action_scroll_both(self, step: int) -> None:
-        for pane in self.query(".pane").results(VerticalScroll):
-            pane.scroll_to(y=pane.scroll_y + step * max(1, pane.size.height - 2), animate=False)
-
-
-def render_side(side: str, run: str, d) -> str:
-    """One run's half of the flip as markup: score, output, the cell's window and the prompt."""
-    e = d.event
-    passed = e["score"] is not None and e["score"] > 0
-    verdict = ("[green]✓ pass[/green]" if passed else "[red]✗ fail[/red]") if e["score"] is not None else "unscored"
-    out = [f"[b]{side} = {esc(run)}[/b] · {esc(d.cell_id)}",
-           f"{verdict} · H_set {e['h_set']} · H_vis {e['h_vis']} · K_eff {e['k_eff']} · {e['evidence_tokens']} tokens"
-           + (" · truncated" if e["truncated"] else ""),
-           "", *render_answer(d), "",
-           "[b]Evidence in window order[/b] [dim](★ gold, dim = after the cut)[/dim]", *render_window(d),
-           "", "[b]Prompt[/b]", *render_prompt(d)]
-    return "\n".join(out)
