@@ -9,15 +9,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from textual.app import ScreenStackError
 
 from workbench.store import open_store
+from workbench.triage import add_tag
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA
 from tuikit import (MODEL_PATIENCE, SIZE, heading, open_runs, run_from_palette, settle, settled_after, snap_app,
-                    type_text, wait_for)
+                    type_text, until_loaded, wait_for)
 
 async def test_help_and_every_mode_opens_from_the_keyboard(swept_db):
     app = WorkbenchApp(swept_db)
@@ -226,3 +228,22 @@ async def test_retrieval_screen_shows_curves_and_opens_a_miss(corpus_db):
         assert "Gold document" in str(app.screen.query_one("Static").render())
         await pilot.press("escape", "c")
         await wait_for(pilot, lambda: "chunk-level" in heading(app))
+
+
+async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monkeypatch):
+    # Quitting removes the screens a tick before the poll timer stops: a database write seen
+    # in that tick has no screen to tell, and must not raise (CI saw ScreenStackError).
+    app = WorkbenchApp(swept_db, poll_seconds=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_loaded(pilot)
+        writer = open_store(swept_db)
+        add_tag(writer, 1, 1, "seen-while-quitting")
+        writer.close()
+
+        def no_screens(self):
+            raise ScreenStackError("No screens on stack")
+
+        with monkeypatch.context() as m:
+            m.setattr(WorkbenchApp, "screen", property(no_screens))
+            app._poll()            # sees the write, finds no screen, returns
+        assert app._version == app.store.data_version()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 
 from workbench.store.queries import latest_run_name, list_datasets, run_names
@@ -57,12 +57,13 @@ class WorkbenchApp(WorkbenchAppBase):
     def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 1.0):
         super().__init__(db_path)
         self.poll_seconds = poll_seconds
+        self._poll_timer = None
 
     def on_mount(self) -> None:
         self.run_name = latest_run_name(self.store)
         # An empty database opens on Datasets, which greets a new user with what to do first.
         self.switch_mode("ledger" if self.run_name else ("runs" if self._has_datasets() else "datasets"))
-        self.set_interval(self.poll_seconds, self._poll)
+        self._poll_timer = self.set_interval(self.poll_seconds, self._poll)
 
     def _has_datasets(self) -> bool:
         return bool(list_datasets(self.store))
@@ -71,7 +72,11 @@ class WorkbenchApp(WorkbenchAppBase):
         version = self.store.data_version()
         if version != self._version:
             self._version = version
-            self.screen.post_message(DataChanged(version))
+            try:
+                screen = self.screen
+            except ScreenStackError:   # quitting: the screens are gone a tick before the timer
+                return
+            screen.post_message(DataChanged(version))
 
     def run_names(self) -> list[str]:
         """Every run's name (the command palette offers to open each)."""
@@ -118,6 +123,8 @@ class WorkbenchApp(WorkbenchAppBase):
             self.exit()
 
     def on_unmount(self) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.stop()     # before the store closes under it
         for stop in self.executions.values():
             stop.set()
         self.store.close()
