@@ -24,11 +24,11 @@ def fmt_number(est: Any, digits: int = 1) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned first columns, right-aligned numbers, one space-padded grid."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 3) -> str:
+    """The first ``left`` columns left-aligned (labels), the rest right-aligned (numbers), one grid."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     def line(cells):
-        return "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(c.rjust(w) if i >= left else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     out = [line(headers), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]
     return "\n".join(out)

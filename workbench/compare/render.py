@@ -79,7 +79,8 @@ def render_comparison(c: Comparison, *, max_samples: int = 8) -> str:
 def _term_table(term: str, rows) -> str:
     shown = [[_cell_label(ca, cb), str(n), _value(d.a), _value(d.b), fmt_delta(d), fmt_p(d.p), fmt_p(d.p_holm),
               SIGNIFICANT if d.significant else ""] for ca, cb, n, d in rows]
-    return term + "\n" + table(["cell", "n", "A", "B", "B − A [95% CI]", "p", "p(Holm)", ""], shown)
+    grid = table(["cell", "n", "A", "B", "B − A [95% CI]", "p", "p(Holm)", ""], shown, left=1)
+    return term + "\n" + "\n".join(line.rstrip() for line in grid.splitlines())
 
 
 def _cell_label(a: str, b: str) -> str:
@@ -103,5 +104,5 @@ def flips_text(c: Comparison, *, max_samples: int = 8) -> str:
                                   f"{', '.join(ids[:max_samples])}{more}")
     text = ("Flips: samples whose score changed, by the first stage that differs (retrieval: H_set changed; "
             "interface: H_set equal, H_vis changed; reasoning: both equal). f→p = fail→pass (B better), "
-            "p→f = pass→fail.\n" + table(header, rows))
+            "p→f = pass→fail.\n" + table(header, rows, left=1))
     return text + ("\n" + "\n".join(listed) if listed else "\nNo sample changed its score.")
