@@ -17,7 +17,6 @@ large run is read from its cached arrays).
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ledger import synthesize  # noqa: E402
+from bench_ledger import size_arguments, synthesize  # noqa: E402
 from workbench.compare.report import DEFAULT_TERMS, compare_cells  # noqa: E402
 from workbench.metrics.ledger import CellArrays, compute_ledger  # noqa: E402
 
@@ -52,12 +51,7 @@ def timed(fn) -> tuple[float, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--samples", type=int, default=100_000)
-    ap.add_argument("--cells", type=int, default=50)
-    ap.add_argument("--resamples", type=int, default=2000)
-    ap.add_argument("--target-seconds", type=float, default=5.0)
-    args = ap.parse_args()
+    args = size_arguments(__doc__.splitlines()[0]).parse_args()
 
     a = synthesize(args.samples, args.cells, seed=0)
     variants = {"model": other_model(a), "retriever": synthesize(args.samples, args.cells, seed=7)}

@@ -52,13 +52,18 @@ def synthesize(n: int, n_cells: int, seed: int = 0) -> dict[str, CellArrays]:
     return cells
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def size_arguments(description: str) -> argparse.ArgumentParser:
+    """The size of a synthetic ledger benchmark: samples, cells, resamples, and its target (shared by bench_compare)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--cells", type=int, default=50)
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--target-seconds", type=float, default=5.0)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = size_arguments(__doc__.splitlines()[0]).parse_args()
 
     cells = synthesize(args.samples, args.cells)
     rss_inputs_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the inputs alone
