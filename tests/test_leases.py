@@ -28,6 +28,7 @@ from workbench.data.importer import import_dataset
 from workbench.errors import EnvironmentFault
 from workbench.kg.importer import import_kg
 from workbench.store import open_store
+from workbench.store.queries import delete_run, get_run
 from workbench.store.lease import (HOST, LeaseHeld, LeaseRecovered, LeaseWaitStopped, current_holder, hold,
                                    process_start)
 
@@ -472,3 +473,15 @@ async def test_resuming_a_run_another_process_writes_says_so_in_the_runs_screen(
     con = sqlite3.connect(live_db)
     assert con.execute("SELECT count(*) FROM events WHERE status != 'pending'").fetchone()[0] == 0
     con.close()
+
+
+def test_a_run_another_process_writes_is_not_deleted_under_it(live_db, sleeper):
+    store = open_store(live_db)
+    _plant(store, "run:live", sleeper.pid, _started(sleeper), command="workbench resume live")
+    events = store.count("events")
+    with pytest.raises(LeaseHeld, match="run live is being written by pid"):
+        delete_run(store, "live")
+    assert store.count("events") == events and get_run(store, "live").name == "live"
+    store.conn.execute("DELETE FROM leases")            # the writer has finished
+    assert delete_run(store, "live")["events"] == events
+    store.close()

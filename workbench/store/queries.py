@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.store.db import Store
+from workbench.store.lease import hold
 from workbench.store.lookup import NotFound, named_or_latest
 
 
@@ -120,10 +121,11 @@ def delete_run(store: Store, name: str) -> dict[str, int]:
     """Delete a run with its cells, events and claim runs (cached generations stay: they are shared).
 
     Returns what went, counted in the deleting transaction: ``cells``, ``events``,
-    ``answered_events`` (those holding a prediction) and ``claim_runs``.
+    ``answered_events`` (those holding a prediction) and ``claim_runs``. A run another
+    process is writing is not deleted under it: :class:`~workbench.store.lease.LeaseHeld`.
     """
     run = get_run(store, name)
-    with store.transaction() as conn:
+    with hold(store, f"run:{run.name}", what=f"delete run {run.name}"), store.transaction() as conn:
         one = lambda sql: conn.execute(sql, (run.id,)).fetchone()[0]  # noqa: E731
         gone = {"cells": one("SELECT count(*) FROM cells WHERE run_id = ?"),
                 "events": one("SELECT count(*) FROM events WHERE run_id = ?"),
