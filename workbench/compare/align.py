@@ -8,9 +8,10 @@ to one cell of B, by its id or by an explicit map. Whatever cannot be matched is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
+from workbench.runs.generation import GenerationConfig
 from workbench.store.queries import Run
 
 # The axes a configuration varies along, by the run-config keys that make them up.
@@ -51,17 +52,16 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-# What a config written without the key means (a chat run stores no prompt_style).
-IMPLIED: dict[str, Any] = {"generation.prompt_style": "chat"}
+def _as_run_reads_it(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with its generation settings as the executor reads them (e.g. no prompt_style = chat)."""
+    if not config.get("generation"):   # a sweep: no model, no generation settings
+        return dict(config)
+    return {**config, "generation": asdict(GenerationConfig.from_stored(config["generation"]))}
 
 
 def config_differences(a: Run, b: Run) -> list[Difference]:
     """Every key on which the runs' configurations differ, each under its axis (``other`` if none)."""
-    fa, fb = flatten(a.config), flatten(b.config)
-    for flat in (fa, fb):
-        for key, value in IMPLIED.items():
-            if any(k.startswith("generation.") for k in flat):
-                flat.setdefault(key, value)
+    fa, fb = flatten(_as_run_reads_it(a.config)), flatten(_as_run_reads_it(b.config))
     axis_of = {key: axis for axis, keys in AXES for key in keys}
     order = {key: i for i, (_, keys) in enumerate(AXES) for key in keys}
     keys = sorted((k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)),

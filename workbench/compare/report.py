@@ -35,10 +35,9 @@ import numpy as np
 
 from workbench.claims.report import LEDGER_METRICS, claim_values, latest_claim_run
 from workbench.compare.align import Difference, align_cells, axes_of, check_same_dataset, config_differences
-from workbench.metrics.ledger import TERMS, CellArrays, cell_columns, point_values, terms_from_sums
+from workbench.metrics.ledger import TERMS, CellArrays, ledger_bootstrap
 from workbench.metrics.significance import bootstrap_p, holm, mcnemar_exact
-from workbench.metrics.stats import (Estimate, ResampledColumns, check_bootstrap_args, mean_and_resampled,
-                                     percentile_interval)
+from workbench.metrics.stats import Estimate, check_bootstrap_args, mean_and_resampled, percentile_interval
 from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays
 from workbench.store.db import Store
 from workbench.store.queries import get_run, load_samples
@@ -197,18 +196,14 @@ def _per_sample(cell: CellArrays, mask: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> list[dict[str, TermDelta]]:
-    n = len(aligned[0][0])
-    columns = ResampledColumns(n)
-    index = [(columns.add(cell_columns(pa)), columns.add(cell_columns(pb))) for pa, pb in aligned]
-    sums = columns.resampled_sums(resamples, seed) if resamples and n > 1 else None
+    cells = {(i, side): cell for i, pair in enumerate(aligned) for side, cell in zip("ab", pair)}
+    points, boots = ledger_bootstrap(cells, resamples, seed)
     out = []
-    for (pa, pb), (ia, ib) in zip(aligned, index):
-        point_a = point_values(terms_from_sums(np.asarray(columns_sum(columns, ia)), pa.scored))
-        point_b = point_values(terms_from_sums(np.asarray(columns_sum(columns, ib)), pb.scored))
+    for i, (pa, pb) in enumerate(aligned):
+        point_a, point_b = points[i, "a"], points[i, "b"]
         boot_a = boot_b = None
-        if sums is not None:
-            boot_a = terms_from_sums(sums[:, ia], pa.scored)
-            boot_b = terms_from_sums(sums[:, ib], pb.scored)
+        if boots is not None:
+            boot_a, boot_b = boots[i, "a"], boots[i, "b"]
         mask = _population(pa)
         per_a, per_b = _per_sample(pa, mask), _per_sample(pb, mask)
         cell = {}
@@ -228,11 +223,6 @@ def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> lis
             cell[term] = TermDelta(va, vb, delta, p, test)
         out.append(cell)
     return out
-
-
-def columns_sum(columns: ResampledColumns, index: np.ndarray) -> list[float]:
-    """The plain (weights 1) sums of the given columns: the point estimate's input."""
-    return [float(columns.cols[j].sum()) for j in index]
 
 
 def _flips(a: CellArrays, b: CellArrays, sample_ids: np.ndarray) -> dict[str, dict[str, list[str]]]:

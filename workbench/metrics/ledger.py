@@ -84,6 +84,7 @@ __all__ = [
     "ledger_point",
     "compute_ledger",
     "paired_difference",
+    "ledger_bootstrap",
 ]
 
 TERMS: tuple[str, ...] = (
@@ -251,10 +252,14 @@ def ledger_point(cell: CellArrays) -> dict[str, float | None]:
 # --------------------------------------------------------------------------- bootstrap
 
 
-def _ledger_bootstrap(
+def ledger_bootstrap(
     cells: Mapping[str, CellArrays], resamples: int, seed: int
 ) -> tuple[dict[str, dict[str, float | None]], dict[str, dict[str, np.ndarray]] | None]:
-    """Point terms and resampled terms (R-vectors, NaN = undefined) of every cell."""
+    """Point terms and resampled terms (R-vectors, NaN = undefined) of every cell, on one shared W.
+
+    None for the resampled terms when ``resamples`` is 0 or there are no samples. Public for
+    a caller that pairs terms across cells itself (``compare``: a cell of run A against one of B).
+    """
     n = common_length([len(c) for c in cells.values()], "ledger cells")
     columns = ResampledColumns(n)
     index: dict[str, np.ndarray] = {}
@@ -283,7 +288,7 @@ def compute_ledger(
     ``resamples=0`` gives point estimates with no intervals.
     """
     resamples = check_bootstrap_args(resamples, alpha)
-    points, boots = _ledger_bootstrap(cells, resamples, seed)
+    points, boots = ledger_bootstrap(cells, resamples, seed)
     flat_points = {(cid, t): points[cid][t] for cid in cells for t in TERMS}
     flat_boots = None if boots is None else {(cid, t): boots[cid][t] for cid in cells for t in TERMS}
     flat = percentile_intervals(flat_points, flat_boots, alpha)
@@ -313,7 +318,7 @@ def paired_difference(
             raise KeyError(f"no cell {cid!r}")
     pair = {a: cells[a]} if a == b else {a: cells[a], b: cells[b]}
     common_length([len(c) for c in cells.values()], "ledger cells")
-    points, boots = _ledger_bootstrap(pair, resamples, seed)
+    points, boots = ledger_bootstrap(pair, resamples, seed)
     pa, pb = points[a][term], points[b][term]
     value = None if pa is None or pb is None else float(pa - pb)
     diff = None if boots is None else boots[a][term] - boots[b][term]
