@@ -23,7 +23,7 @@ from workbench.metrics.ledger import (
     terms_from_sums,
 )
 from workbench.metrics.oracle import oracle_terms
-from workbench.metrics.stats import iter_resample_counts
+from workbench.metrics.stats import poisson_weights
 
 NAN = float("nan")
 
@@ -270,16 +270,8 @@ def resample(cell: CellArrays, counts: np.ndarray) -> CellArrays:
 
 
 def full_w(n: int, resamples: int, seed: int) -> np.ndarray:
-    return np.concatenate([w.copy() for _, w in iter_resample_counts(n, resamples, seed)])
-
-
-def test_resample_matrix_is_multinomial_counts_and_seeded() -> None:
-    w = full_w(37, 300, seed=5)
-    assert w.shape == (300, 37)
-    assert np.all(w.sum(axis=1) == 37)  # each resample draws N samples with replacement
-    assert np.all(w == np.round(w)) and w.min() >= 0
-    assert np.array_equal(w, full_w(37, 300, seed=5))
-    assert not np.array_equal(w, full_w(37, 300, seed=6))
+    """The (resamples × n) Poisson weights of samples keyed 0..n-1."""
+    return poisson_weights(np.arange(n), resamples, seed).T
 
 
 @pytest.mark.parametrize("float32", [False, True])

@@ -17,7 +17,7 @@ from workbench.metrics.stats import (
     bootstrap_ratio,
     check_bootstrap_args,
     common_length,
-    iter_resample_counts,
+    poisson_weights,
     optional_float,
     paired_mean_difference,
     percentile_interval,
@@ -34,7 +34,8 @@ RUN_B = np.array([1, 0, 0, 1, 0, 1, 1, 0, 0, 1], dtype=float)
 
 
 def full_w(n: int, resamples: int, seed: int) -> np.ndarray:
-    return np.concatenate([w.copy() for _, w in iter_resample_counts(n, resamples, seed, np.float64)])
+    """The (resamples × n) weight matrix of n items keyed by their positions."""
+    return poisson_weights(np.arange(n), resamples, seed).T
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -75,12 +76,32 @@ def test_common_length_refuses_misaligned_arrays() -> None:
 # --------------------------------------------------------------------------- resample weights
 
 
-def test_resample_counts_are_multinomial_draws_fixed_by_the_seed() -> None:
-    w = full_w(10, 300, seed=5)
-    assert w.shape == (300, 10)
-    assert np.all(w.sum(axis=1) == 10)  # each resample draws all 10 items with replacement
-    assert np.array_equal(w, full_w(10, 300, seed=5))
-    assert not np.array_equal(w, full_w(10, 300, seed=6))
+def test_weights_are_a_pure_function_of_seed_item_and_resample() -> None:
+    w = poisson_weights(np.arange(1000), 200, seed=5)
+    assert w.shape == (1000, 200) and np.all(w == np.round(w)) and w.min() >= 0
+    # An item's weights do not depend on the other items, on their order, or on how many
+    # resamples are asked for (fewer is a prefix): what lets a ledger add one event at a time.
+    assert np.array_equal(poisson_weights([999, 3, 7], 50, seed=5), w[[999, 3, 7], :50])
+    assert np.array_equal(poisson_weights([42], 200, seed=5)[0], w[42])
+    assert not np.array_equal(poisson_weights(np.arange(1000), 200, seed=6), w)
+
+
+def test_weights_are_philox_words_through_the_poisson_1_inverse_cdf() -> None:
+    # The oracle: numpy's Philox keyed by (key, seed) and scipy's Poisson quantile function.
+    from scipy.stats import poisson
+
+    key, seed = 12345, 9
+    words = np.random.Philox(key=key + (seed << 64)).random_raw(500).view(np.uint32)
+    expected = poisson(1.0).ppf((words.astype(np.float64) + 0.5) / 2**32)
+    assert np.array_equal(poisson_weights([key], 1000, seed)[0], expected)
+
+
+def test_weights_are_poisson_1_draws() -> None:
+    w = poisson_weights(np.arange(4000), 500, seed=0)  # 2M draws
+    assert abs(w.mean() - 1) < 0.003 and abs(w.var() - 1) < 0.006
+    pmf = [math.exp(-1) / math.factorial(k) for k in range(5)]
+    freq = np.bincount(w.astype(int).ravel(), minlength=5)[:5] / w.size
+    assert np.allclose(freq, pmf, atol=0.002)
 
 
 def test_resampled_columns_store_identical_columns_once_and_sum_with_w() -> None:
@@ -91,7 +112,10 @@ def test_resampled_columns_store_identical_columns_once_and_sum_with_w() -> None
     sums = cols.resampled_sums(50, seed=1, exact=True)
     w = full_w(10, 50, seed=1)
     assert np.array_equal(sums, w @ np.column_stack([RUN_A, RUN_B, np.ones(10)]))
-    assert np.all(sums[:, 2] == 10)
+    assert np.array_equal(sums[:, 2], w.sum(axis=1))  # a resample's size Σw varies (Poisson)
+    keyed = ResampledColumns(np.array([50, 10, 7]))  # items keyed by id, not position
+    keyed.add(np.ones((3, 1)))
+    assert np.array_equal(keyed.resampled_sums(20, seed=1)[:, 0], poisson_weights([50, 10, 7], 20, 1).sum(axis=0))
 
 
 # --------------------------------------------------------------------------- the percentile interval
@@ -135,7 +159,8 @@ def test_vectorized_intervals_equal_one_at_a_time() -> None:
 
 def test_bootstrap_mean_is_the_percentile_interval_of_the_resampled_means() -> None:
     est = bootstrap_mean(RUN_A, resamples=400, seed=2)
-    naive = full_w(10, 400, seed=2) @ RUN_A / 10  # the mean of each resample
+    w = full_w(10, 400, seed=2)
+    naive = w @ RUN_A / w.sum(axis=1)  # the (weighted) mean of each resample
     lo, hi = np.percentile(naive, [2.5, 97.5])
     assert est == Estimate(0.6, float(lo), float(hi))
     assert est == bootstrap_mean(RUN_A, resamples=400, seed=2)  # seeded
@@ -198,7 +223,7 @@ def test_pairing_makes_the_difference_sharper_than_independent_intervals() -> No
     b[flipped] = 1 - b[flipped]
     d = paired_mean_difference(a, b, resamples=500, seed=1)
     alone = bootstrap_mean(a, resamples=500, seed=1)
-    assert d.hi - d.lo < (alone.hi - alone.lo) / 3
+    assert d.hi - d.lo < (alone.hi - alone.lo) / 2.5
 
 
 def test_paired_difference_needs_aligned_finite_measurements() -> None:

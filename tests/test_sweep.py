@@ -108,22 +108,3 @@ def test_sample_data_sweep_is_sensible(metaqa_db):
     assert keff == sorted(keff)
     visible = json.loads(store.conn.execute("SELECT visible FROM events LIMIT 1").fetchone()[0])
     assert all(isinstance(u, int) for u in visible)
-
-
-def test_large_runs_read_their_arrays_from_a_cache_that_any_event_change_invalidates(tiny_store, monkeypatch):
-    from workbench.data.predictions import import_predictions
-    from workbench.runs import report as report_mod
-    from conftest import write_jsonl
-
-    monkeypatch.setattr(report_mod, "_CACHE_MIN_EVENTS", 0)
-    plan_sweep(tiny_store, SweepConfig(ks=(1, 3), budgets=(256,), formats=("score",)), name="s")
-    run = get_run(tiny_store, "s")
-    fresh = run_ledger(tiny_store, run, resamples=50)
-    assert tiny_store.count("run_arrays") == 2
-    cached = run_ledger(tiny_store, run, resamples=50)
-    assert [r["S_vis"] for r in cached.rows] == [r["S_vis"] for r in fresh.rows]
-    path = write_jsonl(tiny_store.path.parent / "p.jsonl",
-                       [{"sample_id": "q3", "cell_id": "k3-b256-score", "prediction": "French"}])
-    import_predictions(tiny_store, run, path)
-    after = {r["cell_id"]: r for r in run_ledger(tiny_store, run, resamples=50).rows}
-    assert after["k3-b256-score"]["S_llm"].value == 1.0  # the update moved the version: no stale cache

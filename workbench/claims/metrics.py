@@ -201,20 +201,23 @@ def aggregate(
     seed: int = 0,
     alpha: float = 0.05,
     names: Sequence[str] = METRICS,
+    keys: Sequence[int] | None = None,
 ) -> dict[str, CellMetric]:
     """Each metric of ``names`` (default :data:`METRICS`) over a cell of samples (outputs of :func:`sample_metrics`).
 
     The value is the mean over the samples where the metric is defined (a missing key counts
     as undefined); the interval is a percentile bootstrap over those samples, reproducible
     from ``seed``. Fewer than 2 defined samples, or ``resamples=0``, give no interval.
+    ``keys`` (one per sample, e.g. sids) key the bootstrap weights; default the positions.
     """
     resamples = check_bootstrap_args(resamples, alpha)
     out: dict[str, CellMetric] = {}
+    ids = list(range(len(per_sample))) if keys is None else list(keys)
     for name in names:
-        defined = [d[name] for d in per_sample if d.get(name) is not None]
-        values = np.array(defined, dtype=np.float64)
+        defined = [(k, d[name]) for k, d in zip(ids, per_sample) if d.get(name) is not None]
+        values = np.array([v for _, v in defined], dtype=np.float64)
         if not np.all(np.isfinite(values)):
             raise ValueError(f"metric {name!r} has a non-finite value; use None for undefined")
-        est = bootstrap_mean(values, resamples=resamples, seed=seed, alpha=alpha)
+        est = bootstrap_mean(values, resamples=resamples, seed=seed, alpha=alpha, keys=[k for k, _ in defined])
         out[name] = CellMetric(len(values), est.value, est.lo, est.hi)
     return out

@@ -66,10 +66,12 @@ def claims_by_cell(store: Store, run: Run, claim_run: int | None = None, *, excl
     skip = set(exclude)
     out = {}
     for cell_id, by_sid in claim_values(store, claim_run).items():
-        rows = [values for sid, values in by_sid.items() if sid not in skip]
-        if rows:
-            out[cell_id] = {"jobs": len(rows),
-                            **aggregate(rows, resamples=resamples, seed=seed, names=("support_ratio", *METRICS))}
+        kept = [(sid, values) for sid, values in by_sid.items() if sid not in skip]
+        if kept:
+            # Keyed by sid: the same bootstrap weights as the ledger's terms of these samples.
+            out[cell_id] = {"jobs": len(kept),
+                            **aggregate([v for _, v in kept], resamples=resamples, seed=seed,
+                                        names=("support_ratio", *METRICS), keys=[sid for sid, _ in kept])}
     return out
 
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap
-from workbench.cli.exit_codes import OK
+from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.shared import emit_json, store_of, write_out
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
@@ -27,6 +27,8 @@ def cmd_ledger(args) -> int:
     from workbench.data.exports import ledger_records
 
     store = store_of(args)
+    if args.verify:
+        return _verify(args, store)
     if args.diff:
         from workbench.runs.report import cell_difference
         from workbench.store.queries import get_run
@@ -45,6 +47,30 @@ def cmd_ledger(args) -> int:
     else:
         print(ledger_tables(report))
     return OK
+
+
+def _verify(args, store) -> int:
+    """Compare the run's incremental ledger state with a from-scratch build; exit 1 on any difference."""
+    from workbench.runs.report import verify_ledger
+    from workbench.store.queries import get_run
+
+    run = get_run(store, args.run)
+    check = verify_ledger(store, run, score=args.score, seed=args.seed)
+    if args.json:
+        emit_json({"run": run.name, "ok": check.ok, "watermark": check.watermark, "groups": check.groups,
+                   "resamples": check.resamples, "max_point_diff": check.max_point_diff,
+                   "max_replicate_diff": check.max_replicate_diff, "differences": check.differences})
+    else:
+        what = (f"run {run.name}: the incremental ledger state ({check.groups} groups, {check.resamples:,} resamples,"
+                f" up to change {check.watermark:,})")
+        if check.ok:
+            print(f"{what} equals a from-scratch computation: no difference (largest relative difference"
+                  f" {check.max_point_diff:.1g} in point sums, {check.max_replicate_diff:.1g} in replicate sums)")
+        else:
+            print(f"{what} differs from a from-scratch computation:")
+            for line in check.differences:
+                print(f"  {line}")
+    return OK if check.ok else FAILURE
 
 
 def cmd_plot(args) -> int:
@@ -108,6 +134,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
     p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
     p.add_argument("--term", default="S_vis", help="term for --diff (default S_vis)")
+    p.add_argument("--verify", action="store_true",
+                   help="recompute the ledger from scratch and report any difference from its incremental "
+                        "state (exit 1 if there is one)")
     p.set_defaults(func=cmd_ledger, readonly=True)
 
     p = subparsers.add_parser("plot", parents=[parents.db, report],

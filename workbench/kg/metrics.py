@@ -18,8 +18,8 @@ Per-entity contributions. Both families are ratios of sums over entities:
 R = Σtp/Σgold; B-cubed P = Σ bp_e / n, R = Σ br_e / n.
 
 Uncertainty. Intervals are percentile bootstrap intervals (as the ledger's, docs/design.md §3: 2,000 seeded
-resamples, a resample-count matrix W shared through :class:`workbench.metrics.stats.ResampledColumns`,
-every resampled sum one product ``W @ X``, no Python loop over resamples). The resampling
+resamples of Poisson(1) weights per entity shared through :class:`workbench.metrics.stats.ResampledColumns`,
+every resampled sum one product ``Wᵀ X``, no Python loop over resamples; a resample's n is its Σw). The resampling
 unit is the *entity*: a resample reweights the per-entity contributions above, keeping each
 entity's clusters as they were (a ratio estimator; duplicating an entity creates no new
 pairs). This ignores that entities of one cluster are correlated — their contributions
@@ -193,11 +193,12 @@ def _boot(preds: Sequence[Sequence[object]], gold: Sequence[object], resamples: 
         raise ValueError("clustering scores need at least one entity")
     columns = ResampledColumns(n)
     index = [columns.add(np.column_stack([terms[name] for name in _COLUMNS])) for terms in blocks]
+    entities = columns.add(np.ones((n, 1)))[0]  # a resample's entity count Σw (Poisson weights)
     if resamples == 0:
         return None
     # exact: tp/pred/gold sums are then exact integers, independent of BLAS order.
     sums = columns.resampled_sums(resamples, seed, exact=True)
-    return [_scores(sums[:, idx], float(n)) for idx in index]
+    return [_scores(sums[:, idx], sums[:, entities]) for idx in index]
 
 
 def _points(pred: Sequence[object], gold: Sequence[object]) -> dict[str, float | None]:

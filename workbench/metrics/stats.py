@@ -1,11 +1,30 @@
 """Bootstrap statistics shared by every metric module: one owner for the interval rules.
 
-Resample weights. A bootstrap resample r is a row of multinomial counts W[r] (how many
-times each of the n items was drawn: n uniform draws with replacement). W depends only on
-``(n, resamples, seed)`` (:func:`iter_resample_counts`), so two statistics computed on the
-same items with the same arguments see the same resamples: their difference is a *paired*
-bootstrap. Every resampled statistic is a product ``W @ X``, never a Python loop over
-resamples.
+Resample weights: a Poisson bootstrap keyed by item. In resample r, item i carries the
+weight w(seed, key_i, r) ~ Poisson(1), where ``key_i`` is the item's stable id (a sample's
+sid; by default its position). The weight is a *pure function* of (seed, key, r)
+(:func:`poisson_weights`): the r-th 32-bit word of numpy's counter-based Philox4x64
+generator keyed by (key, seed), mapped to Poisson(1) by its inverse CDF. So
+
+- every statistic over the same items sees the same resamples, whatever else it is
+  computed with: differences between cells of a run, between runs of a dataset (aligned by
+  sid) and between a ledger read now and one read later are *paired* bootstraps;
+- a resample's sums can be kept up to date one item at a time: adding item i adds
+  ``w(seed, i, ·) ⊗ x_i`` to the replicate sums, in O(resamples) (the incremental ledger,
+  :mod:`workbench.runs.aggregate`);
+- asking for fewer resamples takes a prefix: resample r does not depend on how many there are.
+
+Why Poisson and not the classical multinomial (n draws with replacement): the multinomial
+counts of one item depend on n and on every other item, so no per-item update exists; with
+independent Poisson(1) weights the resampled sums are sums of independent per-item terms.
+This is the Poisson bootstrap of Hanley & MacGibbon (2006) and Chamandy et al. (2012,
+"Estimating uncertainty for massive data streams"); for the means and ratios of means used
+here it is asymptotically equivalent to the classical bootstrap (the resample size Σw is
+random, so every mean is the weighted mean Σw·x / Σw). A resample where every weight of a
+denominator is 0 is undefined (NaN) and left out, as any undefined resample is.
+
+Every resampled statistic is a matrix product ``Wᵀ X`` over chunks of items, never a
+Python loop over resamples.
 
 Intervals. A 95 % (``alpha=0.05``) percentile interval over the resampled values. A
 resample where the statistic is undefined (NaN, e.g. a zero denominator) is left out; no
@@ -18,8 +37,9 @@ resampling distribution), the nearer end is moved onto the point. So every
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Iterator, Mapping, TypeVar
+from typing import Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -29,7 +49,9 @@ __all__ = [
     "common_length",
     "ratio",
     "optional_float",
-    "iter_resample_counts",
+    "poisson_weights",
+    "iter_resample_weights",
+    "item_keys",
     "ResampledColumns",
     "percentile_interval",
     "percentile_intervals",
@@ -42,14 +64,28 @@ __all__ = [
 
 K = TypeVar("K", bound=Hashable)
 
-# W is generated in chunks of at most this many entries (rows × n) and at most
-# _CHUNK_MAX_ROWS rows; each chunk is filled _DRAW_ROWS rows at a time (cache-friendly).
-_CHUNK_ENTRIES = 1 << 24
-_CHUNK_MAX_ROWS = 256
-_DRAW_ROWS = 16
+# Weights are generated for chunks of at most this many entries (items × resamples).
+_CHUNK_ENTRIES = 1 << 22
 # Products with at most this many multiply-adds run in float64, larger ones in float32.
 _FLOAT64_MAX_WORK = 1 << 28
 
+
+def _poisson1_thresholds() -> np.ndarray:
+    """uint32 thresholds T_k = ⌊F(k)·2³²⌋ of the Poisson(1) CDF F: w = #{k : u ≥ T_k} for a uniform word u."""
+    out, cdf, term, k = [], 0.0, math.exp(-1.0), 0
+    while True:
+        cdf += term
+        t = math.floor(cdf * 2.0**32)
+        if t >= 2**32:
+            break
+        out.append(t)
+        k += 1
+        term /= k
+    return np.array(out, dtype=np.uint32)
+
+
+_THRESHOLDS = _poisson1_thresholds()  # 13 words: P(w ≥ 13) < 2⁻³²
+_COMMON = 6  # thresholds compared for every word; the tail (P(w ≥ 6) ≈ 6e-4) is looked up
 
 @dataclass(frozen=True)
 class Estimate:
@@ -99,50 +135,79 @@ def optional_float(x: np.ndarray | float) -> float | None:
 # --------------------------------------------------------------------------- resample weights
 
 
-def _chunk_rows(n: int) -> int:
-    return max(1, min(_CHUNK_MAX_ROWS, _CHUNK_ENTRIES // max(n, 1)))
+def poisson_weights(keys: np.ndarray | Sequence[int], resamples: int, seed: int,
+                    dtype: type = np.float64) -> np.ndarray:
+    """The Poisson(1) bootstrap weights of ``keys`` (items) × ``resamples``: THE resample weights.
 
-
-def iter_resample_counts(
-    n: int, resamples: int, seed: int, dtype: type = np.float32
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(first_row, W_chunk)``: the bootstrap resample-count matrix W, in row chunks.
-
-    Row r of W holds how many times each of the ``n`` items was drawn in resample r
-    (multinomial counts summing to ``n``: ``n`` uniform draws with replacement, counted with
-    ``np.bincount``). W depends only on ``(n, resamples, seed)``: the chunking is a function
-    of ``n`` alone, so every caller with the same arguments sees the same W. Memory stays
-    bounded by one chunk (at most 16 M entries). The chunk buffer is reused: copy a chunk
-    if you keep it past the next iteration.
+    ``out[i, r]`` is a pure function of ``(seed, keys[i], r)``: the r-th 32-bit word of
+    numpy's Philox4x64-10 stream keyed by ``(keys[i], seed)`` (counter from 0), mapped
+    through the Poisson(1) inverse CDF. Keys and seed are integers in [0, 2⁶⁴).
     """
-    rng = np.random.default_rng(seed)
-    step = _chunk_rows(n)
-    draw = min(_DRAW_ROWS, step)
-    idx_dtype = np.uint32 if n <= np.iinfo(np.uint32).max else np.int64
-    buf = np.empty((min(step, resamples), n), dtype=dtype)
-    for start in range(0, resamples, step):
-        rows = min(step, resamples - start)
-        w = buf[:rows]
-        for s in range(0, rows, draw):
-            r = min(draw, rows - s)
-            # uint32 draws are ~4x faster than int64 ones, and a row-by-row bincount of
-            # them (cache-sized) is faster than one offset bincount over the whole block.
-            idx = rng.integers(0, n, size=(r, n), dtype=idx_dtype)
-            for j in range(r):
-                w[s + j] = np.bincount(idx[j], minlength=n)
-        yield start, w
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    if seed < 0 or seed >= 2**64:
+        raise ValueError(f"seed must lie in [0, 2**64), got {seed!r}")
+    if len(keys) and keys.min() < 0:
+        raise ValueError("bootstrap keys must be non-negative integers")
+    words = np.empty((len(keys), resamples), dtype=np.uint32)
+    if resamples:
+        bits = np.random.Philox(key=0)
+        state = bits.state
+        inner = state["state"]
+        raw_words = (resamples + 1) // 2
+        for i, key in enumerate(keys.tolist()):
+            inner["key"] = np.array([key, seed], dtype=np.uint64)
+            inner["counter"] = np.zeros(4, dtype=np.uint64)
+            state["buffer_pos"] = 4
+            bits.state = state
+            words[i] = bits.random_raw(raw_words).view(np.uint32)[:resamples]
+    w = np.zeros(words.shape, dtype=np.uint8)
+    for t in _THRESHOLDS[:_COMMON]:
+        w += words >= t
+    tail = words >= _THRESHOLDS[_COMMON - 1]
+    if tail.any():
+        w[tail] = np.searchsorted(_THRESHOLDS, words[tail], side="right")
+    return w.astype(dtype, copy=False)
+
+
+def iter_resample_weights(
+    keys: np.ndarray | Sequence[int], resamples: int, seed: int, dtype: type = np.float64
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """Yield ``(items, W_chunk)``: :func:`poisson_weights` for consecutive chunks of ``keys``.
+
+    ``W_chunk`` is (items in the chunk × resamples); memory stays bounded by one chunk.
+    """
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    step = max(1, _CHUNK_ENTRIES // max(resamples, 1))
+    for start in range(0, len(keys), step):
+        items = slice(start, min(start + step, len(keys)))
+        yield items, poisson_weights(keys[items], resamples, seed, dtype)
+
+
+def item_keys(n: int, keys: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
+    """The bootstrap keys of ``n`` items: ``keys`` (checked to be n distinct ids) or their positions."""
+    if keys is None:
+        return np.arange(n, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    if len(keys) != n:
+        raise ValueError(f"{len(keys)} bootstrap keys for {n} items")
+    if len(np.unique(keys)) != n:
+        raise ValueError("bootstrap keys must be distinct (one per item)")
+    return keys
 
 
 class ResampledColumns:
-    """Columns over the same n items, resampled together by one product ``W @ X``.
+    """Columns over the same items, resampled together by one product ``Wᵀ X``.
 
-    Each distinct column is stored once: identical columns (a mask shared by two cells, a
-    prediction compared with itself) get one index, which saves work and makes their
-    resampled sums bit-identical, so a paired difference of equal inputs is exactly 0.
+    ``keys`` are the items' bootstrap keys (:func:`item_keys`; an int n means positions
+    0..n-1). Each distinct column is stored once: identical columns (a mask shared by two
+    cells, a prediction compared with itself) get one index, which saves work and makes
+    their resampled sums bit-identical, so a paired difference of equal inputs is exactly 0.
     """
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self, keys: int | np.ndarray | Sequence[int]) -> None:
+        self.keys = item_keys(keys) if isinstance(keys, (int, np.integer)) else item_keys(len(keys), keys)
+        self.n = len(self.keys)
+        n = self.n
         self.cols: list[np.ndarray] = []
         self._by_key: dict[bytes, list[int]] = {}
         # A few entries of each column, to find candidate duplicates without full compares.
@@ -166,14 +231,15 @@ class ResampledColumns:
         return index
 
     def resampled_sums(self, resamples: int, seed: int, *, exact: bool = False) -> np.ndarray:
-        """(resamples × number of distinct columns) float64: ``W @ X`` for the shared W.
+        """(resamples × number of distinct columns) float64: ``Wᵀ X`` for the items' weights.
 
-        Large products run in float32 (relative error ~1e-6 on the sums, far below the
-        Monte-Carlo error of the bootstrap) unless ``exact``: float64 throughout, so sums
-        of integer columns are exact integers whatever the BLAS order.
+        Large products run in float32 within a chunk of items, accumulated in float64
+        (relative error ~1e-7 on the sums, far below the Monte-Carlo error of the
+        bootstrap) unless ``exact``: float64 throughout, so sums of integer columns are exact
+        integers whatever the BLAS order.
         """
         u = len(self.cols)
-        out = np.empty((resamples, u), dtype=np.float64)
+        out = np.zeros((resamples, u), dtype=np.float64)
         if resamples == 0 or u == 0:
             return out
         work = resamples * self.n * u
@@ -181,8 +247,8 @@ class ResampledColumns:
         x = np.empty((self.n, u), dtype=dtype)
         for j, col in enumerate(self.cols):
             x[:, j] = col
-        for start, w in iter_resample_counts(self.n, resamples, seed, dtype):
-            out[start : start + len(w)] = w @ x
+        for items, w in iter_resample_weights(self.keys, resamples, seed, dtype):
+            out += w.T @ x[items]
         return out
 
 
@@ -251,28 +317,35 @@ def percentile_intervals(
 
 
 def mean_and_resampled(
-    values: np.ndarray, resamples: int, seed: int
+    values: np.ndarray, resamples: int, seed: int, keys: np.ndarray | Sequence[int] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Means over items (axis 0) and their resampled means ``W @ values / n`` (resamples × ...).
+    """Means over items (axis 0) and their resampled means ``Σw·x / Σw`` (resamples × ...).
 
-    ``n`` must be at least 1. Public for a caller that needs the resampled means themselves
-    (e.g. a paired bootstrap's p-value), not only their interval.
+    ``n`` must be at least 1; ``keys`` are the items' bootstrap keys (default: positions). A
+    resample whose weights are all 0 gives NaN. Public for a caller that needs the resampled
+    means themselves (e.g. a paired bootstrap's p-value), not only their interval.
     """
     n = values.shape[0]
-    boot = np.empty((resamples,) + values.shape[1:], dtype=np.float64)
-    for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-        boot[start : start + w.shape[0]] = w @ values / n
+    flat = values.reshape(n, -1)
+    num = np.zeros((resamples, flat.shape[1]), dtype=np.float64)
+    den = np.zeros(resamples, dtype=np.float64)
+    for items, w in iter_resample_weights(item_keys(n, keys), resamples, seed):
+        num += w.T @ flat[items]
+        den += w.sum(axis=0)
+    boot = ratio(num, den[:, None]).reshape((resamples,) + values.shape[1:])
     return values.mean(axis=0), boot
 
 
 def bootstrap_mean(
-    values: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+    values: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+    keys: np.ndarray | Sequence[int] | None = None,
 ) -> Estimate:
     """The mean of ``values`` (one per item) with a percentile bootstrap interval.
 
     No items give ``Estimate(None, None, None)``; one item (no spread to resample) or
     ``resamples=0`` give the mean without an interval. Values must be finite: leave
-    undefined items out before calling.
+    undefined items out before calling. ``keys``: the items' bootstrap keys (e.g. sids, so the
+    interval pairs with the ledger's); default their positions.
     """
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1:
@@ -282,12 +355,13 @@ def bootstrap_mean(
         return Estimate(None, None, None)
     if len(values) < 2 or resamples == 0:
         return Estimate(float(np.mean(values)), None, None)
-    mean, boot = mean_and_resampled(values, resamples, seed)
+    mean, boot = mean_and_resampled(values, resamples, seed, keys)
     return percentile_interval(float(mean), boot, alpha)
 
 
 def bootstrap_means(
-    block: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+    block: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+    keys: np.ndarray | Sequence[int] | None = None,
 ) -> list[Estimate]:
     """:func:`bootstrap_mean` of each column of an (items × m) block, all on the same resamples."""
     block = np.asarray(block, dtype=np.float64)
@@ -299,7 +373,7 @@ def bootstrap_means(
         return [Estimate(None, None, None)] * m
     if n < 2 or resamples == 0:
         return [Estimate(float(v), None, None) for v in block.mean(axis=0)]
-    means, boot = mean_and_resampled(block, resamples, seed)
+    means, boot = mean_and_resampled(block, resamples, seed, keys)
     points = {j: float(means[j]) for j in range(m)}
     return list(percentile_intervals(points, {j: boot[:, j] for j in range(m)}, alpha).values())
 
@@ -327,11 +401,12 @@ def bootstrap_ratio(
     point = float(num.sum()) / total
     if n < 2 or resamples == 0:
         return Estimate(point, None, None)
-    boot = np.empty(resamples, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for start, w in iter_resample_counts(n, resamples, seed, dtype=np.float64):
-            boot[start : start + w.shape[0]] = (w @ num) / (w @ den)
-    return percentile_interval(point, boot, alpha)
+    wnum = np.zeros(resamples, dtype=np.float64)
+    wden = np.zeros(resamples, dtype=np.float64)
+    for items, w in iter_resample_weights(item_keys(n), resamples, seed):
+        wnum += num[items] @ w
+        wden += den[items] @ w
+    return percentile_interval(point, ratio(wnum, wden), alpha)
 
 
 def paired_mean_difference(

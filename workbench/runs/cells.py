@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.store.db import Store
+
 
 @dataclass(frozen=True, order=True)
 class Cell:
@@ -32,3 +34,9 @@ def grid(ks, budgets, formats, *, oracle: bool, shuffles: int) -> list[Cell]:
             cells.append(Cell("oracle", b, "struct"))
             cells.extend(Cell("oracle", b, "linear", shuffle=m) for m in range(shuffles))
     return cells
+
+
+def run_cells(store: Store, run_id: int) -> dict[str, Cell]:
+    """The cells a run was planned with, by cell id."""
+    return {cid: Cell(kind, budget, fmt, k=k, shuffle=m) for cid, kind, k, budget, fmt, m in store.conn.execute(
+        "SELECT cell_id, kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run_id,))}

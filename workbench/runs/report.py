@@ -7,12 +7,29 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.metrics.ledger import TERMS, CellArrays, Estimate, compute_ledger, paired_difference
-from workbench.metrics.oracle import oracle_terms
+from workbench.metrics.ledger import (
+    STATE_COLUMNS,
+    TERMS,
+    CellArrays,
+    Estimate,
+    difference_from_states,
+    ledger_from_states,
+    point_values,
+    state_scored,
+    terms_from_state,
+)
+from workbench.metrics.oracle import oracle_estimates
 from workbench.metrics.scoring import get_scorer
-from workbench.runs.cells import Cell
+from workbench.metrics.stats import check_bootstrap_args
+from workbench.runs.aggregate import DEFAULT_RESAMPLES, LedgerReader, Verification, verify
+from workbench.runs.cells import Cell, run_cells
 from workbench.store.db import Store
+from workbench.store.ledger_state import state_header
 from workbench.store.queries import Run, load_samples
+from workbench.triage import sids_with_tags
+
+_SCORED_ROWS = STATE_COLUMNS.index("scored.m")
+_ALL_ROWS = STATE_COLUMNS.index("all.m")
 
 
 @dataclass
@@ -45,23 +62,20 @@ class LedgerReport:
     warnings: list[str] = field(default_factory=list)   # recorded when the run was planned
 
 
-_CACHE_MIN_EVENTS = 20_000  # smaller runs scan faster than they would read and write the cache
-
-
 def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: set[int] = frozenset()) -> RunArrays:
-    """Load a run's events as per-cell arrays aligned on the run's samples (sid order).
+    """Load a run's events as per-cell arrays aligned on the run's samples (sid order), by one scan.
 
+    For a caller that needs the samples themselves (``compare`` pairs two runs sample by
+    sample); the ledger reads its incremental state instead (:mod:`workbench.runs.aggregate`).
     ``score`` other than the run's own re-scores stored predictions. ``exclude`` drops
-    samples (by sid) from every cell, e.g. those tagged annotation-error. Large runs are
-    read from ``run_arrays``, rebuilt whenever ``runs.events_version`` has moved.
+    samples (by sid) from every cell, e.g. those tagged annotation-error.
     """
     score_name = score or run.config.get("score", "acc")
-    cells = {cid: Cell(kind, budget, fmt, k=k, shuffle=m) for cid, kind, k, budget, fmt, m in store.conn.execute(
-        "SELECT cell_id, kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))}
+    cells = run_cells(store, run.id)
     if score_name != run.config.get("score", "acc"):
         sids, raw = _rescored(store, run, cells, get_scorer(score_name))
     else:
-        sids, raw = _cached_or_scanned(store, run, cells)
+        sids, raw = _scan(store, run, cells)
     keep = ~np.isin(sids, np.fromiter(exclude, dtype=np.int64)) if exclude else slice(None)
     arrays = {cid: CellArrays(h_set=ints[0][keep], h_vis=ints[1][keep], k_eff=ints[2][keep],
                               evidence_tokens=ints[3][keep], truncated=ints[4][keep], score=scores[keep])
@@ -90,33 +104,6 @@ def _scan(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]:
     return sids, raw
 
 
-def _cached_or_scanned(store: Store, run: Run, cells) -> tuple[np.ndarray, dict]:
-    version = store.conn.execute("SELECT events_version FROM runs WHERE id = ?", (run.id,)).fetchone()[0]
-    rows = store.conn.execute("SELECT cell_id, version, n, sids, ints, scores FROM run_arrays WHERE run_id = ?",
-                              (run.id,)).fetchall()
-    if rows and len(rows) == len(cells) and all(r[1] == version for r in rows):
-        sids = np.frombuffer(rows[0][3], dtype=np.int32).astype(np.int64)
-        return sids, {cid: (np.frombuffer(ints, dtype=np.int32).reshape(5, n), np.frombuffer(scores, dtype=np.float64))
-                      for cid, _, n, _, ints, scores in rows}
-    sids, raw = _scan(store, run, cells)
-    if len(sids) * len(cells) >= _CACHE_MIN_EVENTS and not store.readonly:  # a read-only file keeps no cache
-        sid_blob = sids.astype(np.int32).tobytes()
-        with store.transaction() as conn:
-            # Built from data read at `version`: a write since then has moved the version on,
-            # so a stale cache is never taken for fresh. Another reader may have written the
-            # same version meanwhile: then there is nothing to do.
-            current = conn.execute("SELECT count(*) FROM run_arrays WHERE run_id = ? AND version = ?",
-                                   (run.id, version)).fetchone()[0]
-            if current == len(cells):
-                return sids, raw
-            conn.execute("DELETE FROM run_arrays WHERE run_id = ?", (run.id,))
-            conn.executemany(
-                "INSERT INTO run_arrays (run_id, cell_id, version, n, sids, ints, scores) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run.id, cid, version, len(sids), sid_blob, ints.tobytes(), scores.tobytes())
-                 for cid, (ints, scores) in raw.items()])
-    return sids, raw
-
-
 def _rescored(store: Store, run: Run, cells, scorer) -> tuple[np.ndarray, dict]:
     """Like :func:`_scan`, with every stored prediction scored again by ``scorer``."""
     sids, raw = _scan(store, run, cells)
@@ -134,43 +121,80 @@ def cell_sort_key(cell: Cell):
     return (cell.format, cell.budget, cell.k or 0, cell.shuffle if cell.shuffle is not None else -1)
 
 
+def ledger_reader(store: Store, run: Run, *, score: str | None = None, resamples: int = DEFAULT_RESAMPLES,
+                  seed: int = 0, persist_every: int = 1, persist: bool = True) -> LedgerReader:
+    """A reader of the run's incremental ledger state keeping at least ``resamples`` replicates.
+
+    ``persist_every=1`` (a one-shot reader: the CLI) saves the state after any change it
+    applied; a long-lived reader (the TUI) passes more. ``persist=False``: a throwaway
+    reader (a quick preview) with ``resamples`` exactly, that saves nothing.
+    """
+    if not persist:
+        return LedgerReader(store, run, score=score, seed=seed, resamples=resamples, persist=False)
+    return LedgerReader(store, run, score=score, seed=seed, resamples=max(resamples, DEFAULT_RESAMPLES),
+                        persist_every=persist_every)
+
+
+def saved_state_exists(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> bool:
+    """Whether the run has a saved ledger state (its ledger then reads in O(cells × resamples))."""
+    head = state_header(store.conn, run.id, score or run.config.get("score", "acc"), seed)
+    return head is not None and head.watermark is not None
+
+
 def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: int = 2000,
-               seed: int = 0, exclude_tags: Sequence[str] = ()) -> LedgerReport:
+               seed: int = 0, exclude_tags: Sequence[str] = (), reader: LedgerReader | None = None) -> LedgerReport:
     """Compute the ledger of every retrieval cell and the oracle controls of every budget.
 
-    Samples tagged with any of ``exclude_tags`` are left out of every term.
+    Samples tagged with any of ``exclude_tags`` are left out of every term. The terms come
+    from the run's incremental state (``reader``, or a one-shot one): a read costs the
+    events changed since the state was saved, not a scan of the run.
     """
-    from workbench.triage import sids_with_tags
-
+    check_bootstrap_args(resamples, 0.05)
     excluded = sids_with_tags(store, run.dataset_id, exclude_tags)
-    ra = load_run_arrays(store, run, score, excluded)
-    report = LedgerReport(run.name, run.dataset, ra.score_name, resamples, seed)
+    reader = reader or ledger_reader(store, run, score=score, resamples=resamples, seed=seed)
+    state = reader.refresh(excluded, store=store)
+    cells = reader.cells
+    report = LedgerReport(run.name, run.dataset, reader.score_name, resamples, seed)
     report.warnings = list(run.config.get("warnings", []))
-    # From the arrays, not a count over events (5M rows on a large run): a done job has a score.
-    report.jobs_total = sum(len(a.score) for a in ra.arrays.values())
-    report.jobs_done = int(sum(np.count_nonzero(~np.isnan(a.score)) for a in ra.arrays.values()))
+
+    def cell_state(cid: str) -> tuple[np.ndarray, np.ndarray | None]:
+        sums = state.sums[f"cell:{cid}"]
+        return sums.sums, (sums.reps[:resamples] if resamples else None)
+
+    every = [cell_state(cid)[0] for cid in cells]
+    # From the sums, not a count over events (5M rows on a large run): a done job has a score.
+    report.jobs_total = int(round(sum(p[_ALL_ROWS] for p in every)))
+    report.jobs_done = int(round(sum(p[_SCORED_ROWS] for p in every)))
     report.excluded = len(excluded)
     report.exclude_tags = list(exclude_tags)
-    retrieval = {cid: c for cid, c in ra.cells.items() if c.kind == "retrieval"}
-    ledger = compute_ledger({cid: ra.arrays[cid] for cid in retrieval}, resamples=resamples, seed=seed)
+    retrieval = {cid: c for cid, c in cells.items() if c.kind == "retrieval"}
+    ledger = ledger_from_states({cid: cell_state(cid) for cid in retrieval})
     for cid, cell in sorted(retrieval.items(), key=lambda kv: cell_sort_key(kv[1])):
         report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
                             **{t: ledger[cid][t] for t in TERMS}})
     _attach_claims(store, run, report, excluded, resamples, seed)
-    for budget in sorted({c.budget for c in ra.cells.values() if c.kind == "oracle"}):
-        struct = next(cid for cid, c in ra.cells.items() if c.kind == "oracle" and c.budget == budget
-                      and c.format == "struct")
-        linear = sorted((c.shuffle, cid) for cid, c in ra.cells.items()
-                        if c.kind == "oracle" and c.budget == budget and c.format == "linear")
-        real = {cid: ra.arrays[cid] for cid, c in retrieval.items() if c.budget == budget and c.format == "linear"}
-        terms = oracle_terms(ra.arrays[struct].score, np.vstack([ra.arrays[cid].score for _, cid in linear]),
-                             real or None, resamples=resamples, seed=seed)
-        noise = [{"cell_id": cid, "k": retrieval[cid].k, "n": terms["n_noise"][cid], "L_noise": terms["L_noise"][cid],
-                  "L_noise_unpaired": terms["L_noise_unpaired"][cid]}
-                 for cid in sorted(real, key=lambda c: retrieval[c].k)]
-        report.oracle.append({"budget": budget, "p_star_visible": float(np.mean(ra.arrays[struct].h_vis)),
+    for key, group in state.groups.items():
+        if group.kind != "oracle":
+            continue
+        sums = state.sums[key]
+        noise = {g.cells[0]: (state.sums[k].sums, state.sums[k].reps[:resamples] if resamples else None)
+                 for k, g in state.groups.items() if g.kind == "noise" and g.cells[1:] == group.cells[1:]}
+        acc_hit = {}
+        for cid in noise:
+            point, reps = cell_state(cid)
+            scored = state_scored(point)
+            acc_hit[cid] = (point_values(terms_from_state(point, scored))["Acc_hit"],
+                            None if reps is None else terms_from_state(reps, scored)["Acc_hit"])
+        terms = oracle_estimates((sums.sums, sums.reps[:resamples] if resamples else None), noise, acc_hit)
+        rows = sums.sums[0]
+        noise_rows = [{"cell_id": cid, "k": retrieval[cid].k, "n": terms["n_noise"][cid], "L_noise": terms["L_noise"][cid],
+                       "L_noise_unpaired": terms["L_noise_unpaired"][cid]}
+                      for cid in sorted(noise, key=lambda c: retrieval[c].k)]
+        report.oracle.append({"budget": cells[group.cells[0]].budget,
+                              "p_star_visible": float(sums.sums[3] / rows) if rows else None,
                               **{t: terms[t] for t in ("n", "Acc_struct", "Acc_linear", "L_struct")},
-                              "L_noise": noise})
+                              "L_noise": noise_rows})
+    report.oracle.sort(key=lambda o: o["budget"])
     return report
 
 
@@ -192,23 +216,29 @@ def _attach_claims(store: Store, run: Run, report: LedgerReport, excluded, resam
 
 
 def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score: str | None = None,
-                    resamples: int = 2000, seed: int = 0, exclude_tags: Sequence[str] = ()) -> Estimate:
-    """Paired-bootstrap difference term(a) − term(b) between two cells of one run."""
-    from workbench.triage import sids_with_tags
-
-    ra = load_run_arrays(store, run, score, sids_with_tags(store, run.dataset_id, exclude_tags))
+                    resamples: int = 2000, seed: int = 0, exclude_tags: Sequence[str] = (),
+                    reader: LedgerReader | None = None) -> Estimate:
+    """Paired-bootstrap difference term(a) − term(b) between two cells of one run (from the ledger state)."""
+    reader = reader or ledger_reader(store, run, score=score, resamples=resamples, seed=seed)
+    state = reader.refresh(sids_with_tags(store, run.dataset_id, exclude_tags), store=store)
     for cid in (a, b):
-        if cid not in ra.arrays:
-            raise ValueError(f"no cell {cid!r} in run {run.name!r} (e.g. {next(iter(ra.arrays), 'none')})")
+        if f"cell:{cid}" not in state.sums:
+            raise ValueError(f"no cell {cid!r} in run {run.name!r} (e.g. {next(iter(reader.cells), 'none')})")
     if term not in TERMS:
         raise ValueError(f"unknown term {term!r}; choose from {', '.join(TERMS)}")
-    return paired_difference(ra.arrays, a, b, term, resamples=resamples, seed=seed)
+    pick = lambda cid: (state.sums[f"cell:{cid}"].sums, state.sums[f"cell:{cid}"].reps[:resamples] if resamples else None)  # noqa: E731
+    return difference_from_states(pick(a), pick(b), term)
+
+
+def verify_ledger(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> Verification:
+    """``ledger --verify``: bring the saved state up to date, then compare it with a from-scratch build."""
+    ledger_reader(store, run, score=score, seed=seed).refresh(store=store)
+    return verify(store, run, score=score, seed=seed)
 
 
 def cell_order(store: Store, run: Run) -> list[str]:
     """The run's cell ids in ledger order: retrieval cells by (format, budget, K), then oracle cells."""
-    cells = [Cell(kind, budget, fmt, k=k, shuffle=m) for kind, k, budget, fmt, m in store.conn.execute(
-        "SELECT kind, k, budget, format, shuffle FROM cells WHERE run_id = ?", (run.id,))]
+    cells = list(run_cells(store, run.id).values())
     return [c.cell_id for c in sorted(cells, key=lambda c: (c.kind != "retrieval", cell_sort_key(c)))]
 
 

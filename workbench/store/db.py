@@ -99,6 +99,25 @@ class Store:
                 raise fault from exc
             raise
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every SELECT inside sees the database as of its first read.
+
+        WAL mode lets writers go on meanwhile; a reader that must see events and the event
+        log at one instant (the incremental ledger) reads inside one snapshot. Nested use
+        (already in a transaction) reads in the enclosing one.
+        """
+        conn = self.conn
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
     def count(self, table: str) -> int:
         """Row count of a table (tests and stats use it)."""
         return self.conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0]

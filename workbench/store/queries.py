@@ -80,6 +80,19 @@ def load_samples(store: Store, dataset_id: int) -> list[Sample]:
     ]
 
 
+def sample_answers(store: Store, dataset_id: int, sids) -> dict[int, tuple[list[str], dict[str, list[str]]]]:
+    """The gold answers and aliases of some samples (what a scorer needs), by sid."""
+    out = {}
+    wanted = sorted(set(int(s) for s in sids))
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        for sid, answers, aliases in store.conn.execute(
+                f"SELECT sid, answers, aliases FROM samples WHERE dataset_id = ? AND sid IN ({','.join('?' * len(part))})",
+                (dataset_id, *part)):
+            out[sid] = (json.loads(answers), json.loads(aliases))
+    return out
+
+
 def retrievers(store: Store, dataset_id: int) -> list[str]:
     """Retriever names present for a dataset."""
     return [r[0] for r in store.conn.execute(
@@ -131,9 +144,10 @@ def delete_run(store: Store, name: str) -> dict[str, int]:
                 "events": one("SELECT count(*) FROM events WHERE run_id = ?"),
                 "answered_events": one("SELECT count(*) FROM events WHERE run_id = ? AND prediction IS NOT NULL"),
                 "claim_runs": one("SELECT count(*) FROM claim_runs WHERE run_id = ?")}
-        conn.execute("DELETE FROM events WHERE run_id = ?", (run.id,))
-        conn.execute("DELETE FROM cells WHERE run_id = ?", (run.id,))
+        # The run's row first: its cells, events and ledger states go by cascade, and the event
+        # log's triggers see the run gone and log nothing (a 5M-event run would log 5M rows).
         conn.execute("DELETE FROM runs WHERE id = ?", (run.id,))
+        conn.execute("DELETE FROM event_log WHERE run_id = ?", (run.id,))
     return gone
 
 

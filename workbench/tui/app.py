@@ -54,7 +54,7 @@ class WorkbenchApp(WorkbenchAppBase):
              "samples": SamplesScreen, "retrieval": RetrievalScreen,
              "searchain": SearChainScreen, "dedup": DedupScreen, "compare": CompareScreen}
 
-    def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 1.0):
+    def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 0.5):
         super().__init__(db_path)
         self.poll_seconds = poll_seconds
         self._poll_timer = None

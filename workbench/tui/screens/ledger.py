@@ -12,7 +12,8 @@ from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
-from workbench.runs.report import cell_difference, run_ledger
+from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
+from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
@@ -30,16 +31,29 @@ SIDE_KEYS = Binding.Group("Side", compact=True)
 
 @dataclass
 class LedgerView:
-    """What a ledger worker returns: the report, the runs of the dataset and tag counts."""
+    """What a ledger worker returns: the report, the runs of the dataset, tag counts, and what the refresh read."""
 
     report: object
     runs: list[str]
     tags: dict[str, int]
     has_model: bool
+    refresh: RefreshStats | None = None
 
 
-def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None:
-    """The ledger of ``run_name``; None when there is no such run (e.g. it was just deleted)."""
+def _reader(store, run, readers: dict) -> LedgerReader:
+    """The screen's long-lived reader of ``run``: each refresh applies only the events changed since the last."""
+    reader = readers.get(run.name)
+    if reader is None or reader.run.id != run.id:
+        reader = readers[run.name] = ledger_reader(store, run, persist_every=PERSIST_EVERY)
+    return reader
+
+
+def _ledger(store, run_name, exclude: bool, resamples: int, full: int, readers: dict) -> LedgerView | None:
+    """The ledger of ``run_name``; None when there is no such run (e.g. it was just deleted).
+
+    With no ledger state yet (the run's first read builds one: seconds on a large run), a
+    quick pass with ``resamples`` paints first; otherwise the state is read at ``full``.
+    """
     if run_name is None:
         return None
     try:
@@ -47,14 +61,26 @@ def _ledger(store, run_name, exclude: bool, resamples: int) -> LedgerView | None
     except NotFound:
         return None
     tags = tag_counts(store, run.dataset_id)
-    report = run_ledger(store, run, resamples=resamples, exclude_tags=list(tags) if exclude else ())
-    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None)
+    excluded = list(tags) if exclude else ()
+    reader = _reader(store, run, readers)
+    if resamples < full and not reader.ready and not saved_state_exists(store, run):
+        quick = ledger_reader(store, run, resamples=resamples, persist=False)
+        report = run_ledger(store, run, resamples=resamples, exclude_tags=excluded, reader=quick)
+        stats = quick.stats
+    else:
+        try:
+            report = run_ledger(store, run, resamples=full, exclude_tags=excluded, reader=reader)
+        except NotFound:
+            return None
+        stats = reader.stats
+    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None, stats)
 
 
-def _difference(store, run_name, a, b, exclude: bool):
+def _difference(store, run_name, a, b, exclude: bool, readers: dict):
     run = get_run(store, run_name)
     tags = list(tag_counts(store, run.dataset_id)) if exclude else []
-    return (a, b), {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags)
+    reader = _reader(store, run, readers)
+    return (a, b), {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags, reader=reader)
                     for term in ("S_vis", "S_llm", "D_rate")}
 
 
@@ -85,6 +111,8 @@ class LedgerScreen(WorkbenchScreen):
         self.show_oracle = False
         self.marked: list[str] = []
         self.resamples = 1000
+        # One incremental reader per run, kept across refreshes (workers use it one at a time).
+        self.readers: dict[str, LedgerReader] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -110,7 +138,8 @@ class LedgerScreen(WorkbenchScreen):
             self._clear("No run selected: open one in Runs (r, then enter) or start one (r, then n).")
             return
         # Two passes: a quick bootstrap paints the ledger at once, the full one refines it.
-        self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, QUICK_RESAMPLES)
+        self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, QUICK_RESAMPLES, self.resamples,
+                  self.readers)
 
     def on_resize(self) -> None:
         if self.view:
@@ -134,7 +163,8 @@ class LedgerScreen(WorkbenchScreen):
         elif message.what == "ledger":
             self.view = message.payload
             if self.view.report.resamples < self.resamples:
-                self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples)
+                self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples,
+                          self.resamples, self.readers)
             rows = self.view.report.rows
             budgets = sorted({r["budget"] for r in rows})
             formats = list(dict.fromkeys(r["format"] for r in rows))
@@ -299,7 +329,8 @@ class LedgerScreen(WorkbenchScreen):
         self._draw()
         if len(self.marked) == 2:
             self.query_one("#side", Static).update("computing the paired difference …")
-            self.load("difference", _difference, self.app.run_name, *self.marked, self.app.exclude_tagged)
+            self.load("difference", _difference, self.app.run_name, *self.marked, self.app.exclude_tagged,
+                      self.readers)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # A click on the highlighted row (enter is the screen's priority binding).
