@@ -189,13 +189,13 @@ def test_the_imported_retriever_against_built_in_bm25_shows_retrieval_flips(tmp_
 
 def test_a_mean_terms_interval_is_the_paired_bootstrap_of_the_per_sample_differences(swept_db):
     # S_set is a plain mean of H_set: its delta must be paired_mean_difference on the same
-    # samples with the same resamples (one W for both), K=1 against K=5 over 300 questions.
+    # samples with the same resamples (each sample's weights, keyed by its sid), K=1 against K=5 over 300 questions.
     store = open_store(swept_db)
     c = compare_runs(store, "sweep", "sweep", cells=["k5-b64-score"], cell_map={"k5-b64-score": "k1-b64-score"},
                      terms=["S_set"], resamples=500, seed=3)
     arrays = load_run_arrays(store, get_run(store, "sweep"))
     expected = paired_mean_difference(arrays.arrays["k1-b64-score"].h_set, arrays.arrays["k5-b64-score"].h_set,
-                                      resamples=500, seed=3)
+                                      resamples=500, seed=3, keys=arrays.sids)  # the samples' own weights
     got = c.cells[0].terms["S_set"].delta
     assert got.value == pytest.approx(expected.value)
     assert (got.lo, got.hi) == (pytest.approx(expected.lo, abs=1e-6), pytest.approx(expected.hi, abs=1e-6))

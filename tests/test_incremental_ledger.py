@@ -239,3 +239,20 @@ def test_deleting_a_run_logs_nothing_and_drops_its_state(stream_template, tmp_pa
     delete_run(store, "s")
     assert store.count("event_log") == 0 and store.count("ledger_states") == 0 and store.count("ledger_sums") == 0
     store.close()
+
+
+def test_compare_and_the_ledger_weigh_each_sample_alike(swept_db):
+    from workbench.compare.report import compare_runs
+    from workbench.runs.report import cell_difference
+
+    store = open_store(swept_db)
+    run = get_run(store, "sweep")
+    # Run "sweep" against itself with K=5 mapped to K=1: compare's B − A is the ledger's paired difference.
+    c = compare_runs(store, "sweep", "sweep", cells=["k5-b64-score"], cell_map={"k5-b64-score": "k1-b64-score"},
+                     terms=["S_set", "S_vis"], resamples=400)
+    for term in ("S_set", "S_vis"):
+        ledger = cell_difference(store, run, "k1-b64-score", "k5-b64-score", term, resamples=400)
+        got = c.cells[0].terms[term].delta
+        assert got.value == pytest.approx(ledger.value, abs=1e-12)
+        assert (got.lo, got.hi) == (pytest.approx(ledger.lo, abs=1e-6), pytest.approx(ledger.hi, abs=1e-6))
+    store.close()

@@ -1,9 +1,10 @@
 """Run B against run A, cell by cell: every ledger term's paired difference, its p-value, and the flips by stage.
 
 Pairing. Both runs' cells are put on the samples they share, and all of them are resampled
-by one matrix W (:class:`~workbench.metrics.stats.ResampledColumns`): resample r draws the
-same samples for A and for B, so ``B − A`` under resample r is a paired bootstrap draw of
-the difference, and what A and B share (a sample's difficulty, the same evidence window)
+with the samples' Poisson weights (:class:`~workbench.metrics.stats.ResampledColumns`,
+keyed by sid): resample r weighs each sample the same for A and for B — and as each run's
+own ledger does — so ``B − A`` under resample r is a paired bootstrap draw of the
+difference, and what A and B share (a sample's difficulty, the same evidence window)
 cancels. Identical columns (the same retrieval and window in both runs) are stored once,
 so their difference is exactly 0 in every resample.
 
@@ -130,7 +131,8 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
     ids = {s.sid: s.id for s in load_samples(store, run_a.dataset_id)}
     sample_ids = [ids[int(sid)] for sid in common]
     out = compare_cells({pair: (_take(arrays_a.arrays[pair[0]], pos_a), _take(arrays_b.arrays[pair[1]], pos_b))
-                         for pair in pairs}, sample_ids, terms, resamples=resamples, seed=seed, alpha=alpha)
+                         for pair in pairs}, sample_ids, terms, resamples=resamples, seed=seed, alpha=alpha,
+                        keys=common)
     claims_a, claims_b = latest_claim_run(store, run_a), latest_claim_run(store, run_b)
     if claims_a is not None and claims_b is not None:
         _attach_claims(store, out, claims_a.id, claims_b.id, common, resamples, seed, alpha)
@@ -145,14 +147,15 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
 
 def compare_cells(pairs: dict[tuple[str, str], tuple[CellArrays, CellArrays]], sample_ids: Sequence[str],
                   terms: Sequence[str] = DEFAULT_TERMS, *, resamples: int = 2000, seed: int = 0,
-                  alpha: float = 0.05) -> list[CellDelta]:
+                  alpha: float = 0.05, keys: np.ndarray | None = None) -> list[CellDelta]:
     """The term deltas (Holm-adjusted across the pairs) and flips of cell pairs already on the same samples.
 
     ``pairs`` maps (A cell id, B cell id) to the two cells' arrays, aligned on
-    ``sample_ids``; every pair is resampled with the same W.
+    ``sample_ids``, whose sids are ``keys`` (default: positions): every pair is resampled
+    with the samples' own weights, the ones the ledger of either run uses.
     """
     aligned = [_aligned_pair(a, b) for a, b in pairs.values()]
-    deltas = _term_deltas(aligned, terms, resamples, seed, alpha)
+    deltas = _term_deltas(aligned, terms, resamples, seed, alpha, keys)
     ids = np.asarray(sample_ids, dtype=object)
     out = [CellDelta(ca, cb, int(_population(pa).sum()), deltas[i], _flips(pa, pb, ids))
            for i, ((ca, cb), (pa, pb)) in enumerate(zip(pairs, aligned))]
@@ -195,9 +198,9 @@ def _per_sample(cell: CellArrays, mask: np.ndarray) -> dict[str, np.ndarray]:
             "evidence_tokens": cell.evidence_tokens[mask]}
 
 
-def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float) -> list[dict[str, TermDelta]]:
+def _term_deltas(aligned, terms, resamples: int, seed: int, alpha: float, keys=None) -> list[dict[str, TermDelta]]:
     cells = {(i, side): cell for i, pair in enumerate(aligned) for side, cell in zip("ab", pair)}
-    points, boots = ledger_bootstrap(cells, resamples, seed)
+    points, boots = ledger_bootstrap(cells, resamples, seed, keys)
     out = []
     for i, (pa, pb) in enumerate(aligned):
         point_a, point_b = points[i, "a"], points[i, "b"]
@@ -247,21 +250,22 @@ def _attach_claims(store: Store, cells: list[CellDelta], claim_a: int, claim_b: 
         sids = sorted(shared & set(va) & set(vb))
         cell.claim_samples = len(sids)
         for metric in CLAIM_METRICS:
-            pairs = [(va[s].get(metric), vb[s].get(metric)) for s in sids]
-            pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-            cell.claims[metric] = _mean_delta(np.array([x for x, _ in pairs], dtype=np.float64),
-                                              np.array([y for _, y in pairs], dtype=np.float64),
-                                              resamples, seed, alpha)
+            pairs = [(s, va[s].get(metric), vb[s].get(metric)) for s in sids]
+            pairs = [(s, x, y) for s, x, y in pairs if x is not None and y is not None]
+            cell.claims[metric] = _mean_delta(np.array([x for _, x, _ in pairs], dtype=np.float64),
+                                              np.array([y for _, _, y in pairs], dtype=np.float64),
+                                              resamples, seed, alpha, np.array([s for s, _, _ in pairs], dtype=np.int64))
 
 
-def _mean_delta(a: np.ndarray, b: np.ndarray, resamples: int, seed: int, alpha: float) -> TermDelta:
-    """mean(b) − mean(a) over paired values, with the paired bootstrap's interval and p-value."""
+def _mean_delta(a: np.ndarray, b: np.ndarray, resamples: int, seed: int, alpha: float,
+                keys: np.ndarray | None = None) -> TermDelta:
+    """mean(b) − mean(a) over paired values (samples ``keys``), with the paired bootstrap's interval and p-value."""
     if len(a) == 0:
         return TermDelta(None, None, Estimate(None, None, None), None, None)
     point = float(b.mean() - a.mean())
     if len(a) < 2 or resamples == 0:
         return TermDelta(float(a.mean()), float(b.mean()), Estimate(point, None, None), None, None)
-    _, boot = mean_and_resampled(b - a, resamples, seed)
+    _, boot = mean_and_resampled(b - a, resamples, seed, keys)
     p = bootstrap_p(point, boot)
     return TermDelta(float(a.mean()), float(b.mean()), percentile_interval(point, boot, alpha), p,
                      None if p is None else "bootstrap")

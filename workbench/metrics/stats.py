@@ -416,8 +416,9 @@ def paired_mean_difference(
     resamples: int = 2000,
     seed: int = 0,
     alpha: float = 0.05,
+    keys: np.ndarray | Sequence[int] | None = None,
 ) -> Estimate:
-    """mean(a) − mean(b) over the same items, with a paired bootstrap interval.
+    """mean(a) − mean(b) over the same items (bootstrap ``keys``, default positions), with a paired bootstrap interval.
 
     ``a[i]`` and ``b[i]`` are two measurements of item i (e.g. the score of question i in
     run A and in run B). Each resample draws items, keeping both measurements of an item
@@ -437,4 +438,4 @@ def paired_mean_difference(
     common_length([len(a), len(b)], "paired measurements")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("paired measurements must be finite; leave out the items either side lacks")
-    return bootstrap_mean(a - b, resamples=resamples, seed=seed, alpha=alpha)
+    return bootstrap_mean(a - b, resamples=resamples, seed=seed, alpha=alpha, keys=keys)

@@ -1,0 +1,65 @@
+"""The Ledger live during a real run (issue 16): each job's commit shows within a second, and each
+refresh reads only the events that changed, never the whole run."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+
+from workbench.runs.aggregate import LedgerReader
+from workbench.tui.app import WorkbenchApp
+
+from tuikit import MODEL_PATIENCE, SIZE, until_loaded, wait_for
+
+
+async def test_the_ledger_follows_a_real_run_reading_only_the_changed_events(live_db, monkeypatch):
+    refreshes = []  # (jobs done in the view it returned, what the refresh read)
+    original = LedgerReader.refresh
+
+    def observed(self, *args, **kwargs):
+        view = original(self, *args, **kwargs)
+        done = int(round(sum(s.sums[0] for k, s in view.sums.items() if k.startswith("cell:"))))
+        refreshes.append((self, done, self.stats))
+        return view
+
+    monkeypatch.setattr(LedgerReader, "refresh", observed)
+    app = WorkbenchApp(live_db, poll_seconds=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await until_loaded(pilot, "ledger")
+        assert screen.view.report.jobs_done == 0
+        proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "--db", str(live_db), "resume", "live"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        watcher = sqlite3.connect(live_db)
+        committed: dict[int, float] = {}   # jobs done → when the test first saw that count in the database
+        shown: dict[int, float] = {}       # jobs done → when the screen first showed it (n of the cell too)
+
+        def follow():
+            now = time.monotonic()
+            done = watcher.execute("SELECT count(*) FROM events WHERE score IS NOT NULL").fetchone()[0]
+            committed.setdefault(done, now)
+            view = screen.view
+            if view is not None:
+                row = view.report.rows[0]
+                if row["n"].value == view.report.jobs_done:  # the cell's n is its scored samples
+                    shown.setdefault(view.report.jobs_done, now)
+            return proc.poll() is not None and 6 in shown
+
+        await wait_for(pilot, follow, timeout=MODEL_PATIENCE, step=0.02, what="all 6 jobs shown")
+        watcher.close()
+        assert proc.returncode == 0, proc.stderr.read()
+    lags = {k: shown[k] - committed[k] for k in range(1, 7) if k in shown and k in committed}
+    assert len(lags) >= 5, (committed, shown)  # (two jobs may commit between two refreshes)
+    assert max(lags.values()) < 1.0, lags
+    kept = screen.readers["live"]  # the screen's long-lived reader (a quick first preview has its own)
+    first, *later = [(done, stats) for reader, done, stats in refreshes if reader is kept]
+    assert first[1].rebuilt  # the run's first read builds its state
+    assert later and not any(stats.rebuilt or stats.loaded for _, stats in later)  # never a full scan again
+    previous = first[0]
+    for done, stats in later:
+        # One event per job, and nothing else: the rows read are the delta.
+        assert stats.rows_read == stats.changed == done - previous, refreshes
+        previous = done
+    assert previous == 6
