@@ -60,6 +60,8 @@ test *args: install
 bench: install
     "{{py}}" bench/bench_import.py
     "{{py}}" bench/bench_ledger.py
+    "{{py}}" bench/bench_coverage.py
+    "{{py}}" bench/bench_incremental.py
     "{{py}}" bench/bench_compare.py
     "{{py}}" bench/bench_generation.py
     "{{py}}" bench/bench_tui.py

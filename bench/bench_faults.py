@@ -11,8 +11,12 @@ after a random delay, then checks what survived and finishes the work:
 - ``claims``: the rerun completes the claim run; the final claims and verdicts equal those of
   an uninterrupted claims run on the same answers (greedy decoding and the cache make it
   deterministic), so nothing was lost or duplicated.
+- ``ledger``: a run generates while ``workbench ledger`` reads it in a loop (each read applies
+  the changes since the saved ledger state and saves it); both are killed at once. Then
+  ``ledger --verify`` must find the saved state, caught up from the event log, equal to a
+  from-scratch computation — and again after the run is resumed to the end.
 
-Run: ``python bench/bench_faults.py [--trials 10] [--only import,run,claims] [--seed 0]``.
+Run: ``python bench/bench_faults.py [--trials 10] [--only import,run,claims,ledger] [--seed 0]``.
 It prints one JSON line per trial and a table; it exits 1 if any trial lost or duplicated
 anything, or if a kind got fewer kills than ``--trials`` (a trial whose delay outlasted the
 work is rerun, up to 3× the trials). The fast half of the matrix (disk full, read-only,
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -149,6 +154,60 @@ def trial_claims(base: Path, work: Path, rng: random.Random, reference, duration
             "claims_after": len(reference[0]), "ok": ok}
 
 
+def kill_group_after(cmds: list[list[str]], delay: float) -> tuple[bool, float]:
+    """Start every command (each in its own process group), SIGKILL all their processes after ``delay`` s.
+
+    (killed before the first command finished, seconds it ran).
+    """
+    start = time.perf_counter()
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+             for c in cmds]
+    try:
+        procs[0].wait(timeout=delay)
+        killed = False
+    except subprocess.TimeoutExpired:
+        killed = True
+    ran = time.perf_counter() - start
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    return killed, ran
+
+
+def verify_ok(db: Path) -> tuple[bool, str]:
+    """``workbench ledger r --verify``: (no difference, what it printed)."""
+    out = subprocess.run(cli(db, "ledger", "r", "--verify"), capture_output=True, text=True)
+    return out.returncode == 0 and "no difference" in out.stdout, (out.stdout + out.stderr).strip()
+
+
+def trial_ledger(base: Path, work: Path, rng: random.Random, duration: float) -> dict:
+    db = work / "ledger.db"
+    shutil.copy(base, db)
+    readers = ("while :; do " + shlex.join(cli(db, "ledger", "r", "--resamples", "200"))
+               + " >/dev/null 2>&1; done")
+    killed, ran = kill_group_after([cli(db, "run", "metaqa", *RUN_ARGS, "--name", "r"), ["sh", "-c", readers]],
+                                   # the readers slow the run down (2 cores): draw up to 2.5× its own time
+                                   rng.uniform(0.5, duration * 2.5))
+    ok = integrity(db) == "ok"
+    planned = query(db, "SELECT count(*) FROM runs WHERE name = 'r'")[0][0]
+    done = query(db, "SELECT count(*) FROM events WHERE score IS NOT NULL")[0][0]
+    states = query(db, "SELECT count(*), count(watermark), max(watermark) FROM ledger_states")[0]
+    after_kill, after_resume = "no run", "no run"
+    if planned:
+        good, after_kill = verify_ok(db)
+        run_ok(db, "resume", "r")
+        good2, after_resume = verify_ok(db)
+        ok = ok and good and good2
+    else:
+        run_ok(db, "run", "metaqa", *RUN_ARGS, "--name", "r")
+    return {"kind": "ledger", "killed": killed, "at_s": round(ran, 2), "done_before_kill": done,
+            "states": {"headers": states[0], "saved": states[1], "watermark": states[2]}, "verify_after_kill": after_kill[-90:],
+            "verify_after_resume": after_resume[-90:], "ok": ok and integrity(db) == "ok"}
+
+
 # -- driver ---------------------------------------------------------------------------------
 def until_killed(kills: int, trial) -> list[dict]:
     """Repeat ``trial`` until ``kills`` of its runs were killed before finishing (at most 3× as many trials).
@@ -166,7 +225,7 @@ def until_killed(kills: int, trial) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=10, help="kills per kind (default 10)")
-    ap.add_argument("--only", default="import,run,claims")
+    ap.add_argument("--only", default="import,run,claims,ledger")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     kinds = args.only.split(",")
@@ -188,7 +247,7 @@ def main(argv=None) -> int:
         imported = work / "imported.db"
         shutil.copy(empty, imported)
         run_ok(imported, "import", str(METAQA), "--name", "metaqa")
-        if "run" in kinds or "claims" in kinds:
+        if {"run", "claims", "ledger"} & set(kinds):
             ran = work / "ran.db"
             shutil.copy(imported, ran)
             t0 = time.perf_counter()
@@ -198,6 +257,8 @@ def main(argv=None) -> int:
         if "run" in kinds:
             # The generation cache would serve a copy of `ran`: start from the imported db.
             results += until_killed(args.trials, lambda: trial_run(imported, work, rng, run_duration))
+        if "ledger" in kinds:
+            results += until_killed(args.trials, lambda: trial_ledger(imported, work, rng, run_duration))
         if "claims" in kinds:
             ref_db = work / "ref-claims.db"
             shutil.copy(ran, ref_db)

@@ -55,6 +55,7 @@ __all__ = [
     "ResampledColumns",
     "percentile_interval",
     "percentile_intervals",
+    "percentile_rows",
     "bootstrap_mean",
     "bootstrap_means",
     "mean_and_resampled",
@@ -121,9 +122,10 @@ def ratio(num: np.ndarray | float, den: np.ndarray | float) -> np.ndarray:
     """num / den elementwise, NaN where den == 0 (an empty conditioning set is undefined)."""
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
-    out = np.full(np.broadcast(num, den).shape, np.nan)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.asarray(np.true_divide(num, den), dtype=np.float64)
+    undefined = np.broadcast_to(den <= 0, out.shape)
+    return np.where(undefined, np.nan, out) if undefined.any() else out
 
 
 def optional_float(x: np.ndarray | float) -> float | None:
@@ -295,21 +297,54 @@ def percentile_intervals(
     names = list(points)
     if boots is None or not names:
         return {k: Estimate(points[k], None, None) for k in names}
-    mat = np.column_stack([np.asarray(boots[k], dtype=np.float64) for k in names])
-    undefined_somewhere = ~np.isfinite(mat).all(axis=0)
-    lo = np.full(len(names), np.nan)
-    hi = np.full(len(names), np.nan)
-    clean = ~undefined_somewhere
-    if clean.any() and len(mat):
-        lo[clean], hi[clean] = np.percentile(mat[:, clean], _quantiles(alpha), axis=0)
-    out = {}
-    for j, k in enumerate(names):
-        if points[k] is None:
-            out[k] = Estimate(None, None, None)
-        elif undefined_somewhere[j] or not len(mat):
-            out[k] = percentile_interval(points[k], mat[:, j], alpha)
+    rows = np.vstack([np.asarray(boots[k], dtype=np.float64) for k in names])
+    return dict(zip(names, percentile_rows([points[k] for k in names], rows, alpha)))
+
+
+def percentile_rows(points: Sequence[float | None], rows: np.ndarray, alpha: float = 0.05) -> list[Estimate]:
+    """:func:`percentile_interval` of ``points[i]`` over the resampled values ``rows[i]`` (m × resamples).
+
+    The same numbers as ``np.percentile`` (its default linear method), computed by one sort
+    of the rows: a ledger refresh takes the intervals of 50 cells × 13 terms at once.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    m, r = rows.shape
+    clean = np.isfinite(rows).all(axis=1) if r else np.zeros(m, dtype=bool)
+    lo = np.full(m, np.nan)
+    hi = np.full(m, np.nan)
+    if clean.all():
+        lo, hi = _row_quantiles(rows, _quantiles(alpha))
+    elif clean.any():
+        lo[clean], hi[clean] = _row_quantiles(rows[clean], _quantiles(alpha))
+    out = []
+    for i, point in enumerate(points):
+        if point is None:
+            out.append(Estimate(None, None, None))
+        elif not clean[i]:
+            out.append(percentile_interval(point, rows[i], alpha))
         else:
-            out[k] = _containing(points[k], lo[j], hi[j])
+            out.append(_containing(point, lo[i], hi[i]))
+    return out
+
+
+def _row_quantiles(rows: np.ndarray, percents: Sequence[float]) -> list[np.ndarray]:
+    """numpy's linear-method percentiles of each row, bit for bit, from one sort of the rows.
+
+    (A sort beats ``np.percentile`` along the rows — it partitions once per percent and
+    order statistic — on a ledger's resampled terms, which are full of ties.)
+    """
+    srt = np.sort(rows, axis=1)
+    n = srt.shape[1]
+    out = []
+    for q in percents:
+        virtual = np.true_divide(q, 100) * (n - 1)
+        below = int(np.floor(virtual))
+        above = min(below + 1, n - 1)
+        gamma = virtual - below
+        a, b = srt[:, below], srt[:, above]
+        diff = b - a
+        # numpy's _lerp: from the nearer end, so that gamma = 1 gives b exactly.
+        out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
     return out
 
 

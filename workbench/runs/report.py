@@ -231,8 +231,12 @@ def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score:
 
 
 def verify_ledger(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> Verification:
-    """``ledger --verify``: bring the saved state up to date, then compare it with a from-scratch build."""
-    ledger_reader(store, run, score=score, seed=seed).refresh(store=store)
+    """``ledger --verify``: the saved state as found, caught up from the log, against a from-scratch build.
+
+    A run with no saved state (never read, or its builder was killed) gets one built first.
+    """
+    if not saved_state_exists(store, run, score=score, seed=seed):
+        ledger_reader(store, run, score=score, seed=seed).refresh(store=store)
     return verify(store, run, score=score, seed=seed)
 
 
