@@ -186,8 +186,10 @@ def verify_ok(db: Path) -> tuple[bool, str]:
 def trial_ledger(base: Path, work: Path, rng: random.Random, duration: float) -> dict:
     db = work / "ledger.db"
     shutil.copy(base, db)
+    # A user re-reading the ledger every second or so (back to back, the readers would starve
+    # llama.cpp's two threads on this 2-core machine and the run would not get to a job).
     readers = ("while :; do " + shlex.join(cli(db, "ledger", "r", "--resamples", "200"))
-               + " >/dev/null 2>&1; done")
+               + " >/dev/null 2>&1; sleep 0.5; done")
     killed, ran = kill_group_after([cli(db, "run", "metaqa", *RUN_ARGS, "--name", "r"), ["sh", "-c", readers]],
                                    # the readers slow the run down (2 cores): draw up to 2.5× its own time
                                    rng.uniform(0.5, duration * 2.5))

@@ -11,7 +11,8 @@ Run: ``python bench/bench_tui.py [--db PATH] [--reps N] [--quick]``.
 2. Measures (each several times; median and every value):
    a. TUI open (until the ledger screen and its heading are mounted), ledger filled
       (``screen.view is not None``), and ``run_ledger`` for R = 500/1000/2000 split into
-      load_run_arrays vs compute_ledger -- cold (run_arrays cache emptied) and warm.
+      the reader's refresh vs building the report -- cold (no saved ledger state: built from
+      scratch) and warm (the state loaded).
    b. Samples view: ``list_samples`` per quadrant/search/offset, and end to end in the app
       (key press -> heading shows the new quadrant / page).
    One JSON line per measurement group, then a summary table. Generation time is reported
@@ -237,66 +238,53 @@ RESAMPLES: list = []
 
 
 def clear_cache(path: Path) -> bool:
+    """Forget the run's saved ledger state (and its log): the next read builds it from scratch.
+
+    That is the first read of a run ever (or after an upgrade); every later read loads the
+    state and applies only the events changed since. False for a code version without
+    ledger states (every read is then "cold").
+    """
     import sqlite3
 
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=30)
     try:
-        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'run_arrays'").fetchone()
-        if has:
-            conn.execute("DELETE FROM run_arrays")
-        return bool(has)
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'ledger_states'").fetchone():
+            return False
+        conn.execute("DELETE FROM ledger_states")
+        conn.execute("DELETE FROM event_log")
+        return True
     finally:
         conn.close()
 
 
 # -- a. run_ledger directly ---------------------------------------------------------------
 def bench_run_ledger(path: Path, resamples: tuple[int, ...], reps: int, budget_s: float) -> None:
+    """run_ledger from a fresh connection: cold (no saved state: built from scratch) and warm (state loaded)."""
     from workbench.runs import report as rep
     from workbench.store.queries import get_run
 
-    timings: dict[str, float] = {}
-    orig_load, orig_compute = rep.load_run_arrays, rep.compute_ledger
-
-    def timed(name, fn):
-        def wrapper(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
-        return wrapper
-
-    rep.load_run_arrays = timed("load_run_arrays", orig_load)
-    rep.compute_ledger = timed("compute_ledger", orig_compute)
-    try:
-        for cold in (True, False):
-            if cold and not clear_cache(path):
-                continue  # no cache in this code version: every load is "cold"
-            for r in resamples:
-                totals, loads, computes = [], [], []
-                start = time.perf_counter()
-                for i in range(reps if not cold else 1):
-                    if cold:
-                        clear_cache(path)
-                    store = open_store(path)
-                    run = get_run(store, "bench")
-                    timings.clear()
-                    t = time.perf_counter()
-                    rep.run_ledger(store, run, resamples=r)
-                    totals.append(time.perf_counter() - t)
-                    loads.append(timings.get("load_run_arrays", 0.0))
-                    computes.append(timings.get("compute_ledger", 0.0))
-                    store.close()
-                    if time.perf_counter() - start > budget_s:
-                        break
-                emit(f"run_ledger R={r} {'cold' if cold else 'warm'}", TARGETS["ledger_render"], totals,
-                     load_run_arrays=summary(loads), compute_ledger=summary(computes),
-                     other=round(statistics.median(totals) - statistics.median(loads)
-                                 - statistics.median(computes), 4))
+    for cold in (True, False):
+        for r in resamples:
+            totals, refreshes = [], []
+            start = time.perf_counter()
+            for i in range(reps if not cold else 1):
                 if cold:
-                    break  # one cold figure (R=first) is enough; the cache is warm afterwards
-    finally:
-        rep.load_run_arrays, rep.compute_ledger = orig_load, orig_compute
+                    clear_cache(path)
+                store = open_store(path)
+                run = get_run(store, "bench")
+                reader = rep.ledger_reader(store, run, resamples=r)
+                t = time.perf_counter()
+                rep.run_ledger(store, run, resamples=r, reader=reader)
+                totals.append(time.perf_counter() - t)
+                refreshes.append(reader.stats.seconds)
+                store.close()
+                if time.perf_counter() - start > budget_s:
+                    break
+            emit(f"run_ledger R={r} {'cold (no ledger state: built)' if cold else 'warm (state loaded)'}",
+                 TARGETS["ledger_render"], totals, refresh=summary(refreshes),
+                 report=round(statistics.median(totals) - statistics.median(refreshes), 4))
+            if cold:
+                break  # one cold figure (R=first) is enough; the state is saved afterwards
 
 
 # -- b. list_samples directly -------------------------------------------------------------
@@ -471,7 +459,7 @@ def main() -> None:
     gen["db_gb"] = round(path.stat().st_size / 1e9, 3)
     print(json.dumps({"group": "generation", **gen}), flush=True)
 
-    # a. TUI open + ledger (first rep: run_arrays cache emptied = first open after a run changed)
+    # a. TUI open + ledger (first rep: no ledger state = the run's first read ever, built from scratch)
     enters, opens, ledgers, cold = [], [], [], None
     had_cache = clear_cache(path)
     workers: list[list[float]] = []

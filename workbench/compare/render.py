@@ -58,8 +58,8 @@ def render_comparison(c: Comparison, *, max_samples: int = 8) -> str:
         f"compare A = {c.run_a} with B = {c.run_b} · dataset {c.dataset} · {c.samples:,} samples in both · "
         f"score {c.score}",
         differences_text(c),
-        f"B − A with a 95% paired bootstrap CI ({c.resamples:,} resamples, seed {c.seed}; the same samples "
-        f"drawn for both runs). p: exact McNemar for 0/1 terms, the paired bootstrap otherwise; p(Holm): "
+        f"B − A with a 95% paired bootstrap CI ({c.resamples:,} resamples, seed {c.seed}; each sample weighs "
+        f"the same in both runs). p: exact McNemar for 0/1 terms, the paired bootstrap otherwise; p(Holm): "
         f"adjusted across the {cells} cell{'s' if cells != 1 else ''} of each term. {SIGNIFICANT} = significant "
         f"(p(Holm) < {c.alpha:g} and the CI excludes 0).",
     ]

@@ -25,7 +25,7 @@ entity's clusters as they were (a ratio estimator; duplicating an entity creates
 pairs). This ignores that entities of one cluster are correlated — their contributions
 move together — so the intervals are optimistic (too narrow) as absolute statements about
 a population of clusters. They are still useful for comparing two configurations on the
-same entities: :func:`paired_difference` uses the same W for both, so the shared cluster
+same entities: :func:`paired_difference` uses the same weights for both, so the shared cluster
 structure largely cancels ("graph+text" minus "graph only"). A resample where a score is
 undefined (zero denominator) gives NaN and is left out of the percentile; an interval always
 contains its point (:func:`workbench.metrics.stats.percentile_interval`).
@@ -183,7 +183,7 @@ def bcubed(pred: Sequence[object], gold: Sequence[object]) -> tuple[float, float
 def _boot(preds: Sequence[Sequence[object]], gold: Sequence[object], resamples: int, seed: int):
     """Points and resampled scores (``{metric: [resamples]}``) of each prediction in ``preds``.
 
-    All predictions share one W, so differences between them are paired. Identical columns
+    All predictions share the entities' weights, so differences between them are paired. Identical columns
     are stacked into X once, so identical predictions get bit-identical resampled scores
     (an exact 0 difference).
     """

@@ -40,8 +40,8 @@ against document qrels. Chunk level: use the chunk ids directly, with graded chu
 when they exist.
 
 Uncertainty: :func:`aggregate` gives the mean over queries with a 95 % percentile
-bootstrap interval (:func:`workbench.metrics.stats.bootstrap_means`: the same W as the
-ledger for the same ``(n, resamples, seed)``), overall and per group of queries (e.g.
+bootstrap interval (:func:`workbench.metrics.stats.bootstrap_means`: Poisson weights keyed
+by the query's position, for the same ``(resamples, seed)``), overall and per group of queries (e.g.
 question strategy or category), each group bootstrapped over its own queries.
 """
 

@@ -34,8 +34,8 @@ def searchain_report(store: Store, name: str | None = None, *, resamples: int = 
         return out
     data = {c: np.array([np.nan if r[i] is None else r[i] for r in rows], dtype=np.float64)
             for i, c in enumerate(_COLUMNS)}
-    # Every figure is resampled with the same W (it depends only on n, resamples and seed),
-    # so all of them are paired by sample.
+    # Every figure is resampled with the same weights (a function of the sample's position,
+    # the resample and the seed), so all of them are paired by sample.
     _mean = partial(bootstrap_mean, resamples=resamples, seed=seed)
     _share = partial(bootstrap_ratio, resamples=resamples, seed=seed)
     _difference = partial(paired_mean_difference, resamples=resamples, seed=seed)
