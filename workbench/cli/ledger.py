@@ -13,6 +13,20 @@ from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
 
+LEDGER_EPILOG = """\
+examples:
+  workbench ledger demo
+  workbench ledger demo --exclude-tag annotation-error --json > ledger.json
+  workbench ledger demo --diff k5-b128-linear k20-b128-linear --term S_llm
+  workbench ledger demo --verify
+
+The ledger is incremental: the first read of a run builds its state (the sums behind every
+term and interval; seconds on a 5M-event run) and saves it in the database. Later reads
+apply only the events changed since, logged by SQLite triggers. --verify recomputes the
+ledger from scratch and compares. Exit codes: 0 printed (or --verify found no difference);
+1 --verify found a difference; 2 no such run, cell or term."""
+
+
 def _report(args, store):
     """The ledger of ``args.run`` with the report options (score, bootstrap, excluded tags)."""
     from workbench.runs.report import run_ledger
@@ -129,7 +143,8 @@ def register(subparsers, parents: SharedParents) -> None:
     """Add ``ledger``, ``plot`` and ``export`` to the CLI."""
     report = _report_parent()
 
-    p = subparsers.add_parser("ledger", parents=[parents.db, report], help="print the dissipation ledger with 95%% CIs")
+    p = subparsers.add_parser("ledger", parents=[parents.db, report], help="print the dissipation ledger with 95%% CIs",
+                              epilog=LEDGER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
     p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
