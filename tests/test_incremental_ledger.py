@@ -273,3 +273,23 @@ def test_ledger_verify_reports_no_difference_and_names_a_drifted_cell(stream_tem
     assert main(["--db", str(path), "ledger", "s", "--verify"]) == 1
     out = capsys.readouterr().out
     assert "differs from a from-scratch computation" in out and "cell:k1-b64-linear: point sums differ" in out
+
+
+def test_a_build_over_fully_and_partly_scored_cells_equals_a_from_scratch_ledger(stream_template, tmp_path):
+    # A build computes a fully scored cell's columns once for both populations: check it on both kinds.
+    store = open_store(copy_db(stream_template, tmp_path / "wb.db"))
+    run = get_run(store, "s")
+    store.conn.execute("UPDATE events SET score = (sid % 3) / 2.0 WHERE run_id = ? AND cell_id != 'k5-b64-linear'",
+                       (run.id,))
+    store.conn.execute("UPDATE events SET score = 1 WHERE run_id = ? AND cell_id = 'k5-b64-linear' AND sid % 2 = 0",
+                       (run.id,))
+    reader = ledger_reader(store, run, resamples=R)
+    report = run_ledger(store, run, resamples=R, reader=reader)
+    assert reader.stats.rebuilt
+    assert_from_scratch(report, store.conn, run.id, set())
+    # Unscored again, a cell falls back on its all-rows population, built from the copied columns.
+    store.conn.execute("UPDATE events SET score = NULL WHERE run_id = ? AND cell_id = 'k1-b64-linear'", (run.id,))
+    report = run_ledger(store, run, resamples=R, reader=reader)
+    assert not reader.stats.rebuilt and reader.stats.changed == 12
+    assert_from_scratch(report, store.conn, run.id, set())
+    store.close()

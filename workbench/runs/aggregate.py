@@ -131,6 +131,26 @@ def contributions(group: Group, rows: Mapping[str, Rows]) -> np.ndarray:
     return noise_contributions(first.values[:, _H_VIS] * first.present, first.score(), linear)
 
 
+_NSUM = len(STATE_COLUMNS) // 2
+_SAME_IN_BOTH = (STATE_COLUMNS.index("scored.m_s"), STATE_COLUMNS.index("scored.m_s_hvis"))
+
+
+def _copied_columns(group: Group, aligned: Mapping[str, Rows]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """For a build: the group's columns to compute, and (column, equal column) pairs to copy instead.
+
+    A cell's two populations share the score columns (an unscored row's score counts as 0),
+    and every column when all its rows are scored (the usual state of a finished run): the
+    product over samples, the build's main cost, is then half as wide.
+    """
+    if group.kind != "cell":
+        return np.arange(group.width), []
+    rows = aligned[group.cells[0]]
+    if not np.isnan(rows.values[rows.present, _SCORE]).any():
+        return np.arange(_NSUM), [(_NSUM + j, j) for j in range(_NSUM)]
+    copies = [(_NSUM + j, j) for j in _SAME_IN_BOTH]
+    return np.array([j for j in range(group.width) if j not in {d for d, _ in copies}]), copies
+
+
 @dataclass
 class GroupSums:
     """A group's point sums (width,) and replicate sums (resamples × width)."""
@@ -310,22 +330,27 @@ class LedgerReader:
             rows.values[pos] = values
             aligned[cid] = rows
         self._state = {g.key: GroupSums.zeros(g.width, self.resamples) for g in self.groups}
+        plans = {g.key: _copied_columns(g, aligned) for g in self.groups}
         step = max(1, _CHUNK_ENTRIES // max(self.resamples, 1))
         for start in range(0, len(universe), step):
             part = slice(start, start + step)
             chunk = {cid: Rows(r.present[part], r.values[part]) for cid, r in aligned.items()}
             weights = poisson_weights(universe[part], self.resamples, self.seed)
-            blocks = [contributions(g, chunk) for g in self.groups]
+            blocks = [contributions(g, chunk)[:, plans[g.key][0]] for g in self.groups]
             if not blocks:
                 break
             x = np.hstack(blocks)
             sums, reps = x.sum(axis=0), weights.T @ x
             at = 0
             for g in self.groups:
-                st = self._state[g.key]
-                st.sums += sums[at:at + g.width]
-                st.reps += reps[:, at:at + g.width]
-                at += g.width
+                st, take = self._state[g.key], plans[g.key][0]
+                st.sums[take] += sums[at:at + len(take)]
+                st.reps[:, take] += reps[:, at:at + len(take)]
+                at += len(take)
+        for g in self.groups:  # the columns equal to another by construction, copied once at the end
+            st, (_, copies) = self._state[g.key], plans[g.key]
+            for dst, src in copies:
+                st.sums[dst], st.reps[:, dst] = st.sums[src], st.reps[:, src]
         self._base_watermark, self._dirty, self._pending = None, set(self._keys()), 0
         stats.rebuilt = True
 

@@ -111,8 +111,9 @@ def changes_since(conn: sqlite3.Connection, run_id: int, since: int,
 def read_rows(conn: sqlite3.Connection, run_id: int, cell_id: str, sids: Iterable[int] | None = None,
               predictions: bool = False) -> tuple[np.ndarray, np.ndarray, list[str | None] | None]:
     """One cell's rows (all, or those of ``sids``) in sid order: sids, values (n × 6, score NaN), predictions."""
-    cols = f"e.sid, {_SQL_ROW}" + (", e.prediction" if predictions else "")
-    base = f"SELECT {cols} FROM events e WHERE e.run_id = ? AND e.cell_id = ?"
+    # -1 stands for a NULL score (scores lie in [0, 1]): the rows then convert to one float array at once.
+    cols = "e.sid, " + ", ".join(f"e.{c}" for c in ROW_COLUMNS[:-1]) + ", ifnull(e.score, -1.0)"
+    base = f"SELECT {cols}{', e.prediction' if predictions else ''} FROM events e WHERE e.run_id = ? AND e.cell_id = ?"
     if sids is None:
         rows = conn.execute(base + " ORDER BY e.sid", (run_id, cell_id)).fetchall()
     else:
@@ -122,10 +123,15 @@ def read_rows(conn: sqlite3.Connection, run_id: int, cell_id: str, sids: Iterabl
             part = wanted[i:i + _IN_CHUNK]
             rows += conn.execute(base + f" AND e.sid IN ({','.join('?' * len(part))}) ORDER BY e.sid",
                                  (run_id, cell_id, *part)).fetchall()
-    n = len(rows)
-    values = np.array([r[1:1 + len(ROW_COLUMNS)] for r in rows], dtype=np.float64).reshape(n, len(ROW_COLUMNS))
-    preds = [r[-1] for r in rows] if predictions else None
-    return np.array([r[0] for r in rows], dtype=np.int64), values, preds
+    width = 1 + len(ROW_COLUMNS)
+    preds = None
+    if predictions:
+        preds = [r[-1] for r in rows]
+        rows = [r[:width] for r in rows]
+    table = np.array(rows, dtype=np.float64).reshape(len(rows), width)
+    values = table[:, 1:]
+    values[values[:, -1] < 0, -1] = np.nan
+    return table[:, 0].astype(np.int64), values, preds
 
 
 # --------------------------------------------------------------------------- persisted states
