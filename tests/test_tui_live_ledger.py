@@ -3,7 +3,6 @@ refresh reads only the events that changed, never the whole run."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import subprocess
 import sys
