@@ -14,7 +14,8 @@ from workbench.evidence import Unit, get_tokenizer, order_units, render_line
 from workbench.runs.prompt import PromptTemplate
 from workbench.runs.sweep import oracle_path
 from workbench.store.db import Store
-from workbench.store.queries import Run, Sample
+from workbench.store.lookup import NotFound
+from workbench.store.queries import Run, Sample, load_sample
 
 # Quadrants of (H_set, H_vis, s) the samples view filters by (docs/design.md §9).
 QUADRANTS: dict[str, tuple[str, str]] = {
@@ -129,12 +130,12 @@ class SampleDetail:
 
 def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetail:
     """The sample, its gold paths, the cell's window with the cut, the prompt, output and score."""
-    from workbench.store.queries import load_samples
     from workbench.triage import note_of, tags_of
 
-    sample = next((s for s in load_samples(store, run.dataset_id) if s.sid == sid), None)
-    if sample is None:
-        raise ValueError(f"no sample {sid} in dataset {run.dataset!r}")
+    try:
+        sample = load_sample(store, run.dataset_id, sid)
+    except NotFound:
+        raise ValueError(f"no sample {sid} in dataset {run.dataset!r}") from None
     from workbench.runs.report import cell_order
 
     # Ledger order (format, B, numeric K, oracle last), not string order where k10 sorts before k2.

@@ -119,6 +119,16 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
     return _finish(colors)
 
 
+#: Image files ``plot --out`` writes with matplotlib (:mod:`workbench.figures`) instead of text.
+IMAGE_FORMATS = ("svg", "png")
+
+
+def image_format(path: str | Path) -> str | None:
+    """``svg`` or ``png`` when ``path`` names an image file, else None (a text or HTML plot)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return suffix if suffix in IMAGE_FORMATS else None
+
+
 def file_text(figure: str, path: str | Path, title: str = "Dissipation Workbench") -> str:
     """A figure as the file ``path`` holds it: ``.html``/``.htm`` a standalone page, else plain text (no colours)."""
     text = plt.uncolorize(figure)

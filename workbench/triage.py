@@ -82,8 +82,8 @@ def sids_with_tags(store: Store, dataset_id: int, tags: Iterable[str]) -> set[in
         f"SELECT DISTINCT sid FROM tags WHERE dataset_id = ? AND tag IN ({marks})", (dataset_id, *tags))}
 
 
-def export_tagged(store: Store, dataset_id: int, out: TextIO, tags: Iterable[str] | None = None) -> int:
-    """Write tagged samples (all tags, or only ``tags``) as JSONL with their tags and note."""
+def tagged_samples(store: Store, dataset_id: int, tags: Iterable[str] | None = None) -> list[dict]:
+    """Tagged samples (all tags, or only ``tags``) in sid order: sid, sample_id, question, answers, tags, note."""
     tags = list(tags or [])
     where = ""
     params: list = [dataset_id]
@@ -95,8 +95,15 @@ def export_tagged(store: Store, dataset_id: int, out: TextIO, tags: Iterable[str
         " FROM tags t JOIN samples s ON s.dataset_id = t.dataset_id AND s.sid = t.sid"
         " LEFT JOIN notes n ON n.dataset_id = s.dataset_id AND n.sid = s.sid"
         f" WHERE t.dataset_id = ?{where} GROUP BY s.sid ORDER BY s.sid", params).fetchall()
-    for sid, sample_id, question, answers, tag_list, note in rows:
-        out.write(json.dumps({"sample_id": sample_id, "question": question, "answers": json.loads(answers),
-                              "tags": sorted(tag_list.split("\x1f")), "note": note or ""},
+    return [{"sid": sid, "sample_id": sample_id, "question": question, "answers": json.loads(answers),
+             "tags": sorted(tag_list.split("\x1f")), "note": note or ""}
+            for sid, sample_id, question, answers, tag_list, note in rows]
+
+
+def export_tagged(store: Store, dataset_id: int, out: TextIO, tags: Iterable[str] | None = None) -> int:
+    """Write tagged samples (all tags, or only ``tags``) as JSONL with their tags and note."""
+    rows = tagged_samples(store, dataset_id, tags)
+    for row in rows:
+        out.write(json.dumps({k: row[k] for k in ("sample_id", "question", "answers", "tags", "note")},
                              ensure_ascii=False) + "\n")
     return len(rows)

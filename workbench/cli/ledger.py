@@ -8,7 +8,7 @@ import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap
 from workbench.cli.exit_codes import FAILURE, OK
-from workbench.cli.shared import emit_json, store_of, write_out
+from workbench.cli.shared import emit_json, store_of, write_out, write_out_bytes
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
@@ -104,11 +104,28 @@ def cmd_plot(args) -> int:
         fmt = args.format or ("linear" if "linear" in formats else formats[0])
         figure = plots.main_plot(report.rows, budget=budget, fmt=fmt, colors=colors,
                                  width=args.width, height=args.height)
-    if args.out:
+    if args.out and plots.image_format(args.out):
+        _write_image(args, report)
+    elif args.out:
         write_out(args.out, plots.file_text(figure, args.out), "the plot")
     else:
         print(figure)
     return OK
+
+
+def _write_image(args, report) -> None:
+    """``plot --out FILE.svg|png``: the same figure drawn by matplotlib, with the intervals as error bars."""
+    from workbench import figures, plots
+
+    fmt = plots.image_format(args.out)
+    if args.oracle:
+        fig = figures.oracle_figure(report.oracle)
+    else:
+        budgets = sorted({r["budget"] for r in report.rows})
+        formats = list(dict.fromkeys(r["format"] for r in report.rows))
+        fig = figures.main_figure(report.rows, budget=args.budget or budgets[-1],
+                                  fmt=args.format or ("linear" if "linear" in formats else formats[0]))
+    write_out_bytes(args.out, figures.image_bytes(fig, fmt), f"the plot ({fmt})")
 
 
 def cmd_export(args) -> int:
@@ -160,8 +177,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
     p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
     p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
-    p.add_argument("--out", help="write to a file instead (atomically): .html or .htm as a standalone page, "
-                                 "anything else as plain text; neither keeps the terminal's colours")
+    p.add_argument("--out", help="write to a file instead (atomically): .svg or .png as an image drawn with "
+                                 "matplotlib (with the 95%% CIs as error bars), .html or .htm as a standalone page, "
+                                 "anything else as plain text (no terminal colours)")
     p.add_argument("--width", type=count(30, 1000), default=78, help="columns (default 78)")
     p.add_argument("--height", type=count(8, 500), default=20, help="rows (default 20)")
     p.set_defaults(func=cmd_plot, readonly=True)

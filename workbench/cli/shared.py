@@ -51,6 +51,17 @@ def write_out(out: str, text: str, what: str) -> None:
         print(f"wrote {what} to {out}")
 
 
+def write_out_bytes(out: str, data: bytes, what: str) -> None:
+    """Write a binary file (an image) to exactly the path the user named (atomically), or to stdout for ``-``."""
+    from workbench.data.exports import write_atomic
+
+    if str(out) == "-":
+        sys.stdout.buffer.write(data)
+    else:
+        write_atomic(out, [data])
+        print(f"wrote {what} to {out}")
+
+
 def say(line: str) -> None:
     """One line for the user on stderr (stdout stays for --json)."""
     print(line, file=sys.stderr, flush=True)

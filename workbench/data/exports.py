@@ -18,21 +18,18 @@ from typing import Any, Iterable
 
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.store.db import Store
+from workbench.store.frames import EVENT_FIELDS, event_batches
 from workbench.store.queries import Run
 
-EVENT_FIELDS = ("sample_id", "cell_id", "kind", "k", "budget", "format", "shuffle", "h_set", "h_vis", "k_eff",
-                "evidence_tokens", "truncated", "prediction", "score")
+__all__ = ["EVENT_FIELDS", "event_records", "ledger_records", "flatten", "render", "write_atomic"]
 
 
 def event_records(store: Store, run: Run) -> Iterable[dict[str, Any]]:
-    """One dict per (sample, cell) of the run, in cell then sample order."""
-    for row in store.conn.execute(
-            "SELECT s.id, e.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle, e.h_set, e.h_vis, e.k_eff,"
-            " e.evidence_tokens, e.truncated, e.prediction, e.score"
-            " FROM events e JOIN cells c ON c.run_id = e.run_id AND c.cell_id = e.cell_id"
-            " JOIN samples s ON s.dataset_id = ? AND s.sid = e.sid"
-            " WHERE e.run_id = ? ORDER BY e.cell_id, e.sid", (run.dataset_id, run.id)):
-        yield dict(zip(EVENT_FIELDS, row))
+    """One dict per (sample, cell) of the run, in cell then sample order (keys: :data:`EVENT_FIELDS`)."""
+    # The one reader of a run's events (workbench.store.frames): the export and the analysis API's
+    # frames see the same rows, and neither holds the whole run in memory.
+    for batch in event_batches(store, run):
+        yield from batch.to_pylist()
 
 
 def ledger_records(report) -> list[dict[str, Any]]:
@@ -97,8 +94,8 @@ def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
         buf.truncate()
 
 
-def write_atomic(path: str | Path, chunks: Iterable[str]) -> int:
-    """Write ``chunks`` to exactly ``path``; return the bytes written.
+def write_atomic(path: str | Path, chunks: Iterable[str | bytes]) -> int:
+    """Write ``chunks`` (text as UTF-8, or bytes) to exactly ``path``; return the bytes written.
 
     A regular file (new or existing) is written to a temp file in its directory and renamed
     over it, keeping an existing file's permissions: a reader never sees half a file. A
@@ -122,15 +119,12 @@ def write_atomic(path: str | Path, chunks: Iterable[str]) -> int:
         where = Path(path).parent if Path(path).parent.resolve() == target.parent else target.parent
         raise BadInput(f"{where}: directory does not exist")
     tmp = None
-    size = 0
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         # mkstemp makes the file 0600; the file should look as any other the user writes.
         os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-                size += len(chunk.encode("utf-8"))
+        with os.fdopen(fd, "wb") as fh:
+            size = _write_chunks(fh, chunks)
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -141,14 +135,21 @@ def write_atomic(path: str | Path, chunks: Iterable[str]) -> int:
     return size
 
 
-def _write_through(path: str | Path, chunks: Iterable[str]) -> int:
-    """Write into an existing non-regular file (a device, a FIFO) as it is: it cannot be swapped."""
+def _write_chunks(fh, chunks: Iterable[str | bytes]) -> int:
+    """Write text (as UTF-8) or bytes chunks to a binary file; return the bytes written."""
     size = 0
+    for chunk in chunks:
+        data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+        fh.write(data)
+        size += len(data)
+    return size
+
+
+def _write_through(path: str | Path, chunks: Iterable[str | bytes]) -> int:
+    """Write into an existing non-regular file (a device, a FIFO) as it is: it cannot be swapped."""
     try:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-                size += len(chunk.encode("utf-8"))
+        with open(path, "wb") as fh:
+            size = _write_chunks(fh, chunks)
     except OSError as exc:
         raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
     return size

@@ -446,6 +446,24 @@ def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False)
     return Store(db=sqlite_utils.Database(conn), path=path)
 
 
+def open_readonly(path: str | os.PathLike) -> Store:
+    """Open the existing database at ``path`` with SQLite's ``mode=ro``, even one this process could write.
+
+    For readers that must never write, such as the analysis API. :func:`open_store` with
+    ``readonly=True`` still opens a writable file read-write, so that migrations and the
+    ledger's saved state land. Here every write fails, and the ledger is computed in memory.
+    In WAL mode a reader never blocks a writer, and a writer never blocks a reader. A
+    database that still needs a migration is refused with one line: open it once with
+    :func:`open_store` first. A missing file is an :class:`EnvironmentFault` too, because
+    nothing is created.
+    """
+    path = Path(path)
+    _check_file(path)
+    if not path.exists():
+        raise EnvironmentFault(f"{path}: no such database")
+    return _open_readonly(path, "opened read-only for reading")
+
+
 def _refuse_foreign(path: Path, status: SchemaStatus) -> None:
     if status.foreign:
         raise EnvironmentFault(f"{path}: not a workbench database (SQLite, but without the workbench's "

@@ -93,6 +93,16 @@ def sample_answers(store: Store, dataset_id: int, sids) -> dict[int, tuple[list[
     return out
 
 
+def load_sample(store: Store, dataset_id: int, sid: int) -> Sample:
+    """One sample of a dataset by sid (NotFound names it)."""
+    row = store.conn.execute("SELECT sid, id, question, answers, aliases, gold_paths, meta FROM samples"
+                             " WHERE dataset_id = ? AND sid = ?", (dataset_id, sid)).fetchone()
+    if row is None:
+        raise NotFound(f"no sample {sid} in this dataset")
+    sid, sample_id, question, answers, aliases, gold, meta = row
+    return Sample(sid, sample_id, question, json.loads(answers), json.loads(aliases), json.loads(gold), json.loads(meta))
+
+
 def retrievers(store: Store, dataset_id: int) -> list[str]:
     """Retriever names present for a dataset."""
     return [r[0] for r in store.conn.execute(
