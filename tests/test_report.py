@@ -54,6 +54,7 @@ def test_the_report_holds_every_section_and_references_nothing_outside_itself(sc
                     "Oracle controls (only p*)", "Triage", "Cases"):
         assert f">{heading}<" in page, heading
     assert page.count("<svg") == 2  # the K sweep (one format) and the oracle figure, inline
+    assert "<summary>Manifest</summary>" in page and "samples" in page  # what the run was planned with
     assert "gold answer is outdated" in page and "annotation-error" in page
     for quadrant in CASE_QUADRANTS:
         assert f"<h3>{quadrant} " in page

@@ -5,7 +5,8 @@ server and references no address: inline CSS, figures as inline SVG (:mod:`workb
 every case collapsible (``<details>``), nothing fetched. It is meant to be attached to a pull
 request or a paper, so it carries the run's configuration next to its numbers.
 
-Sections: the run (dataset, model, configuration), the main figure per format at the largest
+Sections: the run (dataset, model, its manifest — model sha256, GGUF metadata, builds, host — and
+configuration), the main figure per format at the largest
 budget and the oracle figure, the ledger (retrieval and interface terms, reasoning terms, claim
 metrics when a claim run exists), the oracle controls, the triaged samples (tags and notes),
 and per quadrant a few cases of the highlighted cell with their evidence window, prompt and
@@ -26,10 +27,13 @@ from workbench.browse import QUADRANTS, SampleDetail, list_samples, sample_detai
 from workbench.claims.report import LEDGER_METRICS
 from workbench.compare.render import render_comparison
 from workbench.compare.report import compare_runs
+from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.store.db import Store
+from workbench.store.lookup import NotFound
+from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import Run
-from workbench.tables import DASH, fmt_estimate
+from workbench.tables import DASH
 from workbench.triage import tagged_samples
 
 #: The quadrants a report shows cases of, in this order.
@@ -90,7 +94,7 @@ def _count(est: Any) -> str:
     return DASH if value is None else f"{int(value):,}"
 
 
-def _run_section(run: Run, report: LedgerReport) -> str:
+def _run_section(run: Run, report: LedgerReport, manifest: str) -> str:
     gen = run.config.get("generation") or {}
     facts = [("dataset", run.dataset), ("retriever", run.retriever or DASH),
              ("model", gen.get("model", "no model (a sweep without generation)")),
@@ -102,8 +106,17 @@ def _run_section(run: Run, report: LedgerReport) -> str:
     rows = "".join(f'<tr><th class="l">{_e(k)}</th><td class="l">{_e(v)}</td></tr>' for k, v in facts)
     config = json.dumps(run.config, indent=2, ensure_ascii=False, sort_keys=True)
     warnings = "".join(f"<p>⚠ {_e(w)}</p>" for w in report.warnings)
-    return (f"<h2>The run</h2><table>{rows}</table>{warnings}"
+    return (f"<h2>The run</h2><table>{rows}</table>{warnings}{manifest}"
             f"<details><summary>Full configuration</summary><pre>{_e(config)}</pre></details>")
+
+
+def _manifest_block(store: Store, run: Run) -> str:
+    """What the run was made with (``runs show``): open, since a reader of a number should see it."""
+    try:
+        lines = manifest_lines(get_manifest(store, run.id))
+    except NotFound:
+        return f'<p class="meta">Manifest: {_e(NO_MANIFEST)}.</p>'
+    return f"<details open><summary>Manifest</summary><pre>{_e(chr(10).join(lines))}</pre></details>"
 
 
 def _ledger_section(report: LedgerReport) -> str:
@@ -216,7 +229,8 @@ def build_report(store: Store, run: Run, *, compare_with: str | None = None,
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [f"<h1>Run {_e(run.name)}</h1>",
              f'<p class="meta">Dissipation Workbench {_e(workbench_version)} · generated {_e(stamp)}</p>',
-             _run_section(run, report), _figures_section(report), _ledger_section(report),
+             _run_section(run, report, _manifest_block(store, run)), _figures_section(report),
+             _ledger_section(report),
              _triage_section(store, run), _cases_section(store, run, report, options.cases)]
     if compare_with:
         parts.append(_compare_section(store, run, compare_with, options))

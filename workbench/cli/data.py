@@ -1,4 +1,4 @@
-"""Verbs for datasets: import a dataset directory, list datasets."""
+"""Verbs for datasets: import a dataset directory (or another tool's results), list datasets."""
 
 from __future__ import annotations
 
@@ -6,16 +6,22 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from workbench.cli.common import SharedParents, add_json
+from workbench.cli.common import SCORES, SharedParents, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, list_rows, say_dataset_replaced, store_of
 from workbench.cli.types import chosen_name
 
 
 def cmd_import(args) -> int:
-    """Import a directory of kb/samples/retrieval JSONL as a dataset."""
+    """Import a directory of kb/samples/retrieval JSONL as a dataset, or another tool's results (--from)."""
     from workbench.data.importer import import_dataset
 
+    if args.source_format == "ragchecker":
+        return _import_ragchecker(args)
+    if args.score is not None:
+        from workbench.errors import BadInput
+
+        raise BadInput("--score goes with --from ragchecker (a dataset directory holds no predictions)")
     store = store_of(args)
     dataset = args.name or Path(args.directory).resolve().name
     report = import_dataset(store, args.directory, dataset, strict=args.strict, replace=args.replace)
@@ -29,6 +35,34 @@ def cmd_import(args) -> int:
     print(f"{report.dataset}: {verb}: {report.units:,} {report.unit_kind}s, {report.samples:,} samples, "
           f"{report.retrievals:,} retrieval rows ({', '.join(report.retrievers) or 'no retriever'})"
           f"{f', {report.unknown_units:,} units outside the KB' if report.unknown_units else ''}")
+    return OK
+
+
+def _import_ragchecker(args) -> int:
+    """``import --from ragchecker FILE``: a dataset of the retrieved contexts and a run of the responses."""
+    from workbench.data.ragchecker import DEFAULT_SCORE, import_ragchecker
+
+    if args.strict:
+        from workbench.errors import BadInput
+
+        raise BadInput("--strict is about a dataset directory's kb.jsonl; RAGChecker's JSON has no KB")
+    store = store_of(args)
+    name = args.name or Path(args.directory).stem
+    report = import_ragchecker(store, args.directory, name, score=args.score or DEFAULT_SCORE, replace=args.replace)
+    say_dataset_replaced(report)
+    if args.json:
+        emit_json(asdict(report))
+        return OK
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    verb = "unchanged (already imported)" if report.unchanged else "imported"
+    print(f"{report.dataset}: {verb}: {report.units:,} chunks (the distinct retrieved contexts), "
+          f"{report.samples:,} samples, {report.retrievals:,} retrieval rows ({', '.join(report.retrievers)})")
+    print(f"run {report.run}: 1 cell k{report.k}-b{report.budget}-score (K = the most contexts of a query, "
+          f"B = the longest evidence, nothing cut), {report.scored:,} of {report.events:,} responses "
+          f"scored ({report.score})")
+    print(f"next: workbench claims run {report.run} --decomposer rule --verifiers lexical;"
+          f" workbench claims report {report.run}; workbench ledger {report.run}")
     return OK
 
 
@@ -46,9 +80,18 @@ def cmd_datasets(args) -> int:
 def register(subparsers, parents: SharedParents) -> None:
     """Add ``import`` and ``datasets`` to the CLI."""
     p = subparsers.add_parser("import", parents=[parents.db],
-                              help="import a dataset directory (kb/samples/retrieval.jsonl)")
-    p.add_argument("directory", help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl")
-    p.add_argument("--name", type=chosen_name, help="dataset name (default: the directory name)")
+                              help="import a dataset directory (kb/samples/retrieval.jsonl), or RAGChecker's JSON")
+    p.add_argument("directory", metavar="PATH",
+                   help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl; with --from ragchecker, "
+                        "RAGChecker's input JSON file")
+    p.add_argument("--from", dest="source_format", choices=("dataset", "ragchecker"), default="dataset",
+                   help="what PATH holds: a dataset directory (default), or RAGChecker's {\"results\": [...]}, "
+                        "imported as a dataset of its retrieved contexts plus a run of the same name holding "
+                        "its responses")
+    p.add_argument("--name", type=chosen_name,
+                   help="dataset name (default: the directory name; the file name without extension with --from)")
+    p.add_argument("--score", choices=SCORES,
+                   help="with --from ragchecker: how a response is scored against gt_answer (default: cover)")
     p.add_argument("--strict", action="store_true", help="reject gold/retrieved triples missing from kb.jsonl")
     p.add_argument("--replace", action="store_true",
                    help="replace a dataset of that name holding other content (its runs are deleted with it)")

@@ -128,22 +128,50 @@ def _write_image(args, report) -> None:
     write_out_bytes(args.out, figures.image_bytes(fig, fmt), f"the plot ({fmt})")
 
 
+EXPORT_EPILOG = """\
+examples:
+  workbench export events demo --out events.parquet
+  workbench export ledger demo --out ledger.csv
+  workbench export samples demo --cell k5-b128-linear --quadrant dissipation --out dissipation.jsonl
+  workbench export claims demo --out claims.parquet
+  duckdb -c "SELECT format, avg(S_llm) FROM 'ledger.parquet' GROUP BY 1"
+
+--format defaults to the file's extension: .csv, .parquet or .pq, and jsonl for anything else.
+A Parquet file holds the frame of the same name in workbench.analysis. Its columns are typed,
+undefined values are nulls, and it has no index column, so DuckDB, polars and pandas read it
+as it is. A Parquet ledger has one row per retrieval cell. The oracle controls are in the CSV
+and JSONL exports. The file is written to a temp file beside it and renamed over it."""
+
+
 def cmd_export(args) -> int:
-    """Write a run's events or its ledger as CSV or JSONL (to a file, or stdout for -)."""
-    from workbench.data.exports import event_records, ledger_records, render, write_atomic
+    """Write a run's events, ledger, one cell's samples or its verified claims as CSV, JSONL or Parquet."""
+    from workbench.analysis.export import ExportOptions, check_export, export_parquet, export_records
+    from workbench.data.exports import parquet_chunks, render, write_atomic
     from workbench.store.queries import get_run
 
     store = store_of(args)
     run = get_run(store, args.run)
-    records = event_records(store, run) if args.what == "events" else ledger_records(_report(args, store))
-    fmt = args.format or ("csv" if str(args.out).endswith(".csv") else "jsonl")
+    options = ExportOptions(score=args.score, resamples=args.resamples, seed=args.seed,
+                            exclude_tags=args.exclude_tag or (), cell=args.cell, quadrant=args.quadrant or "all",
+                            claim_run=args.claim_run)
+    check_export(store, args.what, run, options)
+    fmt = args.format or _format_of(args.out)
+    chunks = (parquet_chunks(*export_parquet(store, args.what, run, options)) if fmt == "parquet"
+              else render(export_records(store, args.what, run, options), fmt))
     if str(args.out) == "-":
-        for chunk in render(records, fmt):
-            sys.stdout.write(chunk)
+        out = sys.stdout.buffer if fmt == "parquet" else sys.stdout
+        for chunk in chunks:
+            out.write(chunk)
         return OK
-    size = write_atomic(args.out, render(records, fmt))
+    size = write_atomic(args.out, chunks)
     print(f"wrote {args.out} ({size:,} bytes, {fmt})")
     return OK
+
+
+def _format_of(out: str) -> str:
+    """The export format the file name implies: csv, parquet, or else jsonl."""
+    suffix = str(out).lower().rsplit(".", 1)[-1] if "." in str(out) else ""
+    return {"csv": "csv", "parquet": "parquet", "pq": "parquet"}.get(suffix, "jsonl")
 
 
 def _report_parent() -> argparse.ArgumentParser:
@@ -184,10 +212,17 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--height", type=count(8, 500), default=20, help="rows (default 20)")
     p.set_defaults(func=cmd_plot, readonly=True)
 
-    p = subparsers.add_parser("export", parents=[parents.db, report],
-                              help="write events or the ledger as CSV or JSONL")
-    p.add_argument("what", choices=("events", "ledger"))
+    p = subparsers.add_parser("export", parents=[parents.db, report], epilog=EXPORT_EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              help="write events, the ledger, a cell's samples or verified claims as CSV, JSONL "
+                                   "or Parquet")
+    p.add_argument("what", choices=("events", "ledger", "samples", "claims"))
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     p.add_argument("--out", required=True, help="file to write, or - for stdout")
-    p.add_argument("--format", choices=("csv", "jsonl"), help="default: from the file extension, else jsonl")
+    p.add_argument("--format", choices=("csv", "jsonl", "parquet"),
+                   help="default: from the file extension (.csv, .parquet, .pq), else jsonl")
+    p.add_argument("--cell", help="samples: the cell (default: the run's first)")
+    p.add_argument("--quadrant", help="samples: only this quadrant of the samples view: dissipation, leakage, "
+                                      "interface, retrieval-miss, right, unscored, error, unsupported (default: all)")
+    p.add_argument("--claim-run", type=int, help="claims: the claim run id (default: the latest)")
     p.set_defaults(func=cmd_export, readonly=True)

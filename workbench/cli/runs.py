@@ -1,5 +1,6 @@
 """Verbs for runs: sweep (plan, no model), run and resume (generation with progress, Ctrl-C
-and a summary), and the list of runs."""
+and a summary; ``run --dry-run`` says what a run would do), the list of runs and a run's
+manifest (``runs show``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
                                   add_wait)
-from workbench.cli.exit_codes import OK, STOPPED
+from workbench.cli.exit_codes import FAILURE, OK, STOPPED
 from workbench.cli.shared import emit_json, list_rows, say, store_of
 from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_THREADS, MAX_TOKENS, chosen_name,
                                  comma_separated, count, counts, number)
@@ -59,6 +60,8 @@ def cmd_run(args) -> int:
     for gen in gens:
         gen.validate()
     store = store_of(args)
+    if args.dry_run:
+        return _dry_runs(args, store, gens)
     if len(gens) > 1:
         return _run_models(args, store, gens)
     result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
@@ -89,27 +92,14 @@ def _run_models(args, store, gens) -> int:
     the grid, the samples and the evidence windows (stored once: the evidence table is
     content-addressed). Then the first run is compared with the second.
     """
-    from workbench.data.fields import check_name
-    from workbench.errors import BadInput
     from workbench.models.locate import model_label
     from workbench.progress import ProgressBar
-    from workbench.runs.sweep import plan_sweep, sibling_base_name
+    from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
     sweep = _sweep_config(args)
     labels = [model_label(gen.model) for gen in gens]
-    for i, label in enumerate(labels):
-        if label in labels[:i]:
-            first = gens[labels.index(label)].model
-            raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
-                             "give each model once (GGUF files with distinct file names)")
-    base = args.name or sibling_base_name(store, sweep, [gen.as_dict() for gen in gens], dataset=args.dataset)
-    names = []
-    for label in labels:
-        try:
-            names.append(check_name(f"{base}-{label}", "run name"))
-        except BadInput as exc:
-            raise ValueError(f"--model: {exc}") from None
+    names = _sibling_names(args, store, gens, labels)
     runs = []
     for i, (gen, name) in enumerate(zip(gens, names)):
         result = plan_sweep(store, sweep, dataset=args.dataset, name=name, generation=gen.as_dict(),
@@ -145,6 +135,96 @@ def _run_models(args, store, gens) -> int:
 
         emit_json({"runs": outcomes, "comparison": None if comparison is None else asdict(comparison)})
     return next((code for code in codes if code != OK), OK)
+
+
+def _sibling_names(args, store, gens, labels) -> list[str]:
+    """The run names of ``run --model A,B,...``: ``{base}-{label}`` per model."""
+    from workbench.data.fields import check_name
+    from workbench.errors import BadInput
+    from workbench.runs.sweep import sibling_base_name
+
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            first = gens[labels.index(label)].model
+            raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
+                             "give each model once (GGUF files with distinct file names)")
+    base = args.name or sibling_base_name(store, _sweep_config(args), [gen.as_dict() for gen in gens],
+                                          dataset=args.dataset)
+    names = []
+    for label in labels:
+        try:
+            names.append(check_name(f"{base}-{label}", "run name"))
+        except BadInput as exc:
+            raise ValueError(f"--model: {exc}") from None
+    return names
+
+
+def _dry_runs(args, store, gens) -> int:
+    """``run --dry-run``: what each run would do (jobs, unique prompts, tokens, cache hits, ETA); nothing written."""
+    from workbench.models.locate import model_label
+    from workbench.models.registry import ExecOptions
+    from workbench.runs.dry_run import as_dict, dry_run
+
+    names = [args.name] if len(gens) == 1 else _sibling_names(args, store, gens, [model_label(g.model) for g in gens])
+    opts = ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, concurrency=args.concurrency,
+                       on_wait=say)
+    results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
+                       retry_errors=args.retry_errors) for gen, name in zip(gens, names)]
+    if args.json:
+        emit_json({"dry_run": [as_dict(r) for r in results]})
+    else:
+        print("\n\n".join("\n".join(dry_run_lines(r)) for r in results))
+    for r in results if args.json else ():   # the text form says it in its "not counted" line
+        if r.error:
+            print(f"run {r.run}: {r.error}", file=sys.stderr)
+    return FAILURE if any(r.error for r in results) else OK
+
+
+def dry_run_lines(r) -> list[str]:
+    """A dry run as text: the counts, then the ETA and where its speed comes from."""
+    state = "planned already; its jobs left" if r.exists else "not planned yet"
+    lines = [f"dry run of run {r.run} ({state}); nothing was generated or written",
+             f"  jobs            {r.jobs:,}" + ("" if r.jobs == r.run_jobs else f" of the run's {r.run_jobs:,}")]
+    if r.error:   # nothing past the job count could be worked out
+        return [*lines, f"  not counted     {r.error}", *(f"note: {note}" for note in r.notes)]
+    lines += [f"  unique prompts  {r.unique_prompts:,} after dedup",
+              f"  cache hits      {r.cache_hits:,} of them already in the generations cache",
+              f"  to generate     {r.to_generate:,}" + (f" (and {r.too_long:,} too long for --n-ctx)"
+                                                           if r.too_long else "")]
+    if r.prompt_tokens is not None:
+        lines += [f"  prompt tokens   {r.prompt_tokens:,} over all jobs, {r.unique_prompt_tokens:,} over the unique "
+                  f"prompts, {r.eval_tokens:,} to evaluate",
+                  f"                  in {r.tokenizer}'s own tokens; to evaluate: after KV prefix reuse"]
+    else:
+        lines.append("  prompt tokens   not counted (the server tokenizes)" if r.unique_prompts else
+                     "  prompt tokens   0")
+    if r.eta_seconds is not None:
+        lines.append(f"  ETA             {_duration(r.eta_seconds)}"
+                     + (f" (at most {_duration(r.eta_max_seconds)} if every answer runs to --max-tokens)"
+                        if r.eta_max_seconds and r.eta_max_seconds > r.eta_seconds + 0.5 else ""))
+    if r.speed is not None:
+        s = r.speed
+        source = (f"fitted to {s.samples:,} earlier generations of this model file in this database"
+                  if s.source == "history" else "measured just now by a probe (one prompt generated twice)")
+        rates = ", ".join(part for part in (
+            f"{s.prompt_tokens_per_s:,.0f} prompt tokens/s" if s.prompt_tokens_per_s else "",
+            f"{s.generated_tokens_per_s:,.1f} generated tokens/s" if s.generated_tokens_per_s else "",
+            f"{s.overhead_s:.3f} s per call" if s.overhead_s else "",
+            f"~{s.mean_generated:.1f} tokens per answer") if part)
+        lines += [f"  speed           {source}:", f"                  {rates}"]
+    lines += [f"note: {note}" for note in r.notes]
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 def _compare_first_two(args, store, runs):
@@ -257,6 +337,30 @@ def cmd_runs(args) -> int:
                      empty="no runs yet: `workbench sweep --k ... --budget ... --format ...`", line=_run_line)
 
 
+def cmd_runs_show(args) -> int:
+    """Print a run's manifest: what it was planned and executed with (``--json``: the manifest itself)."""
+    from workbench.runs.manifest import manifest_lines
+    from workbench.store.lookup import NotFound
+    from workbench.store.manifests import NO_MANIFEST, get_manifest
+    from workbench.store.queries import get_run
+
+    store = store_of(args)
+    run = get_run(store, args.run)
+    try:
+        manifest = get_manifest(store, run.id)
+    except NotFound:
+        if args.json:
+            emit_json({"run": run.name, "manifest": None, "note": NO_MANIFEST})
+        else:
+            print(f"run {run.name}: {NO_MANIFEST}")
+        return OK
+    if args.json:
+        emit_json({"run": run.name, "manifest": manifest})
+    else:
+        print("\n".join(manifest_lines(manifest)))
+    return OK
+
+
 def _run_line(r: dict) -> str:
     pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
     errors = f", {r['errors']:,} failed" if r["errors"] else ""
@@ -330,6 +434,10 @@ def register(subparsers, parents: SharedParents) -> None:
                         "outside the window scores 0; text: free text")
     p.add_argument("--prompt-file", help="prompt template: JSON {system, user} or a text user template "
                                          "with {evidence}, {question} and optionally {instruction}")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write and generate nothing: print the jobs, the unique prompts after dedup, their exact "
+                        "prompt tokens (the model's own tokenizer, no weights loaded), the cache hits and an ETA "
+                        "from the model's measured speed (earlier generations here, else a short probe)")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("resume", parents=[parents.db, execution], help="continue a run's pending jobs")
@@ -337,6 +445,14 @@ def register(subparsers, parents: SharedParents) -> None:
     add_json(p)
     p.set_defaults(func=cmd_resume)
 
-    p = subparsers.add_parser("runs", parents=[parents.db], help="list runs with their progress")
+    p = subparsers.add_parser("runs", parents=[parents.db], help="list runs with their progress; "
+                              "`runs show RUN`: what a run was made with")
     add_json(p)
     p.set_defaults(func=cmd_runs, readonly=True)
+    psub = p.add_subparsers(dest="runs_verb", metavar="VERB")
+    q = psub.add_parser("show", parents=[parents.db],
+                        help="a run's manifest: model sha256 and GGUF metadata, llama.cpp build, workbench "
+                             "version and commit, prompt, scorer, dataset hashes, host")
+    q.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    add_json(q)
+    q.set_defaults(func=cmd_runs_show, readonly=True)

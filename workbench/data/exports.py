@@ -1,4 +1,4 @@
-"""Exports of events and ledgers as CSV or JSONL, written only to the path the user named.
+"""Exports of events and ledgers as CSV, JSONL or Parquet, written only to the path the user named.
 
 Writing never replaces what the user did not name: a symbolic link keeps pointing where it
 did (its target gets the export), and a device or FIFO is written through, not swapped.
@@ -14,21 +14,28 @@ import stat
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.store.db import Store
-from workbench.store.frames import EVENT_FIELDS, event_batches
 from workbench.store.queries import Run
 
-__all__ = ["EVENT_FIELDS", "event_records", "ledger_records", "flatten", "render", "write_atomic"]
+if TYPE_CHECKING:  # pyarrow loads only for an events or Parquet export, not for every file written here
+    import pyarrow as pa
+
+__all__ = ["event_records", "ledger_records", "flatten", "render", "parquet_chunks", "write_atomic"]
 
 
 def event_records(store: Store, run: Run) -> Iterable[dict[str, Any]]:
-    """One dict per (sample, cell) of the run, in cell then sample order (keys: :data:`EVENT_FIELDS`)."""
-    # The one reader of a run's events (workbench.store.frames): the export and the analysis API's
-    # frames see the same rows, and neither holds the whole run in memory.
-    for batch in event_batches(store, run):
+    """One dict per (sample, cell) of the run, in cell then sample order.
+
+    The keys are :data:`workbench.store.frames.EVENT_FIELDS`.
+    """
+    # The one reader of a run's events (workbench.store.frames): the record exports, the Parquet
+    # export and the analysis API's frames see the same rows.
+    from workbench.store.frames import DEFAULT_CHUNK_ROWS, event_table
+
+    for batch in event_table(store, run).to_batches(max_chunksize=DEFAULT_CHUNK_ROWS):
         yield from batch.to_pylist()
 
 
@@ -92,6 +99,51 @@ def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()
+
+
+def parquet_chunks(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
+    """A Parquet file of ``batches`` (all of ``schema``) as byte chunks, for :func:`write_atomic`.
+
+    One row group per batch, handed on as soon as it is encoded, so the encoded file is
+    never held whole. The columns are plain and typed, with nulls where values
+    are undefined, and there is no index column. ``schema``'s metadata (pandas' dtypes, the
+    export's provenance) goes into the file's footer. Compression is zstd, which DuckDB,
+    polars and pandas all read.
+    """
+    import pyarrow.parquet as pq
+
+    sink = _Collect()
+    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            yield sink.take()
+    yield sink.take()  # the footer, written on close
+
+
+class _Collect(io.RawIOBase):
+    """A write-only sink that gives out what was written since the last take (its position keeps counting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[bytes] = []
+        self._position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        chunk = bytes(data)
+        self._parts.append(chunk)
+        self._position += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        # Parquet records each column chunk's offset from this: the bytes written so far.
+        return self._position
+
+    def take(self) -> bytes:
+        out, self._parts = b"".join(self._parts), []
+        return out
 
 
 def write_atomic(path: str | Path, chunks: Iterable[str | bytes]) -> int:

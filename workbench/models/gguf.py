@@ -78,7 +78,8 @@ class _Cursor:
     def string(self) -> str:
         n = self.take("Q")
         if self.pos + n > len(self.buf):
-            raise GGUFError(f"{self.path}: a string of {n:,} bytes runs past the end of the file (at byte {self.pos:,})")
+            raise GGUFError(f"{self.path}: a string of {n:,} bytes runs past the end of the file "
+                            f"(at byte {self.pos:,})")
         raw = bytes(self.buf[self.pos:self.pos + n])
         self.pos += n
         return raw.decode("utf-8", errors="replace")

@@ -17,17 +17,18 @@ import json
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from workbench.metrics.scoring import get_scorer
-from workbench.models.base import Backend, Generation, ModelError, PromptError
+from workbench.models.base import Backend, Generation, ModelError, Prompt, PromptError
 from workbench.models.cached import prompt_key
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
 from workbench.runs.answers import parse_output, schema_for, score_answer
+from workbench.runs.manifest import record_execution
 from workbench.store.db import Store, utcnow
-from workbench.store.queries import Run, load_samples
+from workbench.store.queries import Run, Sample, load_samples
 
 
 @dataclass
@@ -137,6 +138,10 @@ class _RunWork(PassWork):
 
     def open(self) -> None:
         self.backend = self.backend or make_backend(self.gen.backend_spec, self.opts, self.store)
+        # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
+        record_execution(self.store, self.run, self.gen, n_threads=self.opts.n_threads,
+                         n_gpu_layers=self.opts.n_gpu_layers, concurrency=self.opts.concurrency,
+                         model_id=self.backend.model_id)
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
         self.scorer = get_scorer(self.run.config.get("score", "acc"))
         self.schema = schema_for(self.gen.answer_format)
@@ -174,21 +179,9 @@ class _RunWork(PassWork):
                 pending.append((key, members, prompt))
         self._generate(pending)
 
-    def _group(self, jobs) -> dict[str, tuple[object, list[_Job]]]:
-        """Render every prompt (chat or plain completion, as the run's config says), key it, and
-        order the groups by prompt text (prefix sharing)."""
-        groups: dict[str, tuple[object, list[_Job]]] = {}
-        for job, evidence in jobs:
-            sample = self.samples[job.sid]
-            try:
-                prompt = self.gen.render(self.backend, evidence, sample.question)
-            except PromptError as exc:
-                self.driver.fail(job, str(exc), shown=str(exc))
-                continue
-            job.prompt_tokens = prompt.tokens
-            job.key = prompt_key(self.backend, prompt, self.sampling.as_dict(), self.schema)
-            groups.setdefault(job.key, (prompt, []))[1].append(job)
-        return dict(sorted(groups.items(), key=lambda kv: kv[1][0].text))
+    def _group(self, jobs) -> dict[str, tuple[Prompt, list[_Job]]]:
+        return group_prompts(self.gen, self.backend, self.samples, jobs,
+                             on_error=lambda job, exc: self.driver.fail(job, str(exc), shown=str(exc)))
 
     def _cached(self, key: str) -> Generation | None:
         row = self.store.conn.execute(
@@ -277,6 +270,28 @@ class _RunWork(PassWork):
         if source == "cache":
             self.driver.count_call(cached=True)
         self.driver.done()
+
+
+def group_prompts(gen: GenerationConfig, backend: Backend, samples: Mapping[int, Sample], jobs,
+                  on_error: Callable[[_Job, PromptError], None]) -> dict[str, tuple[Prompt, list[_Job]]]:
+    """Render every job's prompt (chat or plain completion, as ``gen`` says), key it, and group
+    identical ones: ``{cache key: (prompt, jobs)}``, ordered by prompt text (prefix sharing).
+
+    Each job gets its ``key`` and ``prompt_tokens``. The executor and ``run --dry-run`` both
+    group with this, so the dry run counts exactly the prompts the run will generate.
+    """
+    schema, sampling = schema_for(gen.answer_format), gen.sampling.as_dict()
+    groups: dict[str, tuple[Prompt, list[_Job]]] = {}
+    for job, evidence in jobs:
+        try:
+            prompt = gen.render(backend, evidence, samples[job.sid].question)
+        except PromptError as exc:
+            on_error(job, exc)
+            continue
+        job.prompt_tokens = prompt.tokens
+        job.key = prompt_key(backend, prompt, sampling, schema)
+        groups.setdefault(job.key, (prompt, []))[1].append(job)
+    return dict(sorted(groups.items(), key=lambda kv: kv[1][0].text))
 
 
 def run_stats(store: Store, run: Run) -> dict:

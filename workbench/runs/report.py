@@ -156,6 +156,9 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     cells = reader.cells
     report = LedgerReport(run.name, run.dataset, reader.score_name, resamples, seed)
     report.warnings = list(run.config.get("warnings", []))
+    # Terms the run's data cannot give are undefined, not 0: e.g. a run imported without gold
+    # paths (`import --from ragchecker`) stores H_set = H_vis = 0 meaning "unknown".
+    undefined = set(run.config.get("undefined_terms", ()))
 
     def cell_state(cid: str) -> tuple[np.ndarray, np.ndarray | None]:
         sums = state.sums[f"cell:{cid}"]
@@ -171,7 +174,8 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     ledger = ledger_from_states({cid: cell_state(cid) for cid in retrieval})
     for cid, cell in sorted(retrieval.items(), key=lambda kv: cell_sort_key(kv[1])):
         report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
-                            **{t: ledger[cid][t] for t in TERMS}})
+                            **{t: Estimate(None, None, None) if t in undefined else ledger[cid][t]
+                               for t in TERMS}})
     _attach_claims(store, run, report, excluded, resamples, seed)
     for key, group in state.groups.items():
         if group.kind != "oracle":

@@ -17,7 +17,9 @@ from workbench.evidence.stored import load_units
 from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan_or_find, refuse_changed
 from workbench.runs.cells import Cell, grid
 from workbench.runs.generation import resolve_generation
+from workbench.runs.manifest import plan_manifest
 from workbench.store.db import Store, utcnow
+from workbench.store.manifests import insert_manifest
 from workbench.store.queries import Dataset, get_dataset, load_retrieval, load_samples, retrievers
 
 
@@ -118,20 +120,22 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
 
     def find(conn):
-        return conn.execute("SELECT r.id, r.config, d.name FROM runs r LEFT JOIN datasets d ON d.id = r.dataset_id"
-                            " WHERE r.name = ?", (name,)).fetchone()
+        return _find_run(conn, name)
 
     def prepare():
         units = load_units(store, ds.id)
-        return units, load_samples(store, ds.id)[: config.limit], load_retrieval(store, ds.id, retriever)
+        # The manifest is built before the write lock is taken: hashing a model file takes a while.
+        manifest = plan_manifest(store, name=name, dataset_id=ds.id, dataset_name=ds.name, identity=identity)
+        return units, load_samples(store, ds.id)[: config.limit], load_retrieval(store, ds.id, retriever), manifest
 
     def write(conn, loaded) -> SweepResult:
-        units, samples, ranked = loaded
+        units, samples, ranked, manifest = loaded
         warnings = _k_warnings(config.ks, [len(ranked.get(s.sid, ())) for s in samples])
         stored = {**identity, "warnings": warnings} if warnings else identity
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (name, ds.id, retriever, canonical_json(stored), (generation or {}).get("model"), utcnow())).lastrowid
+        insert_manifest(conn, run_id, manifest)
         cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
         conn.executemany(
             "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -144,17 +148,76 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
     if found is None:
         return planned
     # Found (perhaps planned by another process meanwhile) when the config is the same, refused otherwise.
-    run_id, stored_json, stored_dataset = found
-    stored = json.loads(stored_json)
-    warnings = stored.pop("warnings", [])   # found from the data, not chosen: not part of the identity
-    refuse_changed("run", name, {"dataset": stored_dataset, **stored}, {"dataset": ds.name, **identity},
-                   resume=f"workbench resume {name}")
+    run_id, warnings = _same_plan(found, name, ds, identity)
     n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (run_id,)).fetchone()[0]
     n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
     return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes, warnings=warnings)
 
 
-def _write_events(writer: _EventWriter, config: SweepConfig, samples, units, ranked, tokenizer,
+def _find_run(conn, name: str):
+    """``(id, stored config, dataset name)`` of the run called ``name``, or None."""
+    return conn.execute("SELECT r.id, r.config, d.name FROM runs r LEFT JOIN datasets d ON d.id = r.dataset_id"
+                        " WHERE r.name = ?", (name,)).fetchone()
+
+
+def _same_plan(found, name: str, ds: Dataset, identity: dict) -> tuple[int, list[str]]:
+    """The found run's id and warnings; ValueError naming the differences when its config is another."""
+    run_id, stored_json, stored_dataset = found
+    stored = json.loads(stored_json)
+    warnings = stored.pop("warnings", [])   # found from the data, not chosen: not part of the identity
+    refuse_changed("run", name, {"dataset": stored_dataset, **stored}, {"dataset": ds.name, **identity},
+                   resume=f"workbench resume {name}")
+    return run_id, warnings
+
+
+@dataclass
+class SweepPreview:
+    """What :func:`plan_sweep` would plan, computed without writing (``run --dry-run``).
+
+    For a run already planned under that name (same config) ``exists`` is True and
+    ``jobs`` is empty: its jobs are in the database. Otherwise ``jobs`` holds every
+    ``(cell_id, sid, visible uids, evidence sha256)`` the plan would write, and ``texts``
+    the evidence texts by sha256 (each distinct window once, as the evidence table keeps them).
+    """
+
+    run: str
+    dataset: Dataset
+    retriever: str
+    cells: int
+    exists: bool
+    jobs: list[tuple[str, int, list[int], str]] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def preview_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
+                  generation: dict | None = None) -> SweepPreview:
+    """The run :func:`plan_sweep` would plan (or find), computed in memory: nothing is written.
+
+    A name taken by another config is refused exactly as :func:`plan_sweep` refuses it.
+    """
+    if generation is not None:
+        generation = resolve_generation(generation)
+    config, ds, notes = _resolve(store, config, dataset)
+    identity = {**asdict(config), "generation": generation}
+    name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
+    found = _find_run(store.conn, name)
+    if found is not None:
+        run_id, warnings = _same_plan(found, name, ds, identity)
+        n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (run_id,)).fetchone()[0]
+        return SweepPreview(name, ds, config.retriever, n_cells, exists=True, notes=notes, warnings=warnings)
+    units, samples = load_units(store, ds.id), load_samples(store, ds.id)[: config.limit]
+    ranked = load_retrieval(store, ds.id, config.retriever)
+    collector = _EventCollector()
+    _write_events(collector, config, samples, units, ranked, get_tokenizer(config.tokenizer), None)
+    cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
+    return SweepPreview(name, ds, config.retriever, len(cells), exists=False, jobs=collector.jobs,
+                        texts=collector.texts, notes=notes,
+                        warnings=_k_warnings(config.ks, [len(ranked.get(s.sid, ())) for s in samples]))
+
+
+def _write_events(writer: _EventWriter | _EventCollector, config: SweepConfig, samples, units, ranked, tokenizer,
                   progress: Callable[[int, int], None] | None) -> int:
     """Every (sample, cell) event of the plan, with its evidence text; returns how many."""
     for i, sample in enumerate(samples):
@@ -214,6 +277,24 @@ def _oracle_events(writer, config: SweepConfig, sample, gold, units, tokenizer) 
             writer.add(Cell("oracle", budget, fmt, shuffle=m), sample.sid, h_set, target, window)
 
 
+class _EventCollector:
+    """:class:`_EventWriter`'s interface, kept in memory: the jobs a plan would write (a dry run)."""
+
+    def __init__(self):
+        self.jobs: list[tuple[str, int, list[int], str]] = []
+        self.texts: dict[str, str] = {}
+        self.count = 0
+
+    def add(self, cell: Cell, sid: int, h_set: int, gold, window) -> None:
+        sha = hashlib.sha256(window.text.encode("utf-8")).hexdigest()
+        self.texts[sha] = window.text
+        self.jobs.append((cell.cell_id, sid, [int(label[1:]) for label in window.visible], sha))
+        self.count += 1
+
+    def flush(self) -> None:
+        pass
+
+
 class _EventWriter:
     """Buffers event rows and content-addressed evidence texts for executemany."""
 
@@ -239,3 +320,19 @@ class _EventWriter:
             "INSERT INTO events (run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated,"
             " evidence_sha256, visible) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.rows)
         self.rows, self.texts = [], {}
+
+
+def write_run_events(conn, run_id: int, config: SweepConfig, samples, units, ranked) -> int:
+    """Write the cells and events of run ``run_id`` (its row already inserted) in the caller's transaction.
+
+    For an importer that brings a dataset *and* a run over it in one transaction (``import
+    --from ragchecker``): :func:`plan_sweep` opens a transaction of its own. The events are
+    made exactly as a sweep makes them. ``units`` maps uid → Unit, ``ranked`` sid → uids in
+    rank order. Returns how many events were written.
+    """
+    cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
+    conn.executemany(
+        "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
+    return _write_events(_EventWriter(conn, run_id), config, samples, units, ranked,
+                         get_tokenizer(config.tokenizer), None)

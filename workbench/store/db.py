@@ -461,7 +461,18 @@ def open_readonly(path: str | os.PathLike) -> Store:
     _check_file(path)
     if not path.exists():
         raise EnvironmentFault(f"{path}: no such database")
-    return _open_readonly(path, "opened read-only for reading")
+    reason = _write_blocker(path)
+    if reason:
+        return _open_readonly(path, reason)
+    # Asked only of a file this process could write (a read-only one gets _open_readonly's advice).
+    conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    with _closed_on_failure(conn, path):
+        pending = schema_status(conn).pending
+    conn.close()
+    if pending:
+        raise EnvironmentFault(f"{path} needs the schema upgrade {pending[0]} before it can be read with mode=ro: "
+                               f"open it once with this workbench (e.g. `workbench --db {path} runs`)")
+    return _open_readonly(path, "opened with mode=ro: this reader never writes")
 
 
 def _refuse_foreign(path: Path, status: SchemaStatus) -> None:

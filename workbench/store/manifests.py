@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from workbench.store.db import Store, utcnow
 from workbench.store.lookup import NotFound
@@ -105,6 +106,19 @@ def dataset_content_sha256(store: Store, dataset_id: int) -> str | None:
 
 
 # -- reads for a dry run: nothing here writes ------------------------------------------------------
+@contextmanager
+def writes_refused(store: Store) -> Iterator[None]:
+    """Within the block, any write to the database fails (SQLite's ``query_only``) instead of landing.
+
+    A dry run promises to write nothing; this makes a write that slipped in an error, not a change.
+    """
+    store.conn.execute("PRAGMA query_only = ON")
+    try:
+        yield
+    finally:
+        store.conn.execute("PRAGMA query_only = OFF")
+
+
 def known_file_sha256(store: Store, path: str | Path) -> str | None:
     """The sha256 ``model_files`` remembers for ``path`` at its current size and mtime, or None.
 
