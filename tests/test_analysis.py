@@ -30,6 +30,7 @@ from workbench.data.predictions import import_predictions
 from workbench.errors import EnvironmentFault
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
+from workbench.store.manifests import get_manifest
 from workbench.store.queries import get_dataset, get_run, load_samples, sample_sid
 from workbench.triage import add_tag, set_note
 
@@ -342,6 +343,12 @@ def test_parquet_reads_back_through_pandas_and_duckdb(results_db, tmp_path):
     assert got == [("score", pytest.approx(ledger["S_llm"].mean()), 2)]
     meta = json.loads(pq.read_schema(tmp_path / "ledger.parquet").metadata[b"workbench"])
     assert (meta["export"], meta["run"], meta["resamples"], meta["score"]) == ("ledger", "sweep", 2000, "acc")
+    # Every export carries the run's manifest (``runs show --json``) in its footer.
+    store = open_store(results_db)
+    manifest = get_manifest(store, get_run(store, "sweep").id)
+    store.close()
+    for name in ("events.parquet", "ledger.parquet", "samples.pq", "claims.bin"):
+        assert json.loads(pq.read_schema(tmp_path / name).metadata[b"workbench_manifest"]) == manifest, name
 
 
 def test_a_parquet_export_replaces_a_file_whole_or_not_at_all(results_db, tmp_path):

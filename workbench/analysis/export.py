@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -15,6 +16,8 @@ from workbench.analysis.typed import arrow_batches, arrow_schema, typed_frame
 from workbench.data.exports import event_records, ledger_records
 from workbench.runs.report import first_cell
 from workbench.store.db import Store
+from workbench.store.lookup import NotFound
+from workbench.store.manifests import get_manifest
 from workbench.store.queries import Run
 
 EXPORTS: tuple[str, ...] = ("events", "ledger", "samples", "claims")
@@ -61,8 +64,19 @@ def export_parquet(store: Store, what: str, run: Run,
                    options: ExportOptions) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     """The schema and record batches of a Parquet export: the frame of the same name in :mod:`workbench.analysis`.
 
-    Events stream chunk by chunk. The others are small, and are built as a frame first.
+    Events stream chunk by chunk. The others are small, and are built as a frame first. The
+    run's manifest (``runs show``), when it has one, rides in the footer under ``workbench_manifest``.
     """
+    schema, batches = _parquet_parts(store, what, run, options)
+    try:
+        manifest = get_manifest(store, run.id)
+    except NotFound:
+        return schema, batches
+    return schema.with_metadata({**schema.metadata, b"workbench_manifest": json.dumps(manifest).encode()}), batches
+
+
+def _parquet_parts(store: Store, what: str, run: Run,
+                   options: ExportOptions) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
     if what == "events":
         return event_parquet_batches(store, run)
     if what == "ledger":
