@@ -354,3 +354,16 @@ def test_an_imported_run_has_a_manifest_of_what_it_was_made_from(db, rc_file, ca
     manifest = json.loads(capsys.readouterr().out)["manifest"]
     assert manifest["recorded"] == "when imported" and manifest["model"] is None
     assert manifest["dataset"]["samples"] == 4 and manifest["dataset"]["retriever"] == "ragchecker"
+
+
+def test_a_difference_or_comparison_of_gold_path_terms_is_undefined_too(db, rc_file, capsys):
+    assert _cli(db, "import", "--from", "ragchecker", str(rc_file), "--name", "rc") == 0
+    capsys.readouterr()
+    assert _cli(db, "ledger", "rc", "--json", "--resamples", "50") == 0
+    (cell,) = [row["cell_id"] for row in json.loads(capsys.readouterr().out)]
+    assert _cli(db, "ledger", "rc", "--diff", cell, cell, "--term", "S_vis", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["difference"]["value"] is None
+    assert _cli(db, "compare", "rc", "rc", "--json", "--terms", "S_vis,S_llm") == 0
+    (pair,) = json.loads(capsys.readouterr().out)["cells"]
+    assert pair["terms"]["S_vis"]["delta"]["value"] is None   # not a 0 difference
+    assert pair["terms"]["S_llm"]["delta"]["value"] == 0.0    # the run against itself

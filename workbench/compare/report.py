@@ -39,7 +39,7 @@ from workbench.compare.align import Difference, align_cells, axes_of, check_same
 from workbench.metrics.ledger import TERMS, CellArrays, ledger_bootstrap
 from workbench.metrics.significance import bootstrap_p, holm, mcnemar_exact
 from workbench.metrics.stats import Estimate, check_bootstrap_args, mean_and_resampled, percentile_interval
-from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays
+from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays, undefined_terms
 from workbench.store.db import Store
 from workbench.store.queries import get_run, load_samples
 
@@ -133,6 +133,9 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
     out = compare_cells({pair: (_take(arrays_a.arrays[pair[0]], pos_a), _take(arrays_b.arrays[pair[1]], pos_b))
                          for pair in pairs}, sample_ids, terms, resamples=resamples, seed=seed, alpha=alpha,
                         keys=common)
+    for term in (undefined_terms(run_a) | undefined_terms(run_b)) & set(terms):
+        for cell in out:  # e.g. S_vis of a run imported without gold paths: undefined, not a 0 delta
+            cell.terms[term] = TermDelta(None, None, Estimate(None, None, None), None, None)
     claims_a, claims_b = latest_claim_run(store, run_a), latest_claim_run(store, run_b)
     if claims_a is not None and claims_b is not None:
         _attach_claims(store, out, claims_a.id, claims_b.id, common, resamples, seed, alpha)

@@ -158,7 +158,7 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     report.warnings = list(run.config.get("warnings", []))
     # Terms the run's data cannot give are undefined, not 0: e.g. a run imported without gold
     # paths (`import --from ragchecker`) stores H_set = H_vis = 0 meaning "unknown".
-    undefined = set(run.config.get("undefined_terms", ()))
+    undefined = undefined_terms(run)
 
     def cell_state(cid: str) -> tuple[np.ndarray, np.ndarray | None]:
         sums = state.sums[f"cell:{cid}"]
@@ -230,8 +230,15 @@ def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score:
             raise ValueError(f"no cell {cid!r} in run {run.name!r} (e.g. {next(iter(reader.cells), 'none')})")
     if term not in TERMS:
         raise ValueError(f"unknown term {term!r}; choose from {', '.join(TERMS)}")
+    if term in undefined_terms(run):
+        return Estimate(None, None, None)
     pick = lambda cid: (state.sums[f"cell:{cid}"].sums, state.sums[f"cell:{cid}"].reps[:resamples] if resamples else None)  # noqa: E731
     return difference_from_states(pick(a), pick(b), term)
+
+
+def undefined_terms(run: Run) -> set[str]:
+    """Terms the run's data cannot give (e.g. no gold paths in an imported run): undefined, never 0."""
+    return set(run.config.get("undefined_terms", ()))
 
 
 def verify_ledger(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> Verification:
