@@ -62,6 +62,7 @@ bench: install
     "{{py}}" bench/bench_ledger.py
     "{{py}}" bench/bench_coverage.py
     "{{py}}" bench/bench_incremental.py
+    "{{py}}" bench/bench_live_ledger.py
     "{{py}}" bench/bench_compare.py
     "{{py}}" bench/bench_report.py
     "{{py}}" bench/bench_analysis.py
