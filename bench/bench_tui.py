@@ -237,7 +237,7 @@ RESULTS: list[dict] = []
 RESAMPLES: list = []
 
 
-def clear_cache(path: Path) -> bool:
+def drop_ledger_state(path: Path) -> bool:
     """Forget the run's saved ledger state (and its log): the next read builds it from scratch.
 
     That is the first read of a run ever (or after an upgrade); every later read loads the
@@ -269,7 +269,7 @@ def bench_run_ledger(path: Path, resamples: tuple[int, ...], reps: int, budget_s
             start = time.perf_counter()
             for i in range(reps if not cold else 1):
                 if cold:
-                    clear_cache(path)
+                    drop_ledger_state(path)
                 store = open_store(path)
                 run = get_run(store, "bench")
                 reader = rep.ledger_reader(store, run, resamples=r)
@@ -461,11 +461,11 @@ def main() -> None:
 
     # a. TUI open + ledger (first rep: no ledger state = the run's first read ever, built from scratch)
     enters, opens, ledgers, cold = [], [], [], None
-    had_cache = clear_cache(path)
+    had_state = drop_ledger_state(path)
     workers: list[list[float]] = []
-    for i in range(reps + (1 if had_cache else 0)):
+    for i in range(reps + (1 if had_state else 0)):
         t_enter, t_open, t_ledger, ledger_calls = asyncio.run(tui_open_once(path))
-        if had_cache and i == 0:
+        if had_state and i == 0:
             cold = (t_open, t_ledger, ledger_calls)
             continue
         enters.append(t_enter), opens.append(t_open), ledgers.append(t_ledger), workers.append(ledger_calls)

@@ -25,17 +25,24 @@ def cmd_import(args) -> int:
     store = store_of(args)
     dataset = args.name or Path(args.directory).resolve().name
     report = import_dataset(store, args.directory, dataset, strict=args.strict, replace=args.replace)
-    say_dataset_replaced(report)
-    if args.json:
-        emit_json(asdict(report))
+    verb = _say_import(args, report)
+    if verb is None:
         return OK
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    verb = "unchanged (already imported)" if report.unchanged else "imported"
     print(f"{report.dataset}: {verb}: {report.units:,} {report.unit_kind}s, {report.samples:,} samples, "
           f"{report.retrievals:,} retrieval rows ({', '.join(report.retrievers) or 'no retriever'})"
           f"{f', {report.unknown_units:,} units outside the KB' if report.unknown_units else ''}")
     return OK
+
+
+def _say_import(args, report) -> str | None:
+    """What every import says first: a ``--replace``'s deletions, then the JSON (None: done) or the warnings and its verb."""
+    say_dataset_replaced(report)
+    if args.json:
+        emit_json(asdict(report))
+        return None
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return "unchanged (already imported)" if report.unchanged else "imported"
 
 
 def _import_ragchecker(args) -> int:
@@ -49,13 +56,9 @@ def _import_ragchecker(args) -> int:
     store = store_of(args)
     name = args.name or Path(args.directory).stem
     report = import_ragchecker(store, args.directory, name, score=args.score or DEFAULT_SCORE, replace=args.replace)
-    say_dataset_replaced(report)
-    if args.json:
-        emit_json(asdict(report))
+    verb = _say_import(args, report)
+    if verb is None:
         return OK
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    verb = "unchanged (already imported)" if report.unchanged else "imported"
     print(f"{report.dataset}: {verb}: {report.units:,} chunks (the distinct retrieved contexts), "
           f"{report.samples:,} samples, {report.retrievals:,} retrieval rows ({', '.join(report.retrievers)})")
     print(f"run {report.run}: 1 cell k{report.k}-b{report.budget}-score (K = the most contexts of a query, "

@@ -62,8 +62,6 @@ class LlamaCppBackend:
                  n_gpu_layers: int = 0, seed: int = 0, on_wait: Callable[[str], None] | None = None,
                  stop: threading.Event | None = None, chat: bool = True):
         """Load ``path``; ``chat=False`` accepts a GGUF without a chat template (plain-completion prompts only)."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
         self.path = Path(path)
         self.model_id = model_id
         self.n_ctx = n_ctx
@@ -77,6 +75,14 @@ class LlamaCppBackend:
         except BaseException:
             self._slot.release()
             raise
+        self._set_up_template(chat)
+        self._grammars: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _set_up_template(self, chat: bool) -> None:
+        """The GGUF's chat template and its formatter; a chat run refuses a model without one (closing it)."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
         template = self.llm.metadata.get("tokenizer.chat_template") or ""
         if chat and not template:
             self.close()
@@ -91,8 +97,6 @@ class LlamaCppBackend:
             bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "",
             stop_token_ids=[eos],
         ) if template else None
-        self._grammars: dict[str, object] = {}
-        self._lock = threading.Lock()
 
     def render(self, messages: Sequence[dict[str, str]]) -> Prompt:
         """Apply the GGUF chat template and tokenize; the text is the cache key's prompt."""

@@ -90,25 +90,10 @@ class VocabOnlyBackend(LlamaCppBackend):
     """
 
     def __init__(self, path: str | Path, model_id: str, *, n_ctx: int, chat: bool = True):
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
         self.path, self.model_id, self.n_ctx = Path(path), model_id, n_ctx
         self._slot = None
         self.llm = _load_llama(self.path, vocab_only=True)
-        # As LlamaCppBackend.__init__ sets up its template (kept in step with it: the dry-run
-        # test compares these token counts with a real run's).
-        template = self.llm.metadata.get("tokenizer.chat_template") or ""
-        if chat and not template:
-            self.llm.close()
-            raise ModelError(f"{self.path}: the GGUF has no tokenizer.chat_template (a base model); pass a chat "
-                             "model (`workbench run --prompt-style completion` prompts a base model with plain text)")
-        self.chat_template = template
-        eos, bos = self.llm.token_eos(), self.llm.token_bos()
-        self._eos_text = self.llm._model.token_get_text(eos) if eos != -1 else ""
-        self._formatter = Jinja2ChatFormatter(
-            template=template, eos_token=self._eos_text,
-            bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos],
-        ) if template else None
+        self._set_up_template(chat)   # the parent's own: the counts are a real run's
         self._grammars = {}
 
     def tokens(self, prompt: Prompt) -> list[int]:
