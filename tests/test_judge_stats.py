@@ -1,14 +1,16 @@
 """Trusting a judge (issue 18, its statistics): Cohen's κ against scikit-learn, and prediction-powered
-inference covering the true metric where the naive judged estimate does not."""
+inference (power-tuned, as ppi_py) covering the true metric where the naive judged estimate does not."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import ppi_py  # the test oracle only
 from sklearn.metrics import cohen_kappa_score  # the test oracle only
 
 from workbench.metrics.agreement import agreement, cohen_kappa
 from workbench.metrics.ppi import ppi_mean
+from workbench.metrics.stats import Estimate
 
 
 def test_kappa_equals_scikit_learn_on_random_label_pairs():
@@ -80,5 +82,45 @@ def test_ppi_covers_the_true_metric_where_the_naive_judged_estimate_does_not():
 def test_ppi_estimates_are_undefined_without_data_not_zero():
     est = ppi_mean([], [], [0.0, 1.0])
     assert est.human.value is None and est.ppi.value is None and est.naive.value == 0.5
-    one = ppi_mean([1.0], [1.0], [1.0, 0.0, 1.0])
+    one = ppi_mean([1.0], [1.0], [1.0, 0.0, 1.0], lam=1)
     assert one.ppi.value == pytest.approx(2 / 3) and one.ppi.lo is None  # one label: no variance, no interval
+
+
+def test_ppi_equals_ppi_py_the_reference_implementation():
+    """Point estimates, intervals and the power-tuned λ agree with ``ppi_py`` (the authors' package,
+    a test oracle only) to 1e-12, for judges from useless to perfect."""
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n, big_n = int(rng.integers(2, 80)), int(rng.integers(2, 500))
+        y = (rng.random(n) < 0.6).astype(float)
+        f = np.where(rng.random(n) < rng.random(), y, rng.random(n))
+        f_unl = rng.random(big_n)
+        for lam in (None, 1.0, 0.0):
+            ours = ppi_mean(f, y, f_unl, lam=lam)
+            lo, hi = ppi_py.ppi_mean_ci(y, f, f_unl, alpha=0.05, lam=lam)
+            point = ppi_py.ppi_mean_pointestimate(y, f, f_unl, lam=lam)
+            assert ours.ppi.value == pytest.approx(float(np.ravel(point)[0]), abs=1e-12), (trial, lam)
+            assert (ours.ppi.lo, ours.ppi.hi) == pytest.approx((float(np.ravel(lo)[0]), float(np.ravel(hi)[0])),
+                                                                abs=1e-12), (trial, lam)
+        lo, hi = ppi_py.classical_mean_ci(y, alpha=0.05)
+        assert (ours.human.lo, ours.human.hi) == pytest.approx((float(np.ravel(lo)[0]), float(np.ravel(hi)[0])),
+                                                                abs=1e-12)
+
+
+def test_power_tuning_falls_back_to_the_human_estimate_when_the_judge_is_useless():
+    """A judge that answers at random: λ near 0, so PPI is no wider than the human-only interval,
+    where the untuned PPI (λ = 1) pays for the judge's noise."""
+    rng = np.random.default_rng(3)
+    y = (rng.random(2000) < 0.6).astype(float)
+    f = (rng.random(2000) < 0.8).astype(float)          # unrelated to y
+    tuned = ppi_mean(f[:200], y[:200], f[200:])
+    plain = ppi_mean(f[:200], y[:200], f[200:], lam=1)
+    assert tuned.lam < 0.2 and plain.lam == 1
+    width = lambda e: e.hi - e.lo  # noqa: E731
+    assert width(tuned.ppi) <= width(tuned.human) * 1.01 < width(plain.ppi)
+
+
+def test_bounds_clip_a_share_to_its_range():
+    est = ppi_mean([1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0], bounds=(0.0, 1.0))
+    assert 0.0 <= est.ppi.lo <= est.ppi.value <= est.ppi.hi <= 1.0
+    assert est.naive == Estimate(1.0, 1.0, 1.0)

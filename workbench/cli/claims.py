@@ -51,7 +51,11 @@ def cmd_claims_run(args) -> int:
 def cmd_claims_report(args) -> int:
     """RAGChecker-style metrics per cell of a claim run, with bootstrap intervals."""
     from workbench.claims.metrics import FORMULAS, METRICS
+    from dataclasses import asdict
+
     from workbench.claims.report import claim_runs, claims_by_cell
+    from workbench.cli.judge import estimates_table
+    from workbench.judges.report import labelled_estimates
     from workbench.runs.report import cell_order
     from workbench.store.queries import get_run
 
@@ -65,9 +69,11 @@ def cmd_claims_report(args) -> int:
         raise ValueError(f"--claim-run: {args.claim_run} is not a claim run of {run.name!r} "
                          f"(it has {', '.join(str(r.id) for r in runs)})")
     by_cell = claims_by_cell(store, run, info.id, resamples=args.resamples, seed=args.seed)
+    labelled = labelled_estimates(store, "claims", run.name, claim_run=info.id)
     if args.json:
         emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
-                   "cells": by_cell})
+                   "cells": by_cell, "human_labels": None if labelled is None else
+                   {e.judge: {"metric": e.metric, **asdict(e.estimates)} for e in labelled}})
         return OK
     cfg = info.config
     print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "
@@ -80,6 +86,10 @@ def cmd_claims_report(args) -> int:
                     [[c, "", str(by_cell[c]["jobs"]), *(fmt_estimate(_est(by_cell[c].get(n))) for n in names)]
                      for c in cell_order(store, run) if c in by_cell]))
     print("\n" + "\n".join(f"  {_SHORT.get(n, n)} = {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
+    if labelled is not None:
+        print(f"\nwith human labels (`workbench judge report claims {run.name}`): faithfulness over claims, the share "
+              "of all claims\nsupported by a shown unit, judged and corrected (95% CLT intervals, uniform labels only)")
+        print(estimates_table(labelled))
     return OK
 
 

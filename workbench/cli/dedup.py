@@ -75,11 +75,18 @@ def _execute(args, store) -> int:
 
 def cmd_dedup_eval(args) -> int:
     """Pairwise and B-cubed precision/recall/F1 per mode against the gold clusters."""
+    from dataclasses import asdict
+
+    from workbench.cli.judge import estimates_table
+    from workbench.judges.report import labelled_estimates
     from workbench.kg.merges import METRIC_NAMES, evaluate
 
-    r = evaluate(store_of(args), args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
+    store = store_of(args)
+    r = evaluate(store, args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
+    labelled = labelled_estimates(store, "dedup", r["run"], threshold=args.threshold)
     if args.json:
-        emit_json(r)
+        emit_json({**r, "human_labels": None if labelled is None else
+                   {e.judge: {"metric": e.metric, **asdict(e.estimates)} for e in labelled}})
         return OK
     c = r["candidates"]
     pc = c.get("pairs_completeness")
@@ -95,6 +102,11 @@ def cmd_dedup_eval(args) -> int:
         rows.append(["graph+text − graph", "", ""]
                     + [fmt_estimate(r["graph+text − graph"][m]) for m in METRIC_NAMES])
     print(table(["mode", "", ""] + [short[m] for m in METRIC_NAMES], rows))
+    if labelled is not None:
+        print(f"\nwith human labels (`workbench judge report dedup {r['run']}`): pair precision of each mode's own "
+              f"merges\n(same at confidence ≥ {args.threshold}), judged (its mean stated probability) and corrected "
+              "(95% CLT intervals, uniform labels only)")
+        print(estimates_table(labelled))
     return OK
 
 

@@ -41,10 +41,13 @@ class Agreement:
     majority_baseline: float | None     # accuracy of always giving the humans' commonest label
 
 
-def _codes(human: Sequence[Hashable], judge: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, tuple]:
+def _codes(human: Sequence[Hashable], judge: Sequence[Hashable],
+           categories: Sequence[Hashable] | None = None) -> tuple[np.ndarray, np.ndarray, tuple]:
     if len(human) != len(judge):
         raise ValueError(f"{len(human)} human labels for {len(judge)} judge labels: pair them item by item")
-    labels = tuple(sorted(set(human) | set(judge), key=repr))
+    labels = tuple(sorted(set(human) | set(judge), key=repr)) if categories is None else tuple(categories)
+    if categories is not None and not set(human) | set(judge) <= set(labels):
+        raise ValueError(f"labels outside the categories {labels}: {sorted(set(human) | set(judge) - set(labels))}")
     index = {label: i for i, label in enumerate(labels)}
     return (np.array([index[h] for h in human], dtype=np.int64), np.array([index[j] for j in judge], dtype=np.int64),
             labels)
@@ -69,13 +72,16 @@ def cohen_kappa(human: Sequence[Hashable], judge: Sequence[Hashable]) -> float |
 
 
 def agreement(human: Sequence[Hashable], judge: Sequence[Hashable], *, keys: Sequence[int] | None = None,
-              resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> Agreement:
+              categories: Sequence[Hashable] | None = None, resamples: int = 2000, seed: int = 0,
+              alpha: float = 0.05) -> Agreement:
     """The judge's agreement with the human labels, κ with its percentile bootstrap interval.
 
     ``keys`` are the items' bootstrap keys (e.g. claim or sample ids: two judges scored on
-    the same keys get paired intervals); default their positions.
+    the same keys get paired intervals); default their positions. ``categories`` fixes the
+    labels and the matrix order (e.g. ``(False, True)``: a 2 × 2 matrix even when one label
+    is never used); default the labels seen, sorted.
     """
-    h, j, labels = _codes(human, judge)
+    h, j, labels = _codes(human, judge, categories)
     k, n = len(labels), len(h)
     counts = np.zeros((k, k), dtype=np.int64)
     np.add.at(counts, (h, j), 1)

@@ -1,0 +1,234 @@
+"""How far each judge can be trusted, from human labels (issue 18): agreement and corrected estimates.
+
+For a population (:mod:`workbench.judges.items`) and its labels:
+
+- **The human label of an item** is the majority of its annotators; an item they split
+  evenly is left out of agreement (counted in ``ties``).
+- **Agreement per judge** (and for the vote): :func:`~workbench.metrics.agreement.agreement`
+  on the labelled items: confusion matrix, accuracy, Cohen's κ with a bootstrap CI, the
+  judge's positive rate against the humans', and the majority-class baseline. Every judge
+  is resampled on the same item keys, so their intervals are paired.
+- **Annotator agreement** (the human ceiling), with two or more annotators: κ of each pair
+  on the items both labelled.
+- **Prediction-powered estimates** (:func:`~workbench.metrics.ppi.ppi_mean`) of the judged
+  metric, per judge: the naive judged mean over all items, the human-only mean over the
+  labelled ones, and PPI. Only items labelled from the *uniform* queue count (an item's
+  human value is the mean of its annotators' labels); the metric is
+  - claims: **faithfulness over claims**, the share of all claims supported by a shown unit
+    (the claims report's faithfulness is the mean over answers of each answer's share);
+  - dedup pairs: **pair precision** of each mode's own merges (coreferent at confidence ≥ the
+    threshold): the share of merged pairs that are the same entity; the judge's estimate is
+    its mean stated probability of "same" over those pairs;
+  - answers: **accuracy**, the share of answers that are correct (the scorer's score).
+
+  Every metric is a share, so its estimates are clipped to [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import combinations
+
+from workbench.claims.report import latest_claim_run
+from workbench.judges.items import (POPULATION_KINDS, VOTE, JudgedItem, Population, answer_population,
+                                    claim_population, population)
+from workbench.kg.runner import get_dedup_run
+from workbench.metrics.agreement import Agreement, agreement
+from workbench.metrics.ppi import PPIEstimates, ppi_mean
+from workbench.store.db import Store
+from workbench.store.labels import ClaimKey, ItemKey, Label, label_count, labels_of
+from workbench.store.queries import get_run
+
+__all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeReport", "judge_report",
+           "report_on", "report_json", "cell_estimates", "labelled_estimates", "METRIC"]
+
+BINARY = (False, True)
+#: The judged metric a prediction-powered estimate corrects, per label kind.
+METRIC = {"claim": "faithfulness over claims", "dedup_pair": "pair precision of merges", "answer": "accuracy"}
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    judge: str
+    agreement: Agreement
+
+
+@dataclass(frozen=True)
+class AnnotatorAgreement:
+    a: str
+    b: str
+    agreement: Agreement
+
+
+@dataclass(frozen=True)
+class MetricEstimate:
+    """One judge's metric: naive (judged), human-only and PPI, over the items it covers."""
+
+    judge: str
+    metric: str
+    estimates: PPIEstimates
+
+
+@dataclass(frozen=True)
+class JudgeReport:
+    kind: str
+    run: str
+    source: str
+    judges: tuple[str, ...]
+    items: int                      # the population
+    labelled_items: int             # items with at least one label
+    labels: int
+    annotators: dict[str, int]      # annotator → labels
+    uniform_items: int              # labelled items drawn by the uniform queue (the estimates' n)
+    ties: int                       # items the annotators split evenly (left out of agreement)
+    stale: int                      # claim labels whose claim text changed since (not matched)
+    unmatched: int                  # labels of items no longer judged (e.g. an unscored answer)
+    agreement: list[JudgeAgreement]
+    annotator_agreement: list[AnnotatorAgreement]
+    estimates: list[MetricEstimate]
+    threshold: float | None = None
+
+
+def _matched(pop: Population, labels: list[Label]) -> tuple[dict[ItemKey, list[Label]], int, int]:
+    """Labels by item of the population; and how many are stale (claim text changed) or unmatched."""
+    items = {item.key: item for item in pop.items}
+    by_item: dict[ItemKey, list[Label]] = defaultdict(list)
+    stale = unmatched = 0
+    for lab in labels:
+        item = items.get(lab.key)
+        if item is None:
+            unmatched += 1
+        elif isinstance(lab.key, ClaimKey) and lab.claim != item.text:
+            stale += 1
+        else:
+            by_item[lab.key].append(lab)
+    return by_item, stale, unmatched
+
+
+def _majority(labels: list[Label]) -> bool | None:
+    yes = sum(lab.label for lab in labels)
+    return None if 2 * yes == len(labels) else 2 * yes > len(labels)
+
+
+def _estimates(pop: Population, by_item: dict[ItemKey, list[Label]]) -> list[MetricEstimate]:
+    uniform = {key: sum(lab.label for lab in labs) / len(labs)
+               for key, labs in by_item.items() if any(lab.via == "uniform" for lab in labs)}
+    out = []
+    for judge in pop.judges:
+        covered: list[JudgedItem] = [item for item in pop.items if judge in item.scores
+                                     and (pop.kind != "dedup_pair" or item.merges.get(judge))]
+        labelled = [item for item in covered if item.key in uniform]
+        rest = [item.scores[judge] for item in covered if item.key not in uniform]
+        out.append(MetricEstimate(judge, METRIC[pop.kind], ppi_mean(
+            [item.scores[judge] for item in labelled], [uniform[item.key] for item in labelled], rest, bounds=(0.0, 1.0))))
+    return out
+
+
+def report_on(store: Store, pop: Population, *, resamples: int = 2000, seed: int = 0) -> JudgeReport:
+    """The judge report of one population against every label of its items."""
+    labels = labels_of(store.conn, pop.kind, pop.owner_id)
+    by_item, stale, unmatched = _matched(pop, labels)
+    index = pop.index()
+    items = {item.key: item for item in pop.items}
+    human: dict[ItemKey, bool] = {}
+    ties = 0
+    for key, labs in by_item.items():
+        verdict = _majority(labs)
+        if verdict is None:
+            ties += 1
+        else:
+            human[key] = verdict
+    keys = sorted(human, key=index.__getitem__)
+    per_judge = []
+    for judge in pop.judges:
+        judged = [k for k in keys if judge in items[k].verdicts]
+        per_judge.append(JudgeAgreement(judge, agreement(
+            [human[k] for k in judged], [items[k].verdicts[judge] for k in judged],
+            keys=[index[k] for k in judged], categories=BINARY, resamples=resamples, seed=seed)))
+    by_annotator: dict[str, dict[ItemKey, bool]] = defaultdict(dict)
+    for key, labs in by_item.items():
+        for lab in labs:
+            by_annotator[lab.annotator][key] = lab.label
+    pairs = []
+    for a, b in combinations(sorted(by_annotator), 2):
+        common = sorted(set(by_annotator[a]) & set(by_annotator[b]), key=index.__getitem__)
+        pairs.append(AnnotatorAgreement(a, b, agreement(
+            [by_annotator[a][k] for k in common], [by_annotator[b][k] for k in common],
+            keys=[index[k] for k in common], categories=BINARY, resamples=resamples, seed=seed)))
+    counts: dict[str, int] = defaultdict(int)
+    for labs in by_item.values():
+        for lab in labs:
+            counts[lab.annotator] += 1
+    return JudgeReport(
+        kind=pop.kind, run=pop.run, source=pop.source, judges=pop.judges, items=len(pop.items),
+        labelled_items=len(by_item), labels=sum(len(labs) for labs in by_item.values()),
+        annotators=dict(sorted(counts.items())),
+        uniform_items=sum(any(lab.via == "uniform" for lab in labs) for labs in by_item.values()),
+        ties=ties, stale=stale, unmatched=unmatched, agreement=per_judge, annotator_agreement=pairs,
+        estimates=_estimates(pop, by_item), threshold=pop.threshold)
+
+
+def judge_report(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
+                 threshold: float = 0.5, resamples: int = 2000, seed: int = 0) -> JudgeReport:
+    """The judge report of ``kind`` (``claims``, ``dedup`` or ``answers``) in ``run``."""
+    return report_on(store, population(store, kind, run, claim_run=claim_run, threshold=threshold),
+                     resamples=resamples, seed=seed)
+
+
+def cell_estimates(store: Store, run: str, cell_id: str) -> list[MetricEstimate]:
+    """The prediction-powered estimates of one cell (the ledger's side panel): its accuracy (the
+    scorer against answer labels) and its faithfulness over claims (the vote against claim labels).
+
+    Empty when the run has no label of either kind, without reading the cell's items.
+    """
+    from_answers = answer_population(store, run, cell_id=cell_id)
+    out = []
+    if label_count(store.conn, "answer", from_answers.owner_id):
+        out += _estimates(from_answers, _matched(from_answers, labels_of(store.conn, "answer", from_answers.owner_id))[0])
+    if label_count(store.conn, "claim", from_answers.owner_id) and latest_claim_run(store, get_run(store, run)):
+        claims = claim_population(store, run, cell_id=cell_id)
+        by_item = _matched(claims, labels_of(store.conn, "claim", claims.owner_id))[0]
+        out += [e for e in _estimates(claims, by_item) if e.judge == VOTE]
+    return out
+
+
+def _agreement_json(a: Agreement) -> dict:
+    return {"n": a.n, "confusion": a.confusion, "accuracy": a.accuracy,
+            "kappa": {"value": a.kappa.value, "lo": a.kappa.lo, "hi": a.kappa.hi},
+            "judge_positive_rate": a.judge_positive_rate, "human_positive_rate": a.human_positive_rate,
+            "majority_baseline": a.majority_baseline}
+
+
+def _estimate_json(e) -> dict:
+    return {"value": e.value, "lo": e.lo, "hi": e.hi}
+
+
+def report_json(report: JudgeReport) -> dict:
+    """The report as plain JSON: per judge (and the vote) its confusion matrix and ``kappa`` with its CI."""
+    return {
+        "kind": report.kind, "run": report.run, "source": report.source, "items": report.items,
+        "labelled_items": report.labelled_items, "labels": report.labels, "annotators": report.annotators,
+        "uniform_items": report.uniform_items, "ties": report.ties, "stale": report.stale,
+        "unmatched": report.unmatched, "threshold": report.threshold,
+        "confusion_axes": "rows: human label, columns: judge label; each in the order [false, true]",
+        "judges": {j.judge: _agreement_json(j.agreement) for j in report.agreement},
+        "annotator_agreement": [{"a": p.a, "b": p.b, **_agreement_json(p.agreement)}
+                                for p in report.annotator_agreement],
+        "estimates": {e.judge: {"metric": e.metric, "n_labelled": e.estimates.n_labelled,
+                                "n_unlabelled": e.estimates.n_unlabelled,
+                                "naive": _estimate_json(e.estimates.naive), "human": _estimate_json(e.estimates.human),
+                                "ppi": _estimate_json(e.estimates.ppi)} for e in report.estimates},
+    }
+
+
+def labelled_estimates(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
+                       threshold: float = 0.5) -> list[MetricEstimate] | None:
+    """The prediction-powered estimates of ``kind`` in ``run``; None when it has no label of that kind
+    (checked first, so a report without labels reads nothing more)."""
+    pop_kind = POPULATION_KINDS[kind]
+    owner = (get_dedup_run(store, run).id if kind == "dedup" else get_run(store, run).id)
+    if not label_count(store.conn, pop_kind, owner):
+        return None
+    pop = population(store, kind, run, claim_run=claim_run, threshold=threshold)
+    return _estimates(pop, _matched(pop, labels_of(store.conn, pop.kind, pop.owner_id))[0])
