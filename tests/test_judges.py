@@ -95,7 +95,7 @@ def test_the_disagreement_queue_needs_two_judges_and_says_so(db):
 def test_labelling_again_replaces_the_verdict_and_keeps_how_the_item_was_first_chosen(db):
     store = open_store(db)
     run = get_run(store, "talk")
-    key = AnswerKey(run.id, "k5-b256-linear", 0)
+    key = population(store, "answers", "talk").items[0].key
     put_label(store, key, False, "ana", via="uniform")
     put_label(store, key, True, "ana", via="browse")
     stored = stored_label(store.conn, key, "ana")
@@ -104,7 +104,7 @@ def test_labelling_again_replaces_the_verdict_and_keeps_how_the_item_was_first_c
     with pytest.raises(ValueError, match="a < b"):
         PairKey(1, 3, 2)
     with pytest.raises(ValueError, match="claim's text"):
-        put_label(store, ClaimKey(run.id, "k5-b256-linear", 0, 0), True, "ana", via="uniform")
+        put_label(store, ClaimKey(run.id, key.cell_id, key.sid, 0), True, "ana", via="uniform")
 
 
 def test_the_report_counts_the_confusion_matrix_kappa_and_ppi_from_the_labels(db):
@@ -279,3 +279,24 @@ def test_dedup_pairs_are_judged_by_each_mode_and_labels_correct_its_merge_precis
     store.close()
     assert main(["--db", str(judged_db), "dedup", "eval", "review", "--resamples", "50"]) == 0
     assert "with human labels" in capsys.readouterr().out
+
+
+def test_the_analysis_api_reads_the_labels_as_a_typed_frame(db):
+    from workbench import analysis
+
+    store = open_store(db)
+    pop = population(store, "claims", "talk")
+    items = label_queue(store.conn, pop, "ana").items[:3]
+    for n, item in enumerate(items):
+        put_label(store, item.key, n == 0, "ana", via="uniform", claim=item.text)
+    put_label(store, population(store, "answers", "talk").items[0].key, False, "bo", via="browse")
+    store.close()
+    frame = analysis.labels(db)
+    assert list(frame.columns) == list(analysis.LABEL_DTYPES)
+    assert frame["kind"].tolist() == ["claim"] * 3 + ["answer"]
+    assert frame["label"].tolist() == [True, False, False, False]      # claims in key order: check by text
+    claims = frame[frame["kind"] == "claim"].set_index("text")
+    assert claims.loc[items[0].text, "label"] and claims["claim"].notna().all()
+    answers = analysis.labels(db, kind="answer")
+    assert answers[["annotator", "via", "cell_id"]].values.tolist() == [["bo", "browse", "k20-b256-linear"]]
+    assert answers["claim"].isna().all() and answers["text"].isna().all()

@@ -18,7 +18,8 @@ Functions:
 - :func:`ledger`: the dissipation ledger with 95% intervals;
 - :func:`samples`: one cell's samples by quadrant, as in the samples view;
 - :func:`claims`: a claim run's verified answers;
-- :func:`compare`: run B against run A, one row per cell pair and term.
+- :func:`compare`: run B against run A, one row per cell pair and term;
+- :func:`labels`: the human labels of judged items (claims, dedup pairs, answers).
 
 A missing run, dataset or cell raises :class:`~workbench.store.lookup.NotFound`.
 ``workbench export {events,ledger,samples,claims} RUN --format parquet`` writes the same
@@ -29,13 +30,14 @@ from workbench.analysis.catalog import DATASET_DTYPES, RUN_DTYPES, TAG_DTYPES, d
 from workbench.analysis.claims import CLAIM_DTYPES, claims
 from workbench.analysis.comparison import COMPARE_DTYPES, compare
 from workbench.analysis.events import EVENT_DTYPES, events
+from workbench.analysis.labels import LABEL_DTYPES, labels
 from workbench.analysis.ledger import LEDGER_DTYPES, ledger
 from workbench.analysis.samples import SAMPLE_DTYPES, samples
 from workbench.analysis.source import connect
 from workbench.store.lookup import NotFound
 
 __all__ = [
-    "CLAIM_DTYPES", "COMPARE_DTYPES", "DATASET_DTYPES", "EVENT_DTYPES", "LEDGER_DTYPES", "RUN_DTYPES",
-    "SAMPLE_DTYPES", "TAG_DTYPES", "NotFound", "claims", "compare", "connect", "datasets", "events",
-    "ledger", "runs", "samples", "tags",
+    "CLAIM_DTYPES", "COMPARE_DTYPES", "DATASET_DTYPES", "EVENT_DTYPES", "LABEL_DTYPES", "LEDGER_DTYPES",
+    "RUN_DTYPES", "SAMPLE_DTYPES", "TAG_DTYPES", "NotFound", "claims", "compare", "connect", "datasets", "events",
+    "labels", "ledger", "runs", "samples", "tags",
 ]

@@ -40,7 +40,7 @@ from workbench.store.labels import (KINDS, VIAS, AnswerKey, ClaimKey, Label, Pai
                                     stored_label, write_label)
 from workbench.store.lookup import NotFound
 
-__all__ = ["FIELDS", "LabelImport", "export_labels", "import_labels"]
+__all__ = ["FIELDS", "LabelImport", "export_labels", "import_labels", "label_records"]
 
 #: The keys of each kind of line, in the order an export writes them.
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -77,23 +77,34 @@ def export_labels(store: Store, out: str | Path, *, kinds: Sequence[str] | None 
     An unknown kind is :class:`BadInput`; a ``run`` that names neither a run nor a dedup
     run is ``NotFound``.
     """
+    count = 0
+    with store.snapshot() as conn:
+        records = label_records(conn, kinds=kinds, run=run)
+
+        def lines() -> Iterator[str]:
+            nonlocal count
+            for record in records:
+                count += 1
+                yield json.dumps(record, ensure_ascii=False) + "\n"
+
+        write_atomic(out, lines())
+    return count
+
+
+def label_records(conn: sqlite3.Connection, *, kinds: Sequence[str] | None = None,
+                  run: str | None = None) -> Iterator[dict[str, Any]]:
+    """The labels (of ``kinds``, of the run or dedup run ``run``) as the objects a label file holds.
+
+    Checks its arguments at once (an unknown kind is :class:`BadInput`, an unknown run
+    ``NotFound``); the records come lazily, to be read inside one snapshot.
+    """
     wanted = tuple(KINDS if kinds is None else kinds)
     for kind in wanted:
         if kind not in KINDS:
             raise BadInput(f"--kind: {kind!r} is not one of {', '.join(KINDS)}")
-    count = 0
-    with store.snapshot() as conn:
-        labels = _selected(conn, wanted, run)
-        names = _Names(conn)
-
-        def lines() -> Iterator[str]:
-            nonlocal count
-            for label in labels:
-                count += 1
-                yield json.dumps(names.record(label), ensure_ascii=False) + "\n"
-
-        write_atomic(out, lines())
-    return count
+    labels = _selected(conn, wanted, run)
+    names = _Names(conn)
+    return (names.record(label) for label in labels)
 
 
 def _selected(conn: sqlite3.Connection, kinds: tuple[str, ...], run: str | None) -> Iterator[Label]:
