@@ -12,8 +12,10 @@
 - **answers** of a run: every scored event. The judge is the run's scorer; its verdict is
   score ≥ 0.5, its score the event's score.
 
-Each item has a stable integer ``key`` (its position in a fixed order of the population)
-that keys the bootstrap, so every judge of one population is resampled alike.
+A population is held in columns (numpy arrays), not item objects: a run of 5M answers is a
+few arrays, and a report reads the judges' columns whole. Items are in key order; an item's
+*position* keys the bootstrap, so every judge of one population is resampled alike.
+:attr:`Population.items` gives :class:`JudgedItem` objects on demand.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Iterator, Sequence, overload
+
+import numpy as np
 
 from workbench.claims.report import latest_claim_run
 from workbench.kg.runner import get_dedup_run
@@ -29,12 +34,16 @@ from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey
 from workbench.store.lookup import NotFound
 from workbench.store.queries import Run, get_run
 
-__all__ = ["JudgedItem", "Population", "claim_population", "pair_population", "answer_population", "population",
-           "uniform_rank", "VOTE", "POPULATION_KINDS"]
+__all__ = ["JudgedItem", "Population", "ItemView", "claim_population", "pair_population", "answer_population",
+           "population", "uniform_rank", "uniform_ranks", "VOTE", "POPULATION_KINDS"]
 
 VOTE = "vote"
 #: The kinds a report or a queue is asked for on the command line, and the label kind each holds.
 POPULATION_KINDS = {"claims": "claim", "dedup": "dedup_pair", "answers": "answer"}
+
+# The composite key packs an item's key fields into one int64 (cells by their sorted code):
+# claims (cell 15 bits, sid 32, idx 16), answers (cell, sid), pairs (a 31 bits, b 31).
+_CELL_BITS, _SID_BITS, _IDX_BITS = 15, 32, 16
 
 
 @dataclass(frozen=True)
@@ -55,27 +64,196 @@ class JudgedItem:
 
 @dataclass(frozen=True)
 class Population:
-    """Every judged item of one kind in one run, and the judges that judged them."""
+    """Every judged item of one kind in one run, and the judges that judged them, as columns.
+
+    ``fields`` holds the key columns (``cell`` codes into ``cells``, ``sid``, ``idx``; or
+    ``a``, ``b``); ``verdicts``, ``scores`` and ``judged`` (did the judge judge the item)
+    one column per judge; ``merges`` per dedup mode. ``texts`` are the claims' texts or the
+    pairs' names; answers' texts are read when items are materialized (:meth:`texts_of`).
+    """
 
     kind: str                   # claim | dedup_pair | answer (the label kind)
     run: str                    # the run's name (a dedup run's for pairs)
     owner_id: int               # runs.id (dedup_runs.id for pairs): where the labels hang
     judges: tuple[str, ...]     # in report order; claims end with the vote
-    items: list[JudgedItem]
     source: str                 # what was judged, for a report's header
-    threshold: float | None = None   # dedup: the merge threshold
+    fields: dict[str, np.ndarray]
+    verdicts: dict[str, np.ndarray]
+    scores: dict[str, np.ndarray]
+    judged: dict[str, np.ndarray]
+    cells: tuple[str, ...] = ()
+    texts: Sequence[str] | None = None
+    merges: dict[str, np.ndarray] = field(default_factory=dict)
+    threshold: float | None = None  # dedup: the merge threshold
 
-    def index(self) -> dict[ItemKey, int]:
-        """Item key → bootstrap key (its position)."""
-        return {item.key: i for i, item in enumerate(self.items)}
+    def __len__(self) -> int:
+        return len(next(iter(self.fields.values())))
+
+    @property
+    def items(self) -> "ItemView":
+        """Every item, in key order, as :class:`JudgedItem` objects made on access."""
+        return ItemView(self, np.arange(len(self), dtype=np.int64))
+
+    def composite(self) -> np.ndarray:
+        """Each item's key packed into one int64, ascending (items are in key order)."""
+        return _pack(self.kind, self.fields)
+
+    def key(self, i: int) -> ItemKey:
+        """The key of the item at position ``i``."""
+        f = self.fields
+        if self.kind == "dedup_pair":
+            return PairKey(self.owner_id, int(f["a"][i]), int(f["b"][i]))
+        cell = self.cells[int(f["cell"][i])]
+        if self.kind == "claim":
+            return ClaimKey(self.owner_id, cell, int(f["sid"][i]), int(f["idx"][i]))
+        return AnswerKey(self.owner_id, cell, int(f["sid"][i]))
+
+    def positions(self, keys: Sequence[ItemKey]) -> np.ndarray:
+        """The position of each key in the population, −1 where it is not an item of it."""
+        if not len(keys) or not len(self):
+            return np.full(len(keys), -1, dtype=np.int64)
+        code = {c: i for i, c in enumerate(self.cells)}
+        cols: dict[str, list[int]] = {name: [] for name in self.fields}
+        ok = np.ones(len(keys), dtype=bool)
+        for n, key in enumerate(keys):
+            if getattr(key, "run_id", getattr(key, "dedup_run_id", None)) != self.owner_id:
+                ok[n] = False
+            for name in cols:
+                value = code.get(key.cell_id, -1) if name == "cell" else getattr(key, name)
+                ok[n] &= value >= 0
+                cols[name].append(max(value, 0))
+        wanted = _pack(self.kind, {name: np.asarray(v, dtype=np.int64) for name, v in cols.items()})
+        have = self.composite()
+        at = np.minimum(np.searchsorted(have, wanted), len(have) - 1)
+        return np.where(ok & (have[at] == wanted), at, -1)
+
+    def item(self, i: int, text: str | None = None) -> JudgedItem:
+        """The item at position ``i`` (``text`` supplies an answer's, which is not held)."""
+        judges = [j for j in self.judges if self.judged[j][i]]
+        verdicts = {j: bool(self.verdicts[j][i]) for j in judges}
+        scores = {j: float(self.scores[j][i]) for j in judges}
+        merges = {j: bool(m[i]) for j, m in self.merges.items() if self.judged[j][i]}
+        if text is None:
+            text = self.texts[i] if self.texts is not None else ""
+        return JudgedItem(self.key(i), verdicts, scores, text, merges)
+
+    def texts_of(self, store: Store, positions: Sequence[int]) -> list[str]:
+        """The texts of the items at ``positions``; answers' are read from their events."""
+        if self.texts is not None:
+            return [self.texts[int(i)] for i in positions]
+        out = []
+        for i in positions:
+            key = self.key(int(i))
+            row = store.conn.execute("SELECT prediction FROM events WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                                     (key.run_id, key.cell_id, key.sid)).fetchone()
+            out.append((row[0] if row else None) or "")
+        return out
+
+    def materialize(self, store: Store, positions: Sequence[int]) -> list[JudgedItem]:
+        """The items at ``positions`` with their texts (answers' read from the store now)."""
+        return [self.item(int(i), text) for i, text in zip(positions, self.texts_of(store, positions))]
 
 
-def uniform_rank(seed: int, key: ItemKey) -> bytes:
-    """The item's place in the uniform queue: a hash of (seed, key), so the order is a uniform
-    random permutation that is the same on every machine and for every annotator (two
-    annotators label the same items first, which measures their agreement) and that new items
-    join without reshuffling the others."""
-    return hashlib.sha256(json.dumps([seed, type(key).__name__, *vars(key).values()]).encode()).digest()
+class ItemView(Sequence[JudgedItem]):
+    """Items of a population at some positions, made into :class:`JudgedItem` objects on access
+    (an answer's text is "" here: :meth:`Population.materialize` reads it)."""
+
+    def __init__(self, population: Population, positions: np.ndarray):
+        self.population, self.positions = population, positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> JudgedItem: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> "ItemView": ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ItemView(self.population, self.positions[i])
+        return self.population.item(int(self.positions[i]))
+
+    def __iter__(self) -> Iterator[JudgedItem]:
+        return (self.population.item(int(p)) for p in self.positions)
+
+
+def _pack(kind: str, fields: dict[str, np.ndarray]) -> np.ndarray:
+    if kind == "dedup_pair":
+        return (fields["a"].astype(np.int64) << 31) | fields["b"].astype(np.int64)
+    packed = fields["cell"].astype(np.int64) << (_SID_BITS + _IDX_BITS) | fields["sid"].astype(np.int64) << _IDX_BITS
+    return packed | fields["idx"].astype(np.int64) if kind == "claim" else packed
+
+
+def _check_ranges(kind: str, fields: dict[str, np.ndarray], cells: Sequence[str]) -> None:
+    limits = ({"a": 31, "b": 31} if kind == "dedup_pair" else {"sid": _SID_BITS, "idx": _IDX_BITS})
+    for name, bits in limits.items():
+        if name in fields and len(fields[name]) and (fields[name].min() < 0 or fields[name].max() >= 1 << bits):
+            raise ValueError(f"a {name} outside 0..2^{bits} cannot be keyed")
+    if len(cells) >= 1 << _CELL_BITS:
+        raise ValueError(f"{len(cells)} cells: at most {1 << _CELL_BITS} can be keyed")
+
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijective 64-bit hash (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
+        x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
+        x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
+        return x ^ (x >> np.uint64(31))
+
+
+def _cell_word(cell: str) -> int:
+    return int.from_bytes(hashlib.sha256(cell.encode()).digest()[:8], "little")
+
+
+def uniform_ranks(population: Population, seed: int) -> np.ndarray:
+    """Each item's place in the uniform queue (uint64; sort ascending).
+
+    A hash of (seed, kind, key), so the order is a uniform random permutation that is the
+    same on every machine and for every annotator (two annotators label the same items
+    first, which measures their agreement), and that new items join without reshuffling the
+    others. Cells enter by a hash of their id, not their position.
+    """
+    kind_word = {"claim": 1, "dedup_pair": 2, "answer": 3}[population.kind]
+    h = _mix(_mix(np.full(len(population), np.uint64(seed & 0xFFFFFFFFFFFFFFFF))) ^ np.uint64(kind_word))
+    f = population.fields
+    if population.kind == "dedup_pair":
+        parts = [f["a"], f["b"]]
+    else:
+        words = np.array([_cell_word(c) for c in population.cells], dtype=np.uint64)
+        parts = [words[f["cell"]] if len(words) else np.zeros(0, np.uint64), f["sid"]]
+        if population.kind == "claim":
+            parts.append(f["idx"])
+    for part in parts:
+        h = _mix(h ^ np.asarray(part).astype(np.uint64))
+    return h
+
+
+def uniform_rank(seed: int, key: ItemKey) -> int:
+    """One item's place in the uniform queue (as :func:`uniform_ranks`, for a key on its own)."""
+    if isinstance(key, PairKey):
+        pop = _single("dedup_pair", {"a": np.array([key.a]), "b": np.array([key.b])}, ())
+    else:
+        fields = {"cell": np.array([0]), "sid": np.array([key.sid])}
+        if isinstance(key, ClaimKey):
+            fields["idx"] = np.array([key.idx])
+        pop = _single("claim" if isinstance(key, ClaimKey) else "answer", fields, (key.cell_id,))
+    return int(uniform_ranks(pop, seed)[0])
+
+
+def _single(kind: str, fields: dict[str, np.ndarray], cells: tuple[str, ...]) -> Population:
+    return Population(kind, "", 0, (), "", fields, {}, {}, {}, cells)
+
+
+def _cell_codes(cell_ids: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray]:
+    cells = tuple(sorted(set(cell_ids)))
+    code = {c: i for i, c in enumerate(cells)}
+    return cells, np.fromiter((code[c] for c in cell_ids), dtype=np.int32, count=len(cell_ids))
 
 
 def claim_population(store: Store, run: str | None = None, claim_run: int | None = None, *,
@@ -94,60 +272,86 @@ def claim_population(store: Store, run: str | None = None, claim_run: int | None
             raise NotFound(f"run {r.name} has no claim run {claim_run}")
         config = json.loads(row[0])
     verifiers = tuple(config["verifiers"])
-    per_verifier: dict[tuple, dict[str, bool]] = {}
+    rows = store.conn.execute(
+        "SELECT c.cell_id, c.sid, c.idx, c.text, c.supported FROM claims c JOIN claim_jobs j"
+        " ON j.claim_run_id = c.claim_run_id AND j.cell_id = c.cell_id AND j.sid = c.sid"
+        " WHERE c.claim_run_id = ? AND j.status = 'done' AND (? IS NULL OR c.cell_id = ?)"
+        " ORDER BY c.cell_id, c.sid, c.idx", (claim_run, cell_id, cell_id)).fetchall()
+    cells, codes = _cell_codes([row[0] for row in rows])
+    fields = {"cell": codes, "sid": np.array([row[1] for row in rows], dtype=np.int64),
+              "idx": np.array([row[2] for row in rows], dtype=np.int64)}
+    _check_ranges("claim", fields, cells)
+    verdicts = {v: np.zeros(len(rows), dtype=bool) for v in verifiers}   # no shown unit: supported by none
+    at = {(row[0], row[1], row[2]): i for i, row in enumerate(rows)}
     for cell, sid, idx, verifier, supported in store.conn.execute(
             "SELECT cell_id, sid, idx, verifier, max(supported) FROM claim_verdicts WHERE claim_run_id = ?"
             " AND verifier != 'vote' AND (? IS NULL OR cell_id = ?) GROUP BY cell_id, sid, idx, verifier",
             (claim_run, cell_id, cell_id)):
-        per_verifier.setdefault((cell, sid, idx), {})[verifier] = bool(supported)
-    items = []
-    for cell, sid, idx, text, supported in store.conn.execute(
-            "SELECT c.cell_id, c.sid, c.idx, c.text, c.supported FROM claims c JOIN claim_jobs j"
-            " ON j.claim_run_id = c.claim_run_id AND j.cell_id = c.cell_id AND j.sid = c.sid"
-            " WHERE c.claim_run_id = ? AND j.status = 'done' AND (? IS NULL OR c.cell_id = ?)"
-            " ORDER BY c.cell_id, c.sid, c.idx", (claim_run, cell_id, cell_id)):
-        shown = per_verifier.get((cell, sid, idx), {})
-        verdicts = {v: shown.get(v, False) for v in verifiers}     # no shown unit: supported by none
-        verdicts[VOTE] = bool(supported)
-        items.append(JudgedItem(ClaimKey(r.id, cell, sid, idx), verdicts,
-                                {j: float(v) for j, v in verdicts.items()}, text))
-    return Population("claim", r.name, r.id, (*verifiers, VOTE), items,
-                      f"claim run {claim_run} ({config.get('decomposer')} decomposer; {', '.join(verifiers)})")
+        i = at.get((cell, sid, idx))
+        if verifier in verdicts and i is not None:
+            verdicts[verifier][i] = bool(supported)
+    verdicts[VOTE] = np.array([bool(row[4]) for row in rows], dtype=bool)
+    judges = (*verifiers, VOTE)
+    everyone = np.ones(len(rows), dtype=bool)
+    return Population("claim", r.name, r.id, judges,
+                      f"claim run {claim_run} ({config.get('decomposer')} decomposer; {', '.join(verifiers)})",
+                      fields, verdicts, {j: verdicts[j].astype(np.float64) for j in judges},
+                      {j: everyone for j in judges}, cells, [row[3] for row in rows])
 
 
 def pair_population(store: Store, dedup_run: str | None = None, *, threshold: float = 0.5) -> Population:
     """The judged candidate pairs of a dedup run, every mode's verdict on each."""
     d = get_dedup_run(store, dedup_run)
     modes = tuple(d.config.modes)
-    by_pair: dict[tuple[int, int], dict[str, tuple[bool, float]]] = {}
-    names: dict[tuple[int, int], str] = {}
-    for a, b, name_a, name_b, mode, coreferent, confidence in store.conn.execute(
-            "SELECT v.a, v.b, ea.name, eb.name, v.mode, v.is_coreferent, v.confidence FROM dedup_verdicts v"
-            " JOIN kg_entities ea ON ea.kg_id = ? AND ea.eid = v.a JOIN kg_entities eb ON eb.kg_id = ? AND eb.eid = v.b"
-            " WHERE v.run_id = ? AND v.status = 'done' ORDER BY v.a, v.b, v.mode", (d.kg_id, d.kg_id, d.id)):
-        by_pair.setdefault((a, b), {})[mode] = (bool(coreferent), float(confidence or 0.0))
-        names[(a, b)] = f"{name_a} ~ {name_b}"
-    items = []
-    for (a, b), judged in by_pair.items():
-        verdicts = {m: v for m, (v, _) in judged.items()}
+    rows = store.conn.execute(
+        "SELECT v.a, v.b, v.mode, v.is_coreferent, v.confidence FROM dedup_verdicts v"
+        " WHERE v.run_id = ? AND v.status = 'done' ORDER BY v.a, v.b", (d.id,)).fetchall()
+    pairs = sorted({(a, b) for a, b, *_ in rows})
+    at = {pair: i for i, pair in enumerate(pairs)}
+    n = len(pairs)
+    verdicts = {m: np.zeros(n, dtype=bool) for m in modes}
+    scores = {m: np.zeros(n) for m in modes}
+    judged = {m: np.zeros(n, dtype=bool) for m in modes}
+    merges = {m: np.zeros(n, dtype=bool) for m in modes}
+    for a, b, mode, coreferent, confidence in rows:
+        if mode not in verdicts:
+            continue
+        i, said, conf = at[(a, b)], bool(coreferent), float(confidence or 0.0)
+        verdicts[mode][i], judged[mode][i] = said, True
         # The stated confidence is in the verdict; as a score of "same" it is turned for "different".
-        scores = {m: (c if v else 1.0 - c) for m, (v, c) in judged.items()}
-        merges = {m: v and c >= threshold for m, (v, c) in judged.items()}
-        items.append(JudgedItem(PairKey(d.id, a, b), verdicts, scores, names[(a, b)], merges))
-    judged_modes = tuple(m for m in modes if any(m in i.verdicts for i in items)) or modes
-    return Population("dedup_pair", d.name, d.id, judged_modes, items,
-                      f"dedup run {d.name} ({', '.join(modes)})", threshold)
+        scores[mode][i] = conf if said else 1.0 - conf
+        merges[mode][i] = said and conf >= threshold
+    names = dict(store.conn.execute("SELECT eid, name FROM kg_entities WHERE kg_id = ?", (d.kg_id,)).fetchall()) \
+        if n else {}
+    fields = {"a": np.array([a for a, _ in pairs], dtype=np.int64), "b": np.array([b for _, b in pairs], dtype=np.int64)}
+    _check_ranges("dedup_pair", fields, ())
+    judged_modes = tuple(m for m in modes if judged[m].any()) or modes
+    return Population("dedup_pair", d.name, d.id, judged_modes, f"dedup run {d.name} ({', '.join(modes)})", fields,
+                      verdicts, scores, judged, (), [f"{names[a]} ~ {names[b]}" for a, b in pairs], merges, threshold)
 
 
 def answer_population(store: Store, run: str | None = None, *, cell_id: str | None = None) -> Population:
-    """The scored answers of a run, every cell (one if given)."""
+    """The scored answers of a run, every cell (one if given); read in columns, without their texts."""
     r: Run = get_run(store, run)
     scorer = r.config.get("score", "acc")
-    items = [JudgedItem(AnswerKey(r.id, cell, sid), {scorer: score >= 0.5}, {scorer: float(score)}, prediction or "")
-             for cell, sid, score, prediction in store.conn.execute(
-                 "SELECT cell_id, sid, score, prediction FROM events WHERE run_id = ? AND score IS NOT NULL"
-                 " AND (? IS NULL OR cell_id = ?) ORDER BY cell_id, sid", (r.id, cell_id, cell_id))]
-    return Population("answer", r.name, r.id, (scorer,), items, f"run {r.name}'s scorer ({scorer})")
+    cells = tuple(c for (c,) in store.conn.execute(
+        "SELECT cell_id FROM cells WHERE run_id = ? AND (? IS NULL OR cell_id = ?) ORDER BY cell_id",
+        (r.id, cell_id, cell_id)))
+    codes, sids, scores = [], [], []
+    for code, cell in enumerate(cells):
+        rows = store.conn.execute("SELECT sid, score FROM events WHERE run_id = ? AND cell_id = ?"
+                                  " AND score IS NOT NULL ORDER BY sid", (r.id, cell)).fetchall()
+        if rows:
+            block = np.array(rows, dtype=np.float64)
+            codes.append(np.full(len(rows), code, dtype=np.int32))
+            sids.append(block[:, 0].astype(np.int64))
+            scores.append(block[:, 1])
+    fields = {"cell": np.concatenate(codes) if codes else np.zeros(0, np.int32),
+              "sid": np.concatenate(sids) if sids else np.zeros(0, np.int64)}
+    _check_ranges("answer", fields, cells)
+    score = np.concatenate(scores) if scores else np.zeros(0)
+    return Population("answer", r.name, r.id, (scorer,), f"run {r.name}'s scorer ({scorer})", fields,
+                      {scorer: score >= 0.5}, {scorer: score}, {scorer: np.ones(len(score), dtype=bool)}, cells)
 
 
 def population(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.judges.items import VOTE, JudgedItem, Population, uniform_rank
-from workbench.store.labels import ItemKey, labels_of
+import numpy as np
+
+from workbench.judges.items import VOTE, ItemView, JudgedItem, Population, uniform_ranks
+from workbench.store.db import Store
+from workbench.store.labels import labels_of
 
 __all__ = ["ORDERS", "Queue", "label_queue", "describe_order"]
 
@@ -36,7 +39,8 @@ class Queue:
     """The items still to label, in order, with how many the annotator has labelled already."""
 
     order: str
-    items: list[JudgedItem]     # unlabelled by this annotator, next first
+    population: Population
+    positions: np.ndarray       # the population positions still to label, next first
     labelled: int               # items of the queue's population this annotator has labelled
     total: int                  # items the order can ever show (the population, or its disagreements)
 
@@ -44,13 +48,24 @@ class Queue:
     def describe(self) -> str:
         return describe_order(self.order)
 
+    @property
+    def items(self) -> ItemView:
+        """The items still to label, next first, made on access (answers without their text)."""
+        return ItemView(self.population, self.positions)
 
-def _split(item: JudgedItem) -> float | None:
-    """How split the judges are on an item (0.5: evenly), None when they agree."""
-    votes = [v for judge, v in item.verdicts.items() if judge != VOTE]
-    if len(set(votes)) < 2:
-        return None
-    return abs(sum(votes) / len(votes) - 0.5)
+    def head(self, store: Store, n: int) -> list[JudgedItem]:
+        """The next ``n`` items with their texts (an answer's read from ``store`` now)."""
+        return self.population.materialize(store, self.positions[:n])
+
+
+def _split(population: Population) -> np.ndarray:
+    """How split the judges are on each item (0: evenly), NaN where they agree or fewer than two judged."""
+    judges = [j for j in population.judges if j != VOTE]
+    yes = sum(population.verdicts[j] & population.judged[j] for j in judges).astype(np.float64)
+    judged = sum(population.judged[j].astype(np.int64) for j in judges).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        split = np.abs(yes / judged - 0.5)
+    return np.where((judged >= 2) & (yes > 0) & (yes < judged), split, np.nan)
 
 
 def label_queue(conn, population: Population, annotator: str, *, order: str = "uniform", seed: int = 0) -> Queue:
@@ -61,13 +76,16 @@ def label_queue(conn, population: Population, annotator: str, *, order: str = "u
     if order == "disagreement" and len(judges) < 2:
         raise ValueError(f"{population.source} has one judge ({', '.join(judges)}): nothing to disagree on; "
                          "use the uniform queue")
-    done: set[ItemKey] = {lab.key for lab in labels_of(conn, population.kind, population.owner_id)
-                          if lab.annotator == annotator}
+    ranks = uniform_ranks(population, seed)
     if order == "uniform":
-        candidates = sorted(population.items, key=lambda item: uniform_rank(seed, item.key))
+        candidates = np.argsort(ranks, kind="stable")
     else:
-        split = [(s, uniform_rank(seed, item.key), item) for item in population.items
-                 if (s := _split(item)) is not None]
-        candidates = [item for _, _, item in sorted(split, key=lambda t: (t[0], t[1]))]
-    todo = [item for item in candidates if item.key not in done]
-    return Queue(order, todo, len(candidates) - len(todo), len(candidates))
+        split = _split(population)
+        split_at = np.flatnonzero(~np.isnan(split))
+        candidates = split_at[np.lexsort((ranks[split_at], split[split_at]))]
+    done = np.zeros(len(population), dtype=bool)
+    mine = [lab.key for lab in labels_of(conn, population.kind, population.owner_id) if lab.annotator == annotator]
+    at = population.positions(mine)
+    done[at[at >= 0]] = True
+    todo = candidates[~done[candidates]]
+    return Queue(order, population, todo, len(candidates) - len(todo), len(candidates))

@@ -30,14 +30,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 
+import numpy as np
+
 from workbench.claims.report import latest_claim_run
-from workbench.judges.items import (POPULATION_KINDS, VOTE, JudgedItem, Population, answer_population,
-                                    claim_population, population)
+from workbench.judges.items import (POPULATION_KINDS, VOTE, Population, answer_population, claim_population,
+                                    population)
 from workbench.kg.runner import get_dedup_run
 from workbench.metrics.agreement import Agreement, agreement
 from workbench.metrics.ppi import PPIEstimates, ppi_mean
 from workbench.store.db import Store
-from workbench.store.labels import ClaimKey, ItemKey, Label, label_count, labels_of
+from workbench.store.labels import ClaimKey, Label, label_count, labels_of
 from workbench.store.queries import get_run
 
 __all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeReport", "judge_report",
@@ -90,20 +92,18 @@ class JudgeReport:
     threshold: float | None = None
 
 
-def _matched(pop: Population, labels: list[Label]) -> tuple[dict[ItemKey, list[Label]], int, int]:
-    """Labels by item of the population; and how many are stale (claim text changed) or unmatched."""
-    items = {item.key: item for item in pop.items}
-    by_item: dict[ItemKey, list[Label]] = defaultdict(list)
+def _matched(pop: Population, labels: list[Label]) -> tuple[dict[int, list[Label]], int, int]:
+    """Labels by item position; and how many are stale (claim text changed) or of no item of the population."""
+    by_pos: dict[int, list[Label]] = defaultdict(list)
     stale = unmatched = 0
-    for lab in labels:
-        item = items.get(lab.key)
-        if item is None:
+    for lab, at in zip(labels, pop.positions([lab.key for lab in labels]).tolist()):
+        if at < 0:
             unmatched += 1
-        elif isinstance(lab.key, ClaimKey) and lab.claim != item.text:
+        elif isinstance(lab.key, ClaimKey) and lab.claim != pop.texts[at]:
             stale += 1
         else:
-            by_item[lab.key].append(lab)
-    return by_item, stale, unmatched
+            by_pos[at].append(lab)
+    return by_pos, stale, unmatched
 
 
 def _majority(labels: list[Label]) -> bool | None:
@@ -111,62 +111,58 @@ def _majority(labels: list[Label]) -> bool | None:
     return None if 2 * yes == len(labels) else 2 * yes > len(labels)
 
 
-def _estimates(pop: Population, by_item: dict[ItemKey, list[Label]]) -> list[MetricEstimate]:
-    uniform = {key: sum(lab.label for lab in labs) / len(labs)
-               for key, labs in by_item.items() if any(lab.via == "uniform" for lab in labs)}
+def _estimates(pop: Population, by_pos: dict[int, list[Label]]) -> list[MetricEstimate]:
+    uniform = {at: sum(lab.label for lab in labs) / len(labs)
+               for at, labs in by_pos.items() if any(lab.via == "uniform" for lab in labs)}
+    labelled_at = np.array(sorted(uniform), dtype=np.int64)
+    is_labelled = np.zeros(len(pop), dtype=bool)
+    is_labelled[labelled_at] = True
     out = []
     for judge in pop.judges:
-        covered: list[JudgedItem] = [item for item in pop.items if judge in item.scores
-                                     and (pop.kind != "dedup_pair" or item.merges.get(judge))]
-        labelled = [item for item in covered if item.key in uniform]
-        rest = [item.scores[judge] for item in covered if item.key not in uniform]
+        covered = pop.judged[judge] & (pop.merges[judge] if pop.kind == "dedup_pair" else True)
+        mine = labelled_at[covered[labelled_at]]
         out.append(MetricEstimate(judge, METRIC[pop.kind], ppi_mean(
-            [item.scores[judge] for item in labelled], [uniform[item.key] for item in labelled], rest, bounds=(0.0, 1.0))))
+            pop.scores[judge][mine], [uniform[int(at)] for at in mine], pop.scores[judge][covered & ~is_labelled],
+            bounds=(0.0, 1.0))))
     return out
 
 
 def report_on(store: Store, pop: Population, *, resamples: int = 2000, seed: int = 0) -> JudgeReport:
     """The judge report of one population against every label of its items."""
     labels = labels_of(store.conn, pop.kind, pop.owner_id)
-    by_item, stale, unmatched = _matched(pop, labels)
-    index = pop.index()
-    items = {item.key: item for item in pop.items}
-    human: dict[ItemKey, bool] = {}
+    by_pos, stale, unmatched = _matched(pop, labels)
+    human: dict[int, bool] = {}
     ties = 0
-    for key, labs in by_item.items():
+    for at, labs in by_pos.items():
         verdict = _majority(labs)
         if verdict is None:
             ties += 1
         else:
-            human[key] = verdict
-    keys = sorted(human, key=index.__getitem__)
+            human[at] = verdict
+    keys = sorted(human)
     per_judge = []
     for judge in pop.judges:
-        judged = [k for k in keys if judge in items[k].verdicts]
+        judged = [at for at in keys if pop.judged[judge][at]]
         per_judge.append(JudgeAgreement(judge, agreement(
-            [human[k] for k in judged], [items[k].verdicts[judge] for k in judged],
-            keys=[index[k] for k in judged], categories=BINARY, resamples=resamples, seed=seed)))
-    by_annotator: dict[str, dict[ItemKey, bool]] = defaultdict(dict)
-    for key, labs in by_item.items():
+            [human[at] for at in judged], [bool(pop.verdicts[judge][at]) for at in judged],
+            keys=judged, categories=BINARY, resamples=resamples, seed=seed)))
+    by_annotator: dict[str, dict[int, bool]] = defaultdict(dict)
+    for at, labs in by_pos.items():
         for lab in labs:
-            by_annotator[lab.annotator][key] = lab.label
+            by_annotator[lab.annotator][at] = lab.label
     pairs = []
     for a, b in combinations(sorted(by_annotator), 2):
-        common = sorted(set(by_annotator[a]) & set(by_annotator[b]), key=index.__getitem__)
+        common = sorted(set(by_annotator[a]) & set(by_annotator[b]))
         pairs.append(AnnotatorAgreement(a, b, agreement(
             [by_annotator[a][k] for k in common], [by_annotator[b][k] for k in common],
-            keys=[index[k] for k in common], categories=BINARY, resamples=resamples, seed=seed)))
-    counts: dict[str, int] = defaultdict(int)
-    for labs in by_item.values():
-        for lab in labs:
-            counts[lab.annotator] += 1
+            keys=common, categories=BINARY, resamples=resamples, seed=seed)))
     return JudgeReport(
-        kind=pop.kind, run=pop.run, source=pop.source, judges=pop.judges, items=len(pop.items),
-        labelled_items=len(by_item), labels=sum(len(labs) for labs in by_item.values()),
-        annotators=dict(sorted(counts.items())),
-        uniform_items=sum(any(lab.via == "uniform" for lab in labs) for labs in by_item.values()),
+        kind=pop.kind, run=pop.run, source=pop.source, judges=pop.judges, items=len(pop),
+        labelled_items=len(by_pos), labels=sum(len(labs) for labs in by_pos.values()),
+        annotators={a: len(items) for a, items in sorted(by_annotator.items())},
+        uniform_items=sum(any(lab.via == "uniform" for lab in labs) for labs in by_pos.values()),
         ties=ties, stale=stale, unmatched=unmatched, agreement=per_judge, annotator_agreement=pairs,
-        estimates=_estimates(pop, by_item), threshold=pop.threshold)
+        estimates=_estimates(pop, by_pos), threshold=pop.threshold)
 
 
 def judge_report(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
@@ -182,14 +178,15 @@ def cell_estimates(store: Store, run: str, cell_id: str) -> list[MetricEstimate]
 
     Empty when the run has no label of either kind, without reading the cell's items.
     """
-    from_answers = answer_population(store, run, cell_id=cell_id)
+    r = get_run(store, run)
     out = []
-    if label_count(store.conn, "answer", from_answers.owner_id):
-        out += _estimates(from_answers, _matched(from_answers, labels_of(store.conn, "answer", from_answers.owner_id))[0])
-    if label_count(store.conn, "claim", from_answers.owner_id) and latest_claim_run(store, get_run(store, run)):
+    if label_count(store.conn, "answer", r.id):
+        answers = answer_population(store, run, cell_id=cell_id)
+        out += _estimates(answers, _matched(answers, labels_of(store.conn, "answer", r.id))[0])
+    if label_count(store.conn, "claim", r.id) and latest_claim_run(store, r):
         claims = claim_population(store, run, cell_id=cell_id)
-        by_item = _matched(claims, labels_of(store.conn, "claim", claims.owner_id))[0]
-        out += [e for e in _estimates(claims, by_item) if e.judge == VOTE]
+        out += [e for e in _estimates(claims, _matched(claims, labels_of(store.conn, "claim", r.id))[0])
+                if e.judge == VOTE]
     return out
 
 
