@@ -301,3 +301,19 @@ def test_the_analysis_api_reads_the_labels_as_a_typed_frame(db):
     answers = analysis.labels(db, kind="answer")
     assert answers[["annotator", "via", "cell_id"]].values.tolist() == [["bo", "browse", "k20-b256-linear"]]
     assert answers["claim"].isna().all() and answers["text"].isna().all()
+
+
+def test_answer_scores_are_read_exactly_whatever_they_are(db):
+    """Scores are read in bulk as score · 2^60; a cell holding a score that cannot be (1/3) is read
+    row by row, so every score is the stored float exactly."""
+    store = open_store(db)
+    run = get_run(store, "talk")
+    with store.transaction() as conn:
+        conn.execute("UPDATE events SET score = 1.0 / 3 WHERE run_id = ? AND cell_id = 'k5-b256-linear' AND sid ="
+                     " (SELECT min(sid) FROM events WHERE cell_id = 'k5-b256-linear')", (run.id,))
+        conn.execute("UPDATE events SET score = 0.5 WHERE run_id = ? AND cell_id = 'k20-b256-linear' AND sid ="
+                     " (SELECT min(sid) FROM events WHERE cell_id = 'k20-b256-linear')", (run.id,))
+    pop = population(store, "answers", "talk")
+    stored = store.conn.execute("SELECT score FROM events WHERE run_id = ? ORDER BY cell_id, sid", (run.id,)).fetchall()
+    assert pop.scores["cover"].tolist() == [s for (s,) in stored]
+    assert 1 / 3 in pop.scores["cover"].tolist() and 0.5 in pop.scores["cover"].tolist()
