@@ -66,6 +66,7 @@ bench: install
     "{{py}}" bench/bench_compare.py
     "{{py}}" bench/bench_report.py
     "{{py}}" bench/bench_analysis.py
+    "{{py}}" bench/bench_judges.py
     "{{py}}" bench/bench_generation.py
     "{{py}}" bench/bench_tui.py
     "{{py}}" bench/bench_retrieval.py
