@@ -317,3 +317,20 @@ def test_answer_scores_are_read_exactly_whatever_they_are(db):
     stored = store.conn.execute("SELECT score FROM events WHERE run_id = ? ORDER BY cell_id, sid", (run.id,)).fetchall()
     assert pop.scores["cover"].tolist() == [s for (s,) in stored]
     assert 1 / 3 in pop.scores["cover"].tolist() and 0.5 in pop.scores["cover"].tolist()
+
+
+def test_the_html_report_shows_the_judges_only_once_there_are_labels(db):
+    from workbench.report import ReportOptions, build_report
+
+    store = open_store(db)
+    run = get_run(store, "talk")
+    options = ReportOptions(resamples=50, cases=0)
+    assert "Judges against human labels" not in build_report(store, run, options=options)
+    pop = population(store, "claims", "talk")
+    for item in label_queue(store.conn, pop, "ana").items[:12]:
+        put_label(store, item.key, item.verdicts["lexical"], "ana", via="uniform", claim=item.text)
+    page = build_report(store, run, options=options)
+    section = page[page.index("Judges against human labels"):]
+    assert "12 of" in section and "faithfulness over claims" in section and "PPI" in section
+    kappa = judge_report(store, "claims", "talk", resamples=50).agreement[0].agreement.kappa
+    assert f"{kappa.value:.3f}" in section

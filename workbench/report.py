@@ -8,7 +8,8 @@ request or a paper, so it carries the run's configuration next to its numbers.
 Sections: the run (dataset, model, its manifest — model sha256, GGUF metadata, builds, host — and
 configuration), the main figure per format at the largest
 budget and the oracle figure, the ledger (retrieval and interface terms, reasoning terms, claim
-metrics when a claim run exists), the oracle controls, the triaged samples (tags and notes),
+metrics when a claim run exists), the oracle controls, each judge against the human labels
+when there are labels (agreement and the corrected metrics), the triaged samples (tags and notes),
 and per quadrant a few cases of the highlighted cell with their evidence window, prompt and
 output; with ``--compare``, the comparison of the two runs and its flips.
 """
@@ -24,12 +25,14 @@ from typing import Any, Iterable, Sequence
 
 from workbench import figures
 from workbench.browse import QUADRANTS, SampleDetail, list_samples, sample_detail
-from workbench.claims.report import LEDGER_METRICS
+from workbench.claims.report import LEDGER_METRICS, latest_claim_run
 from workbench.compare.render import render_comparison
 from workbench.compare.report import compare_runs
+from workbench.judges.report import METRIC, judge_report
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.store.db import Store
+from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
 from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import Run
@@ -212,6 +215,34 @@ def _cases_section(store: Store, run: Run, report: LedgerReport, per_quadrant: i
     return "\n".join(out)
 
 
+def _judges_section(store: Store, run: Run, options: ReportOptions) -> str:
+    """Each judge of the run against the human labels, and the judged metrics corrected (only with labels)."""
+    parts = []
+    for kind, label_kind in (("claims", "claim"), ("answers", "answer")):
+        if not label_count(store.conn, label_kind, run.id):
+            continue
+        if kind == "claims" and latest_claim_run(store, run) is None:
+            continue
+        r = judge_report(store, kind, run.name, resamples=options.resamples, seed=options.seed)
+        rate = lambda x: DASH if x is None else f"{x:.3f}"  # noqa: E731
+        who = ", ".join(f"{_e(a)} {n}" for a, n in r.annotators.items())
+        parts += [f"<h3>{_e(kind.capitalize())}: {_e(r.source)}</h3>",
+                  f'<p class="meta">{r.labelled_items} of {r.items} labelled ({r.uniform_items} from the uniform '
+                  f"queue) by {who}. Confusion: the human label as the truth; κ with its 95% bootstrap CI.</p>",
+                  _table(["judge", "n", "TN", "FP", "FN", "TP", "accuracy", "κ", "judge +rate", "human +rate",
+                          "baseline"],
+                         [[_e(j.judge), j.agreement.n, *[c for row in j.agreement.confusion for c in row],
+                           rate(j.agreement.accuracy), _est(j.agreement.kappa), rate(j.agreement.judge_positive_rate),
+                           rate(j.agreement.human_positive_rate), rate(j.agreement.majority_baseline)]
+                          for j in r.agreement]),
+                  f'<p class="meta">{_e(METRIC[r.kind])}: naive (the judge alone), human-only and '
+                  "prediction-powered (PPI++), 95% CLT intervals, uniform labels only.</p>",
+                  _table(["judge", "labelled", "naive (judged)", "human only", "PPI", "λ"],
+                         [[_e(e.judge), e.estimates.n_labelled, _est(e.estimates.naive), _est(e.estimates.human),
+                           _est(e.estimates.ppi), rate(e.estimates.lam)] for e in r.estimates])]
+    return "<h2>Judges against human labels</h2>" + "\n".join(parts) if parts else ""
+
+
 def _compare_section(store: Store, run: Run, other: str, options: ReportOptions) -> str:
     comparison = compare_runs(store, run.name, other, resamples=options.resamples, seed=options.seed)
     return f"<h2>Compared with {_e(other)}</h2><pre>{_e(render_comparison(comparison))}</pre>"
@@ -230,7 +261,7 @@ def build_report(store: Store, run: Run, *, compare_with: str | None = None,
     parts = [f"<h1>Run {_e(run.name)}</h1>",
              f'<p class="meta">Dissipation Workbench {_e(workbench_version)} · generated {_e(stamp)}</p>',
              _run_section(run, report, _manifest_block(store, run)), _figures_section(report),
-             _ledger_section(report),
+             _ledger_section(report), _judges_section(store, run, options),
              _triage_section(store, run), _cases_section(store, run, report, options.cases)]
     if compare_with:
         parts.append(_compare_section(store, run, compare_with, options))
