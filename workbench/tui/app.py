@@ -1,5 +1,5 @@
-"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup, Compare) over one
-SQLite file.
+"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup, Compare, Labels)
+over one SQLite file.
 
 Screens never touch SQL or llama.cpp: they call core functions from thread workers,
 each with its own connection, and get results back as messages. A 1 s timer watches
@@ -22,6 +22,7 @@ from workbench.tui.messages import DataChanged
 from workbench.tui.screens.compare import CompareScreen
 from workbench.tui.screens.datasets import DatasetsScreen
 from workbench.tui.screens.dedup import DedupScreen
+from workbench.tui.screens.labels import LabelsScreen
 from workbench.tui.screens.ledger import LedgerScreen
 from workbench.tui.screens.retrieval import RetrievalScreen
 from workbench.tui.screens.runs import RunsScreen
@@ -47,12 +48,15 @@ class WorkbenchApp(WorkbenchAppBase):
         Binding("D", "switch_mode('dedup')", "Dedup"),
         # C, not c: c is a key of Sample detail, Retrieval and the SearChain tree, which would hide this one there.
         Binding("C", "switch_mode('compare')", "Compare"),
+        # T (trust the judges), not L: L tags alias-miss in Samples and Sample detail, which would hide this one there.
+        Binding("T", "switch_mode('labels')", "Labels"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
     MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
              "samples": SamplesScreen, "retrieval": RetrievalScreen,
-             "searchain": SearChainScreen, "dedup": DedupScreen, "compare": CompareScreen}
+             "searchain": SearChainScreen, "dedup": DedupScreen, "compare": CompareScreen,
+             "labels": LabelsScreen}
 
     def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 0.5):
         super().__init__(db_path)

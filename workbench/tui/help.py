@@ -25,6 +25,7 @@ EXTRA_KEYS = {
     "Compare": [("tab", "between the cells and the highlighted cell's flips"),
                 ("a/b, then enter", "pick the highlighted run (↑/↓ move, esc cancels)")],
     "Compare flip": [("tab", "the other pane (↑/↓ pgup/pgdn scroll it)")],
+    "Labels": [("↑/↓", "scroll the item (also pgup/pgdn)"), ("s at the end", "go through the skipped items again")],
     "Help": [("↑/↓", "scroll (also pgup/pgdn, home/end)"), ("esc", "close (also ? and q)")],
 }
 KEY_NAMES = {"question_mark": "?", "slash": "/", "right_square_bracket": "]", "left_square_bracket": "[",

@@ -1,4 +1,10 @@
-"""Dedup review: proposed merges by confidence band, both contexts side by side, one key to decide."""
+"""Dedup review: proposed merges by confidence band, both contexts side by side, one key to decide.
+
+Accepting (a) or rejecting (x) a merge also labels the pair for the judge report (same /
+different, via ``browse``); y / n label a pair without deciding. A label is kept apart from the
+decision: clearing a decision (u) leaves the label. Decisions and labels are written by one
+serial writer, in the order the keys were pressed.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,12 @@ from textual.widgets import DataTable, Header, Static
 
 from workbench.kg.merges import decide, decision_counts, proposals
 from workbench.kg.runner import get_dedup_run
+from workbench.store.labels import PairKey, default_annotator, labels_of, put_label
 from workbench.store.lookup import NotFound
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.serial import SerialWrites
 from workbench.tui.widgets import KeyFooter
 
 BAND_ORDER = ("all", "high", "mid", "low", "below")
@@ -20,15 +28,18 @@ BAND_RANGES = {"all": ("0", "1"), "high": ("0.9", "1"), "mid": ("0.7", "0.9"), "
                "below": ("0", "0.5")}  # as workbench.kg.merges.BANDS, for display
 
 
-def _proposals(store, run, mode, band):
+def _proposals(store, run, mode, band, annotator):
     try:
         dedup = get_dedup_run(store, run)
     except NotFound:
         return None
     modes = dedup.config.modes
     mode = mode if mode in modes else modes[-1]
-    return (dedup.name, modes, mode, proposals(store, dedup.name, mode, band=band, only_coreferent=False),
-            decision_counts(store, dedup.name))
+    labels = {(lab.key.a, lab.key.b): lab.label for lab in labels_of(store.conn, "dedup_pair", dedup.id)
+              if lab.annotator == annotator}
+    return (dedup.name, dedup.id, modes, mode,
+            proposals(store, dedup.name, mode, band=band, only_coreferent=False),
+            decision_counts(store, dedup.name), labels)
 
 
 def plural(n: int, word: str) -> str:
@@ -46,21 +57,38 @@ def decisions_note(mode: str, counts: dict[str, int]) -> str:
             "(m switches mode)")
 
 
-def _decide(store, run, a, b, mode, decision):
+def _decide(store, run, run_id, a, b, mode, decision, annotator):
+    """The decision, then (accept or reject) the label it implies: two transactions, the label kept apart."""
     decide(store, run, a, b, mode, decision)
+    if decision is not None:
+        put_label(store, PairKey(run_id, min(a, b), max(a, b)), decision == "accepted", annotator, via="browse")
     return a, b, decision
 
 
-class DedupScreen(WorkbenchScreen):
-    """The latest dedup run's judged pairs; a accepts, x rejects (or reverts), u clears the decision."""
+def _label(store, run_id, a, b, label, annotator):
+    put_label(store, PairKey(run_id, min(a, b), max(a, b)), label, annotator, via="browse")
+    return a, b, label
+
+
+def label_mark(label: bool | None) -> str:
+    """A pair's label in the list: what the annotator said, apart from the decision."""
+    return "" if label is None else ("✔ same" if label else "✘ diff")
+
+
+class DedupScreen(SerialWrites, WorkbenchScreen):
+    """The latest dedup run's judged pairs; a accepts, x rejects (or reverts), u clears the decision; y/n label."""
 
     BINDINGS = [Binding("a", "decide('accepted')", "Accept"), Binding("x", "decide('rejected')", "Reject/revert"),
                 Binding("u", "decide(None)", "Clear"), Binding("b", "next_band", "Band"),
-                Binding("m", "next_mode", "Mode")]
+                Binding("m", "next_mode", "Mode"), Binding("y", "label(True)", "Same"),
+                Binding("n", "label(False)", "Different")]
 
     def __init__(self):
         super().__init__()
+        self.annotator = default_annotator()
         self.run: str | None = None
+        self.run_id: int | None = None
+        self.labels: dict[tuple[int, int], bool] = {}
         self.mode: str | None = None
         self.modes: tuple[str, ...] = ()
         self.band = "all"
@@ -71,7 +99,7 @@ class DedupScreen(WorkbenchScreen):
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="pairs", cursor_type="row", zebra_stripes=True)
-        table.add_columns("conf", "judge", "decision", "entity 1", "entity 2", "found by")
+        table.add_columns("conf", "judge", "decision", "label", "entity 1", "entity 2", "found by")
         yield table
         with Horizontal(id="contexts"):
             with VerticalScroll():
@@ -80,8 +108,12 @@ class DedupScreen(WorkbenchScreen):
                 yield Static("", id="context-b")
         yield KeyFooter()
 
+    @property
+    def loaded(self) -> bool:
+        return super().loaded and self.writes_owed == 0
+
     def reload(self) -> None:
-        self.load("pairs", _proposals, self.run, self.mode, self.band)
+        self.load("pairs", _proposals, self.run, self.mode, self.band, self.annotator)
 
     def on_screen_resume(self) -> None:
         self.reload()
@@ -90,7 +122,8 @@ class DedupScreen(WorkbenchScreen):
         self.reload()
 
     def on_loaded(self, message: Loaded) -> None:
-        if message.what == "decided":
+        if message.what in ("decided", "labelled"):
+            self.serial_done(message.what)
             self.reload()
             return
         if message.what != "pairs":
@@ -100,19 +133,20 @@ class DedupScreen(WorkbenchScreen):
                 "[b]Dedup[/b]  no dedup runs yet. In a shell: `workbench dedup import sample_data/dedup`, then "
                 "`workbench dedup run dedup`; this screen then fills in.")
             return
-        self.run, self.modes, self.mode, self.items, self.decisions = message.payload
+        self.run, self.run_id, self.modes, self.mode, self.items, self.decisions, self.labels = message.payload
         merged = sum(p.merged for p in self.items)
         self.query_one("#heading", Static).update(
             f"[b]Dedup[/b]  {esc(self.run)} · mode {self.mode} (m) · band {self.band} (b) · "
             f"{plural(len(self.items), 'pair')}, {plural(merged, 'merge')} · "
-            f"{esc(decisions_note(self.mode, self.decisions))}  [dim]a accept · x reject/revert · u clear[/dim]")
+            f"{esc(decisions_note(self.mode, self.decisions))}  "
+            "[dim]a accept · x reject/revert · u clear · y/n label only[/dim]")
         table = self.query_one("#pairs", DataTable)
         cursor = table.cursor_row
         table.clear()
         for p in self.items:
             decision = p.decision or ("→ merge" if p.merged else "—")
             table.add_row(f"{p.confidence:.2f}", "same" if p.is_coreferent else "different", decision,
-                          p.name_a, p.name_b, p.reasons, key=f"{p.a}-{p.b}")
+                          label_mark(self.labels.get((p.a, p.b))), p.name_a, p.name_b, p.reasons, key=f"{p.a}-{p.b}")
         if self.items:
             table.move_cursor(row=min(cursor, len(self.items) - 1))
         self._show_contexts()
@@ -141,10 +175,21 @@ class DedupScreen(WorkbenchScreen):
     def action_decide(self, decision: str | None) -> None:
         p = self._current()
         if p is not None:
-            self.load("decided", _decide, self.run, p.a, p.b, self.mode, decision)
-            table = self.query_one("#pairs", DataTable)
-            if table.cursor_row < len(self.items) - 1:
-                table.move_cursor(row=table.cursor_row + 1)
+            # Serial, not a load: a load asked for while one runs replaces the one waiting, losing a decision.
+            self.serial_write("decided", _decide, self.run, self.run_id, p.a, p.b, self.mode, decision,
+                              self.annotator)
+            self._next_row()
+
+    def action_label(self, label: bool) -> None:
+        p = self._current()
+        if p is not None:
+            self.serial_write("labelled", _label, self.run_id, p.a, p.b, label, self.annotator)
+            self._next_row()
+
+    def _next_row(self) -> None:
+        table = self.query_one("#pairs", DataTable)
+        if table.cursor_row < len(self.items) - 1:
+            table.move_cursor(row=table.cursor_row + 1)
 
     def action_next_band(self) -> None:
         self.band = BAND_ORDER[(BAND_ORDER.index(self.band) + 1) % len(BAND_ORDER)]

@@ -12,8 +12,10 @@ from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
+from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
+from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
@@ -38,6 +40,8 @@ class LedgerView:
     tags: dict[str, int]
     has_model: bool
     refresh: RefreshStats | None = None
+    # The run has human labels: the side panel then shows the highlighted cell's corrected metrics.
+    has_labels: bool = False
 
 
 def _reader(store, run, readers: dict) -> LedgerReader:
@@ -73,7 +77,14 @@ def _ledger(store, run_name, exclude: bool, resamples: int, full: int, readers: 
         except NotFound:
             return None
         stats = reader.stats
-    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None, stats)
+    has_labels = bool(label_count(store.conn, "answer", run.id) or label_count(store.conn, "claim", run.id))
+    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None, stats,
+                      has_labels)
+
+
+def _cell_estimates(store, run_name, cell_id, version) -> tuple[str, int, list]:
+    """One cell's judged metrics corrected by the run's human labels (the side panel's extra lines)."""
+    return cell_id, version, cell_estimates(store, run_name, cell_id)
 
 
 def _difference(store, run_name, a, b, exclude: bool, readers: dict):
@@ -113,6 +124,12 @@ class LedgerScreen(WorkbenchScreen):
         self.resamples = 1000
         # One incremental reader per run, kept across refreshes (workers use it one at a time).
         self.readers: dict[str, LedgerReader] = {}
+        # The highlighted cell's estimates from human labels, computed for one cell at a time (a
+        # cell of a large run costs tens of ms; every cell on every refresh would cost seconds):
+        # cell → (the ledger view version they were computed for, estimates). A cell shows its
+        # last estimates while newer ones are computed, so a live run does not flicker.
+        self.estimates: dict[str, tuple[int, list]] = {}
+        self.version = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -161,7 +178,10 @@ class LedgerScreen(WorkbenchScreen):
             self._clear((f"Run {gone} no longer exists. " if gone else "")
                         + "No run selected: open one in Runs (r, then enter) or start one (r, then n).")
         elif message.what == "ledger":
+            if self.view is None or self.view.report.run != message.payload.report.run:
+                self.estimates = {}
             self.view = message.payload
+            self.version += 1
             if self.view.report.resamples < self.resamples:
                 self.load("ledger", _ledger, self.app.run_name, self.app.exclude_tagged, self.resamples,
                           self.resamples, self.readers)
@@ -173,6 +193,12 @@ class LedgerScreen(WorkbenchScreen):
             if self.format not in formats:
                 self.format = "linear" if "linear" in formats else (formats[0] if formats else None)
             self._draw()
+        elif message.what == "estimates":
+            cell, version, found = message.payload
+            if version > self.estimates.get(cell, (-1, None))[0]:
+                self.estimates[cell] = (version, found)
+            if self.view is not None and len(self.marked) < 2 and cell == self._highlighted():
+                self.query_one("#side", Static).update(self._side_text())
         elif message.what == "difference":
             pair, diffs = message.payload
             if list(pair) != self.marked:
@@ -235,6 +261,7 @@ class LedgerScreen(WorkbenchScreen):
                 lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
                              f"{row.get('claims_n', 0)} answers[/dim]")
                 lines += _ci_lines(LEDGER_METRICS, row)
+            lines += self._label_lines(cell)
             lines.append("")
         lines.append("[b]Oracle (only p*)[/b]")
         for o in report.oracle:
@@ -250,6 +277,15 @@ class LedgerScreen(WorkbenchScreen):
         lines.append("[dim]space marks two cells for a paired difference · J/K scroll this panel · ←/→ scroll "
                      "the table sideways[/dim]")
         return "\n".join(lines)
+
+    def _label_lines(self, cell: str) -> list[str]:
+        """The highlighted cell's label lines; asks a worker for them the first time a view shows the cell."""
+        if not self.view.has_labels:
+            return []
+        version, found = self.estimates.get(cell, (-1, None))
+        if version < self.version:
+            self.load("estimates", _cell_estimates, self.app.run_name, cell, self.version)
+        return _label_lines(found)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.view and len(self.marked) < 2:
@@ -353,6 +389,22 @@ def _ci_lines(terms, row) -> list[str]:
     for t in terms:
         est = fmt_estimate(row.get(t), {"evidence_tokens": 0, "K_eff": 1}.get(t, 3))
         lines += [f"{t:>15} {est}"] if len(t) <= 15 else [f"{t}", f"{'':>15} {est}"]
+    return lines
+
+
+def _label_lines(estimates) -> list[str]:
+    """The cell's judged metrics corrected by human labels: naive, human-only and PPI, one per line."""
+    if estimates is None:
+        return ["[b]Human labels[/b] [dim]computing …[/dim]"]
+    if not estimates:
+        return []
+    lines = ["[b]Human labels[/b] [dim]uniform queue, 95% CI[/dim]"]
+    for e in estimates:
+        p = e.estimates
+        head = f"({e.judge}, {p.n_labelled} labelled)"
+        lines += [f"{e.metric} {head}"] if len(e.metric) + len(head) < 36 else [e.metric, f"  {head}"]
+        lines += [f"{name:>15} {fmt_estimate(est)}" for name, est in (("naive", p.naive), ("human", p.human),
+                                                                       ("PPI", p.ppi))]
     return lines
 
 
