@@ -32,7 +32,8 @@ install:
 # `.venv/bin/workbench --db .workbench/demo.db claims run demo`. A second `just demo` is served
 # from the cache.
 #
-# Import the sample data, run a K×B sweep with SmolLM2 (CPU), verify claims, print the ledger and plots.
+# Import the sample data, run a K×B sweep with SmolLM2 (CPU), verify claims, print the ledger and plots,
+# then import 40 human labels of the claims and print how far each claim verifier can be trusted.
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
@@ -41,7 +42,9 @@ demo: install
     {{wb}} ledger demo
     {{wb}} plot demo --budget 128
     {{wb}} plot demo --oracle
-    @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}})"
+    {{wb}} judge labels import sample_data/labels/demo-claims.jsonl
+    {{wb}} judge report claims demo
+    @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}}); T labels claims"
 
 # Open the TUI on the demo database (`just demo` fills it).
 tui: install

@@ -44,6 +44,7 @@ WINDOW = 100        # items of the queue materialized at a time (a queue of 5M a
 REPORT_DELAY = 0.4  # seconds of quiet after a label before the report is recomputed
 RESAMPLES = 1000    # κ's bootstrap in the live report
 
+
 @dataclass(frozen=True)
 class QueueView:
     """What a queue worker returns: the population and its queue, or what to do when there is none."""
