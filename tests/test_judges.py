@@ -334,3 +334,13 @@ def test_the_html_report_shows_the_judges_only_once_there_are_labels(db):
     assert "12 of" in section and "faithfulness over claims" in section and "PPI" in section
     kappa = judge_report(store, "claims", "talk", resamples=50).agreement[0].agreement.kappa
     assert f"{kappa.value:.3f}" in section
+
+
+def test_judge_queue_cli_lists_the_next_answers_with_their_text(db, capsys):
+    """Answers are held without their texts; the queue's listing reads the next ones' from their events."""
+    assert main(["--db", str(db), "judge", "queue", "answers", "talk", "--limit", "2", "--annotator", "ana"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "labelled 0 of 24" in lines[0] and len(lines) == 3
+    assert all(line.rstrip().endswith("Paris is in France.") for line in lines[1:])
+    assert main(["--db", str(db), "judge", "queue", "answers", "talk", "--limit", "2", "--json"]) == 0
+    assert all(i["text"].endswith("Paris is in France.") for i in json.loads(capsys.readouterr().out)["items"])

@@ -107,7 +107,7 @@ def cmd_judge_queue(args) -> int:
     pop = population(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold)
     annotator = args.annotator or default_annotator()
     queue = label_queue(store.conn, pop, annotator, order=args.order, seed=args.seed)
-    shown = queue.items[:args.limit]
+    shown = queue.head(store, args.limit)     # with their texts: an answer's is read from its event
     if args.json:
         emit_json({"order": queue.order, "annotator": annotator, "labelled": queue.labelled, "total": queue.total,
                    "items": [{"key": vars(i.key), "text": i.text, "verdicts": i.verdicts} for i in shown]})
