@@ -28,7 +28,8 @@ from workbench.browse import QUADRANTS, SampleDetail, list_samples, sample_detai
 from workbench.claims.report import LEDGER_METRICS, latest_claim_run
 from workbench.compare.render import render_comparison
 from workbench.compare.report import compare_runs
-from workbench.judges.report import METRIC, judge_report
+from workbench.judges.report import (AGREEMENT_COLUMNS, ESTIMATE_COLUMNS, METRIC, agreement_cells, estimate_cells,
+                                     judge_report)
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.store.db import Store
@@ -224,22 +225,14 @@ def _judges_section(store: Store, run: Run, options: ReportOptions) -> str:
         if kind == "claims" and latest_claim_run(store, run) is None:
             continue
         r = judge_report(store, kind, run.name, resamples=options.resamples, seed=options.seed)
-        rate = lambda x: DASH if x is None else f"{x:.3f}"  # noqa: E731
         who = ", ".join(f"{_e(a)} {n}" for a, n in r.annotators.items())
         parts += [f"<h3>{_e(kind.capitalize())}: {_e(r.source)}</h3>",
                   f'<p class="meta">{r.labelled_items} of {r.items} labelled ({r.uniform_items} from the uniform '
                   f"queue) by {who}. Confusion: the human label as the truth; κ with its 95% bootstrap CI.</p>",
-                  _table(["judge", "n", "TN", "FP", "FN", "TP", "accuracy", "κ", "judge +rate", "human +rate",
-                          "baseline"],
-                         [[_e(j.judge), j.agreement.n, *[c for row in j.agreement.confusion for c in row],
-                           rate(j.agreement.accuracy), _est(j.agreement.kappa), rate(j.agreement.judge_positive_rate),
-                           rate(j.agreement.human_positive_rate), rate(j.agreement.majority_baseline)]
-                          for j in r.agreement]),
+                  _table(AGREEMENT_COLUMNS, [agreement_cells(j, estimate=_est, text=_e) for j in r.agreement]),
                   f'<p class="meta">{_e(METRIC[r.kind])}: naive (the judge alone), human-only and '
                   "prediction-powered (PPI++), 95% CLT intervals, uniform labels only.</p>",
-                  _table(["judge", "labelled", "naive (judged)", "human only", "PPI", "λ"],
-                         [[_e(e.judge), e.estimates.n_labelled, _est(e.estimates.naive), _est(e.estimates.human),
-                           _est(e.estimates.ppi), rate(e.estimates.lam)] for e in r.estimates])]
+                  _table(ESTIMATE_COLUMNS, [estimate_cells(e, estimate=_est, text=_e) for e in r.estimates])]
     return "<h2>Judges against human labels</h2>" + "\n".join(parts) if parts else ""
 
 

@@ -51,11 +51,9 @@ def cmd_claims_run(args) -> int:
 def cmd_claims_report(args) -> int:
     """RAGChecker-style metrics per cell of a claim run, with bootstrap intervals."""
     from workbench.claims.metrics import FORMULAS, METRICS
-    from dataclasses import asdict
-
     from workbench.claims.report import claim_runs, claims_by_cell
     from workbench.cli.judge import estimates_table
-    from workbench.judges.report import labelled_estimates
+    from workbench.judges.report import estimates_json, labelled_estimates
     from workbench.runs.report import cell_order
     from workbench.store.queries import get_run
 
@@ -72,8 +70,7 @@ def cmd_claims_report(args) -> int:
     labelled = labelled_estimates(store, "claims", run.name, claim_run=info.id)
     if args.json:
         emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
-                   "cells": by_cell, "human_labels": None if labelled is None else
-                   {e.judge: {"metric": e.metric, **asdict(e.estimates)} for e in labelled}})
+                   "cells": by_cell, "human_labels": None if labelled is None else estimates_json(labelled)})
         return OK
     cfg = info.config
     print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "

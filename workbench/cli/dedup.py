@@ -75,18 +75,15 @@ def _execute(args, store) -> int:
 
 def cmd_dedup_eval(args) -> int:
     """Pairwise and B-cubed precision/recall/F1 per mode against the gold clusters."""
-    from dataclasses import asdict
-
     from workbench.cli.judge import estimates_table
-    from workbench.judges.report import labelled_estimates
+    from workbench.judges.report import estimates_json, labelled_estimates
     from workbench.kg.merges import METRIC_NAMES, evaluate
 
     store = store_of(args)
     r = evaluate(store, args.run, threshold=args.threshold, resamples=args.resamples, seed=args.seed)
     labelled = labelled_estimates(store, "dedup", r["run"], threshold=args.threshold)
     if args.json:
-        emit_json({**r, "human_labels": None if labelled is None else
-                   {e.judge: {"metric": e.metric, **asdict(e.estimates)} for e in labelled}})
+        emit_json({**r, "human_labels": None if labelled is None else estimates_json(labelled)})
         return OK
     c = r["candidates"]
     pc = c.get("pairs_completeness")

@@ -12,7 +12,7 @@ from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, store_of
 from workbench.cli.types import INT64_MAX, count, number
-from workbench.tables import DASH, fmt_estimate, table
+from workbench.tables import fmt_estimate, fmt_number, table
 
 KINDS = ("claims", "dedup", "answers")
 
@@ -37,13 +37,9 @@ examples:
   workbench judge report dedup films-dedup --threshold 0.7 --json"""
 
 
-def _rate(x: float | None) -> str:
-    return DASH if x is None else f"{x:.3f}"
-
-
 def cmd_judge_report(args) -> int:
     """Each judge against the human labels, and the judged metric corrected by them."""
-    from workbench.judges.report import METRIC, judge_report, report_json
+    from workbench.judges.report import AGREEMENT_COLUMNS, METRIC, agreement_cells, judge_report, report_json
 
     store = store_of(args)
     report = judge_report(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold,
@@ -66,19 +62,11 @@ def cmd_judge_report(args) -> int:
               f"`workbench judge labels import FILE`")
         return OK
     print("\nagreement with the human labels (κ: 95% bootstrap CI over items)")
-    rows = []
-    for j in report.agreement:
-        a = j.agreement
-        (tn, fp), (fn, tp) = a.confusion
-        rows.append([j.judge, "", str(a.n), str(tn), str(fp), str(fn), str(tp), _rate(a.accuracy),
-                     fmt_estimate(a.kappa), _rate(a.judge_positive_rate), _rate(a.human_positive_rate),
-                     _rate(a.majority_baseline)])
-    print(table(["judge", "", "n", "TN", "FP", "FN", "TP", "accuracy", "κ", "judge+", "human+", "baseline"], rows,
-                left=2))
+    print(table(AGREEMENT_COLUMNS, [agreement_cells(j) for j in report.agreement], left=1))
     for p in report.annotator_agreement:
         a = p.agreement
         print(f"annotators {p.a} ~ {p.b} (the human ceiling): κ {fmt_estimate(a.kappa)} on {a.n} common items, "
-              f"agreement {_rate(a.accuracy)}")
+              f"agreement {fmt_number(a.accuracy, 3)}")
     metric = METRIC[report.kind]
     scope = {"claim": "the share of all claims supported by a shown unit",
              "dedup_pair": f"the share of each mode's merges (same, confidence ≥ {report.threshold}) that are "
@@ -91,10 +79,9 @@ def cmd_judge_report(args) -> int:
 
 def estimates_table(estimates) -> str:
     """The naive, human-only and PPI estimates of each judge, one row each (also under claims report and dedup eval)."""
-    return table(["judge", "", "labelled", "of", "naive (judged)", "human only", "PPI", "λ"],
-                 [[e.judge, "", str(e.estimates.n_labelled), str(e.estimates.n_labelled + e.estimates.n_unlabelled),
-                   fmt_estimate(e.estimates.naive), fmt_estimate(e.estimates.human), fmt_estimate(e.estimates.ppi),
-                   _rate(e.estimates.lam)] for e in estimates], left=2)
+    from workbench.judges.report import ESTIMATE_COLUMNS, estimate_cells
+
+    return table(ESTIMATE_COLUMNS, [estimate_cells(e) for e in estimates], left=1)
 
 
 def cmd_judge_queue(args) -> int:

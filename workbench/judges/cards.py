@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from workbench.browse import sample_detail
 from workbench.claims.report import answer_claims
 from workbench.kg.merges import proposals
-from workbench.kg.runner import get_dedup_run
+from workbench.kg.runner import dedup_run_by_id
 from workbench.store.db import Store
 from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey
 from workbench.store.lookup import NotFound
-from workbench.store.queries import Run, get_run
+from workbench.store.queries import run_by_id
 
 __all__ = ["ClaimCard", "PairCard", "PairView", "AnswerCard", "claim_card", "pair_card", "answer_card", "card"]
 
@@ -94,13 +94,6 @@ class AnswerCard:
         return {} if self.score is None else {self.scorer: self.score >= 0.5}
 
 
-def _run(store: Store, run_id: int) -> Run:
-    row = store.conn.execute("SELECT name FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no run with id {run_id}")
-    return get_run(store, row[0])
-
-
 def _answer_text(event: dict, output: str | None) -> str:
     prediction = event.get("prediction")
     return prediction if prediction not in (None, "") else (output or "")
@@ -108,7 +101,7 @@ def _answer_text(event: dict, output: str | None) -> str:
 
 def claim_card(store: Store, key: ClaimKey) -> ClaimCard:
     """The card of claim ``key.idx`` of one answer (the run's newest claim run with finished jobs)."""
-    run = _run(store, key.run_id)
+    run = run_by_id(store, key.run_id)
     detail = sample_detail(store, run, key.sid, key.cell_id)
     verified = answer_claims(store, run, key.cell_id, key.sid)
     claim = next((c for c in (verified or {}).get("claims", []) if c["idx"] == key.idx), None)
@@ -125,15 +118,11 @@ def claim_card(store: Store, key: ClaimKey) -> ClaimCard:
 
 def pair_card(store: Store, key: PairKey) -> PairCard:
     """The card of a candidate pair: both names and each mode's contexts and verdict."""
-    row = store.conn.execute("SELECT name FROM dedup_runs WHERE id = ?", (key.dedup_run_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no dedup run with id {key.dedup_run_id}")
-    dedup = get_dedup_run(store, row[0])
+    dedup = dedup_run_by_id(store, key.dedup_run_id)
     views, names, reasons = [], None, ""
     for mode in dedup.config.modes:
-        # Every judged pair of the mode (no band, no limit): the pair is found whatever its confidence.
-        found = next((p for p in proposals(store, dedup.name, mode, only_coreferent=False, limit=-1)
-                      if (p.a, p.b) == (key.a, key.b)), None)
+        # Any band and verdict: the pair is found whatever its confidence.
+        found = next(iter(proposals(store, dedup.name, mode, only_coreferent=False, pair=(key.a, key.b))), None)
         if found is None:
             continue
         names, reasons = (found.name_a, found.name_b), found.reasons
@@ -146,7 +135,7 @@ def pair_card(store: Store, key: PairKey) -> PairCard:
 
 def answer_card(store: Store, key: AnswerKey) -> AnswerCard:
     """The card of one answer: question, gold answers and aliases, the answer and its score."""
-    run = _run(store, key.run_id)
+    run = run_by_id(store, key.run_id)
     detail = sample_detail(store, run, key.sid, key.cell_id)
     sample = detail.sample
     aliases = {a: tuple(names) for a, names in sample.aliases.items() if names}

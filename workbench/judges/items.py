@@ -28,6 +28,7 @@ from typing import Iterator, Sequence, overload
 import numpy as np
 
 from workbench.claims.report import latest_claim_run
+from workbench.kg.merges import is_merged
 from workbench.kg.runner import get_dedup_run
 from workbench.store.db import Store
 from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey
@@ -320,7 +321,7 @@ def pair_population(store: Store, dedup_run: str | None = None, *, threshold: fl
         verdicts[mode][i], judged[mode][i] = said, True
         # The stated confidence is in the verdict; as a score of "same" it is turned for "different".
         scores[mode][i] = conf if said else 1.0 - conf
-        merges[mode][i] = said and conf >= threshold
+        merges[mode][i] = is_merged(said, conf, None, threshold)   # the judge's own call: no decision
     names = dict(store.conn.execute("SELECT eid, name FROM kg_entities WHERE kg_id = ?", (d.kg_id,)).fetchall()) \
         if n else {}
     fields = {"a": np.array([a for a, _ in pairs], dtype=np.int64), "b": np.array([b for _, b in pairs], dtype=np.int64)}

@@ -27,8 +27,9 @@ For a population (:mod:`workbench.judges.items`) and its labels:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import combinations
+from typing import Callable
 
 import numpy as np
 
@@ -41,9 +42,11 @@ from workbench.metrics.ppi import PPIEstimates, ppi_mean
 from workbench.store.db import Store
 from workbench.store.labels import ClaimKey, Label, label_count, labels_of
 from workbench.store.queries import get_run
+from workbench.tables import fmt_estimate, fmt_number
 
 __all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeReport", "judge_report",
-           "report_on", "report_json", "cell_estimates", "labelled_estimates", "METRIC"]
+           "report_on", "report_json", "estimates_json", "cell_estimates", "labelled_estimates", "METRIC",
+           "AGREEMENT_COLUMNS", "ESTIMATE_COLUMNS", "agreement_cells", "estimate_cells"]
 
 BINARY = (False, True)
 #: The judged metric a prediction-powered estimate corrects, per label kind.
@@ -190,15 +193,31 @@ def cell_estimates(store: Store, run: str, cell_id: str) -> list[MetricEstimate]
     return out
 
 
-def _agreement_json(a: Agreement) -> dict:
-    return {"n": a.n, "confusion": a.confusion, "accuracy": a.accuracy,
-            "kappa": {"value": a.kappa.value, "lo": a.kappa.lo, "hi": a.kappa.hi},
-            "judge_positive_rate": a.judge_positive_rate, "human_positive_rate": a.human_positive_rate,
-            "majority_baseline": a.majority_baseline}
+#: The columns of an agreement table (:func:`agreement_cells`) and of an estimates table (:func:`estimate_cells`).
+AGREEMENT_COLUMNS = ("judge", "n", "TN", "FP", "FN", "TP", "accuracy", "κ", "judge+", "human+", "baseline")
+ESTIMATE_COLUMNS = ("judge", "labelled", "of", "naive (judged)", "human only", "PPI", "λ")
 
 
-def _estimate_json(e) -> dict:
-    return {"value": e.value, "lo": e.lo, "hi": e.hi}
+def agreement_cells(j: JudgeAgreement, *, estimate: Callable = fmt_estimate, text: Callable = str) -> list[str]:
+    """One judge's row of an agreement table (:data:`AGREEMENT_COLUMNS`); ``estimate`` formats κ with its
+    interval and ``text`` the judge's name (the HTML page passes its own, which escape)."""
+    a = j.agreement
+    (tn, fp), (fn, tp) = a.confusion
+    return [text(j.judge), str(a.n), str(tn), str(fp), str(fn), str(tp), fmt_number(a.accuracy, 3), estimate(a.kappa),
+            fmt_number(a.judge_positive_rate, 3), fmt_number(a.human_positive_rate, 3),
+            fmt_number(a.majority_baseline, 3)]
+
+
+def estimate_cells(e: MetricEstimate, *, estimate: Callable = fmt_estimate, text: Callable = str) -> list[str]:
+    """One judge's row of an estimates table (:data:`ESTIMATE_COLUMNS`): naive, human-only and PPI, with n and λ."""
+    p = e.estimates
+    return [text(e.judge), str(p.n_labelled), str(p.n_labelled + p.n_unlabelled), estimate(p.naive),
+            estimate(p.human), estimate(p.ppi), fmt_number(p.lam, 3)]
+
+
+def estimates_json(estimates: list[MetricEstimate]) -> dict:
+    """Per judge: the metric, and its naive, human-only and PPI estimates with n and λ (every JSON output's shape)."""
+    return {e.judge: {"metric": e.metric, **asdict(e.estimates)} for e in estimates}
 
 
 def report_json(report: JudgeReport) -> dict:
@@ -208,14 +227,10 @@ def report_json(report: JudgeReport) -> dict:
         "labelled_items": report.labelled_items, "labels": report.labels, "annotators": report.annotators,
         "uniform_items": report.uniform_items, "ties": report.ties, "stale": report.stale,
         "unmatched": report.unmatched, "threshold": report.threshold,
-        "confusion_axes": "rows: human label, columns: judge label; each in the order [false, true]",
-        "judges": {j.judge: _agreement_json(j.agreement) for j in report.agreement},
-        "annotator_agreement": [{"a": p.a, "b": p.b, **_agreement_json(p.agreement)}
-                                for p in report.annotator_agreement],
-        "estimates": {e.judge: {"metric": e.metric, "n_labelled": e.estimates.n_labelled,
-                                "n_unlabelled": e.estimates.n_unlabelled,
-                                "naive": _estimate_json(e.estimates.naive), "human": _estimate_json(e.estimates.human),
-                                "ppi": _estimate_json(e.estimates.ppi)} for e in report.estimates},
+        "confusion_axes": "rows: human label, columns: judge label; each in the order of `labels`, [false, true]",
+        "judges": {j.judge: asdict(j.agreement) for j in report.agreement},
+        "annotator_agreement": [{"a": p.a, "b": p.b, **asdict(p.agreement)} for p in report.annotator_agreement],
+        "estimates": estimates_json(report.estimates),
     }
 
 

@@ -44,8 +44,9 @@ class Proposal:
 
 
 def proposals(store: Store, run: str | None, mode: str, *, threshold: float = 0.5, band: str = "all",
-              only_coreferent: bool = True, limit: int = 500) -> list[Proposal]:
-    """The run's judged pairs in ``mode``, by confidence (highest first), within a confidence band."""
+              only_coreferent: bool = True, limit: int = 500, pair: tuple[int, int] | None = None) -> list[Proposal]:
+    """The run's judged pairs in ``mode``, by confidence (highest first), within a confidence band
+    (only the pair (a, b), a < b, when ``pair`` is given)."""
     dedup = get_dedup_run(store, run)
     dedup.require_mode(mode)
     run_id, kg_id = dedup.id, dedup.kg_id
@@ -60,13 +61,16 @@ def proposals(store: Store, run: str | None, mode: str, *, threshold: float = 0.
         " LEFT JOIN dedup_decisions d ON d.run_id = v.run_id AND d.a = v.a AND d.b = v.b AND d.mode = v.mode"
         " WHERE v.run_id = ? AND v.mode = ? AND v.status = 'done' AND v.confidence >= ? AND v.confidence < ?"
         + (" AND v.is_coreferent = 1" if only_coreferent else "")
-        + " ORDER BY v.confidence DESC, v.a, v.b LIMIT ?", (kg_id, kg_id, run_id, mode, lo, hi, limit)).fetchall()
+        + (" AND v.a = ? AND v.b = ?" if pair is not None else "")
+        + " ORDER BY v.confidence DESC, v.a, v.b LIMIT ?",
+        (kg_id, kg_id, run_id, mode, lo, hi, *(pair or ()), limit)).fetchall()
     return [Proposal(a, b, na, nb, mode, bool(co), conf, why or "", reasons, dec,
-                     _merged(bool(co), conf, dec, threshold), ca or "", cb or "")
+                     is_merged(bool(co), conf, dec, threshold), ca or "", cb or "")
             for a, b, na, nb, co, conf, why, reasons, dec, ca, cb in rows]
 
 
-def _merged(coreferent: bool, confidence: float, decision: str | None, threshold: float) -> bool:
+def is_merged(coreferent: bool, confidence: float, decision: str | None, threshold: float) -> bool:
+    """Whether a judged pair merges: a reviewer's decision if any, else the judge's "same" at ≥ threshold."""
     if decision is not None:
         return decision == "accepted"
     return coreferent and confidence >= threshold
@@ -96,7 +100,7 @@ def merged_pairs(store: Store, run_id: int, mode: str, threshold: float) -> list
         "SELECT v.a, v.b, v.is_coreferent, v.confidence, d.decision FROM dedup_verdicts v"
         " LEFT JOIN dedup_decisions d ON d.run_id = v.run_id AND d.a = v.a AND d.b = v.b AND d.mode = v.mode"
         " WHERE v.run_id = ? AND v.mode = ? AND v.status = 'done' ORDER BY v.a, v.b", (run_id, mode)).fetchall()
-    return [(a, b) for a, b, co, conf, dec in rows if _merged(bool(co), conf or 0.0, dec, threshold)]
+    return [(a, b) for a, b, co, conf, dec in rows if is_merged(bool(co), conf or 0.0, dec, threshold)]
 
 
 def clusters(store: Store, run: str | None, mode: str, threshold: float = 0.5) -> tuple[KG, list[int]]:

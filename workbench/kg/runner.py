@@ -113,9 +113,19 @@ def get_kg(store: Store, name: str | None) -> KgRef:
 
 def get_dedup_run(store: Store, name: str | None = None) -> DedupRun:
     """A dedup run by name; the latest when ``name`` is None (NotFound lists the known ones)."""
-    run_id, run_name, kg_id, config = named_or_latest(
-        store.conn, "dedup_runs", "id, name, kg_id, config", name, what="dedup run",
-        none_yet="no dedup runs yet (`workbench dedup run KG`)")
+    return _dedup_run(*named_or_latest(store.conn, "dedup_runs", "id, name, kg_id, config", name, what="dedup run",
+                                       none_yet="no dedup runs yet (`workbench dedup run KG`)"))
+
+
+def dedup_run_by_id(store: Store, run_id: int) -> DedupRun:
+    """The dedup run with this id (what pair labels refer to); NotFound when it is gone."""
+    row = store.conn.execute("SELECT id, name, kg_id, config FROM dedup_runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no dedup run with id {run_id} (deleted?)")
+    return _dedup_run(*row)
+
+
+def _dedup_run(run_id: int, run_name: str, kg_id: int, config: str) -> DedupRun:
     cfg = json.loads(config)
     cfg["modes"] = tuple(cfg["modes"])
     return DedupRun(run_id, run_name, kg_id, DedupConfig(**cfg))

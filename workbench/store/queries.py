@@ -115,13 +115,26 @@ def load_retrieval(store: Store, dataset_id: int, retriever: str) -> dict[int, l
         "SELECT sid, uids FROM retrievals WHERE dataset_id = ? AND retriever = ?", (dataset_id, retriever))}
 
 
+_RUN_SOURCE = "runs r JOIN datasets d ON d.id = r.dataset_id"
+_RUN_COLUMNS = "r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at"
+
+
+def _run(row: tuple) -> Run:
+    return Run(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7])
+
+
 def get_run(store: Store, name: str | None = None) -> Run:
     """The named run, or the most recent one when ``name`` is None."""
-    row = named_or_latest(
-        store.conn, "runs r JOIN datasets d ON d.id = r.dataset_id",
-        "r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at", name,
-        what="run", none_yet="no run yet: plan one with `workbench sweep`", alias="r.")
-    return Run(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7])
+    return _run(named_or_latest(store.conn, _RUN_SOURCE, _RUN_COLUMNS, name, what="run",
+                                none_yet="no run yet: plan one with `workbench sweep`", alias="r."))
+
+
+def run_by_id(store: Store, run_id: int) -> Run:
+    """The run with this id (what labels and other rows refer to); NotFound when it is gone."""
+    row = store.conn.execute(f"SELECT {_RUN_COLUMNS} FROM {_RUN_SOURCE} WHERE r.id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no run with id {run_id} (deleted?)")
+    return _run(row)
 
 
 def list_runs(store: Store) -> list[dict[str, Any]]:

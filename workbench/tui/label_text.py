@@ -7,7 +7,7 @@ from typing import Any
 from workbench.judges.cards import AnswerCard, ClaimCard, PairCard
 from workbench.judges.items import VOTE, JudgedItem
 from workbench.judges.report import METRIC, JudgeReport
-from workbench.tables import DASH, fmt_estimate
+from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.tui.markup import esc
 
 # What y and n mean for each kind.
@@ -15,10 +15,6 @@ ANSWERS = {"claims": ("supported", "unsupported"), "dedup": ("same entity", "dif
            "answers": ("correct", "wrong")}
 QUESTIONS = {"claims": "Supported by a unit shown to the model?", "dedup": "The same entity?",
              "answers": "Is the answer correct?"}
-
-
-def _rate(x) -> str:
-    return DASH if x is None else f"{x:.2f}"
 
 
 def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
@@ -37,11 +33,11 @@ def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
         a = j.agreement
         kappa = fmt_estimate(a.kappa, 2)
         if wide:
-            lines.append(f"{esc(j.judge):<{width}} κ {kappa} · acc {_rate(a.accuracy)} · judge+ "
-                         f"{_rate(a.judge_positive_rate)} human+ {_rate(a.human_positive_rate)} · n {a.n}")
+            lines.append(f"{esc(j.judge):<{width}} κ {kappa} · acc {fmt_number(a.accuracy, 2)} · judge+ "
+                         f"{fmt_number(a.judge_positive_rate, 2)} human+ {fmt_number(a.human_positive_rate, 2)} · n {a.n}")
         else:
-            lines += [f"[b]{esc(j.judge)}[/b] n {a.n} · acc {_rate(a.accuracy)}", f" κ {kappa}",
-                      f" judge+ {_rate(a.judge_positive_rate)} human+ {_rate(a.human_positive_rate)}"]
+            lines += [f"[b]{esc(j.judge)}[/b] n {a.n} · acc {fmt_number(a.accuracy, 2)}", f" κ {kappa}",
+                      f" judge+ {fmt_number(a.judge_positive_rate, 2)} human+ {fmt_number(a.human_positive_rate, 2)}"]
     # The vote for claims, every mode for dedup, the scorer for answers.
     shown = [e for e in report.estimates if report.kind != "claim" or e.judge == VOTE]
     metric = METRIC.get(report.kind, "")

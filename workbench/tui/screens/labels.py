@@ -80,9 +80,10 @@ def default_kind(store, run_name: str | None) -> str:
 
 
 def load_queue(store, kind: str | None, run_name: str | None, order: str, annotator: str,
-               skip: frozenset = frozenset(), window: int | None = None) -> QueueView:
+               skip: frozenset = frozenset(), window: int | None = None, pop: Population | None = None) -> QueueView:
     """The population of ``kind`` (None: the default kind) and the next ``window`` items of the annotator's
-    queue in ``order``, leaving out the keys in ``skip`` (skipped, labelled or already listed on screen)."""
+    queue in ``order``, leaving out the keys in ``skip`` (skipped, labelled or already listed on screen).
+    ``pop``: the population already read (the next window of the same queue), not read again."""
     kind = kind or default_kind(store, run_name)
     window = window or WINDOW
     if kind == "dedup":
@@ -97,7 +98,7 @@ def load_queue(store, kind: str | None, run_name: str | None, order: str, annota
             return QueueView(kind, None, order, empty="No run selected: open one in Runs (r, then enter).")
         run = run_name
     try:
-        pop = population(store, kind, run)
+        pop = pop if pop is not None else population(store, kind, run)
     except NotFound as exc:
         if kind == "claims":
             return QueueView(kind, run, order, empty=(
@@ -220,7 +221,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         self.extending = True
         listed = {item.key for item in self.items[self.pos:]}
         self.serial_write("queue-more", load_queue, self.view.kind, self.app.run_name, self.view.order,
-                          self.annotator, frozenset(self.skipped | self.done | listed))
+                          self.annotator, frozenset(self.skipped | self.done | listed), None, self.view.population)
 
     def _waiting(self) -> bool:
         """The next item is on its way: keys typed now wait for it (none is lost, none lands on the wrong item)."""
@@ -257,10 +258,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
             self.serial_done(what)
             self._extended(payload)
             self._replay()
-        elif what == "label":
-            self.serial_done(what)
-            self._schedule_report()
-        elif what == "undo":
+        elif what in ("label", "undo"):
             self.serial_done(what)
             self._schedule_report()
         elif what == "cards":
