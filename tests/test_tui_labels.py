@@ -179,6 +179,32 @@ async def test_forty_quick_keys_store_exactly_the_labels_pressed(claims_db, monk
                                         for k, (label, text) in expected.items()}
 
 
+async def test_a_second_annotator_sees_the_human_ceiling_in_the_report(claims_db):
+    """bo labelled the first four claims of the uniform queue (the same order for everyone); ana labels
+    them by keyboard, disagreeing once: the panel shows the two annotators' agreement, as judge report does."""
+    from workbench.store.labels import put_label
+
+    items = _queue(claims_db, "claims")[:4]
+    store = open_store(claims_db)
+    for item in items:
+        put_label(store, item.key, True, "bo", via="uniform", claim=item.text)
+    store.close()
+    app = WorkbenchApp(claims_db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_labels(pilot)
+        assert str(screen.current().key) == str(items[0].key)        # ana's queue starts where bo's did
+        for key in ("y", "y", "y", "n"):
+            await pilot.press(key)
+        await until_loaded(pilot, "labels")
+        store = open_store(claims_db)
+        ceiling = judge_report(store, "claims", "talk", resamples=1000).annotator_agreement
+        store.close()
+        assert [(p.a, p.b, p.agreement.n, p.agreement.accuracy) for p in ceiling] == [("ana", "bo", 4, 0.75)]
+        await wait_for(pilot, lambda: "annotators ana ~ bo" in _report(app), what="the annotators' line")
+        panel = _report(app)
+        assert f"κ {fmt_estimate(ceiling[0].agreement.kappa, 2)}" in panel and "agree 0.75" in panel
+
+
 async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_db):
     items = _queue(claims_db, "answers")
     app = WorkbenchApp(claims_db)

@@ -38,6 +38,14 @@ def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
         else:
             lines += [f"[b]{esc(j.judge)}[/b] n {a.n} · acc {fmt_number(a.accuracy, 2)}", f" κ {kappa}",
                       f" judge+ {fmt_number(a.judge_positive_rate, 2)} human+ {fmt_number(a.human_positive_rate, 2)}"]
+    for p in report.annotator_agreement:    # two or more annotators: the human ceiling
+        a = p.agreement
+        pair = f"{esc(p.a)} ~ {esc(p.b)}"
+        if wide:
+            lines.append(f"annotators {pair} κ {fmt_estimate(a.kappa, 2)} · agree {fmt_number(a.accuracy, 2)} · n {a.n}")
+        else:
+            lines += [f"[b]annotators[/b] {pair} n {a.n}", f" κ {fmt_estimate(a.kappa, 2)} · agree "
+                      f"{fmt_number(a.accuracy, 2)}"]
     # The vote for claims, every mode for dedup, the scorer for answers.
     shown = [e for e in report.estimates if report.kind != "claim" or e.judge == VOTE]
     metric = METRIC.get(report.kind, "")
