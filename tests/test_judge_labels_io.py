@@ -57,22 +57,23 @@ def templates(tmp_path_factory) -> tuple[Path, Path]:
             _build(tmp_path_factory.mktemp("shifted") / "wb.db", decoys=True))
 
 
+def _opened_copy(template: Path, directory: Path):
+    directory.mkdir()
+    store = open_store(copy_db(template, directory / "wb.db"))
+    yield store
+    store.close()
+
+
 @pytest.fixture
 def db(tmp_path, templates):
     """This test's copy of the first database, open."""
-    (tmp_path / "one").mkdir()
-    store = open_store(copy_db(templates[0], tmp_path / "one" / "wb.db"))
-    yield store
-    store.close()
+    yield from _opened_copy(templates[0], tmp_path / "one")
 
 
 @pytest.fixture
 def shifted(tmp_path, templates):
     """This test's copy of the second database (same names, other ids), open."""
-    (tmp_path / "two").mkdir()
-    store = open_store(copy_db(templates[1], tmp_path / "two" / "wb.db"))
-    yield store
-    store.close()
+    yield from _opened_copy(templates[1], tmp_path / "two")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
