@@ -62,6 +62,7 @@ test *args: install
 # Benchmarks of the performance targets (docs/design.md §10) (separate from tests); figures go in the README.
 bench: install
     "{{py}}" bench/bench_import.py
+    "{{py}}" bench/bench_import_ragchecker.py
     "{{py}}" bench/bench_ledger.py
     "{{py}}" bench/bench_coverage.py
     "{{py}}" bench/bench_incremental.py

@@ -1,10 +1,6 @@
 """No silent loss: every verb that deletes or replaces refuses without an explicit flag and,
-with it, says what went; exports never replace a link or a device; a corpus stays under its
-root; two imports of one name at once end in one dataset and a clear message.
-
-Device nodes are tested on private copies made with mknod in a temp dir (as root), so even a
-regression that replaced them could never touch the real ``/dev/null`` or ``/dev/full``;
-without root the real nodes are used, which an unprivileged process could not replace anyway.
+with it, says what went; exports never write through a link or into a device; a corpus stays
+under its root; two imports of one name at once end in one dataset and a clear message.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from conftest import REPO, SAMPLE_METAQA, write_jsonl
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.cli import main
 from workbench.data.corpus import import_corpus
-from workbench.data.exports import write_atomic
+from workbench.data.outfile import write_atomic
 from workbench.data.importer import ChangedMeanwhile, DatasetExists, import_dataset
 from workbench.data.predictions import import_predictions
 from workbench.errors import BadInput, EnvironmentFault
@@ -169,86 +165,35 @@ def test_deleting_a_run_returns_what_went_with_it(verified_run):
     assert store.count("events") == store.count("claim_runs") == 0
 
 
-# -- 3. export --out: links and devices ---------------------------------------------------------
+# -- 3. export --out: what the output guard refuses is tested verb by verb in test_output_guard.py -----
 @pytest.fixture
 def export_db(tiny_store):
     plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), name="s")
     return tiny_store.path
 
 
-def export_events(db: Path, out) -> int:
-    return run_cli("--db", db, "export", "events", "s", "--out", out, "--format", "csv")
+def export_events(db: Path, out, *extra: str) -> int:
+    return run_cli("--db", db, "export", "events", "s", "--out", out, "--format", "csv", *extra)
 
 
-@pytest.fixture
-def char_device(tmp_path):
-    """``make(name, minor)``: a character device of major 1 (null = 3, full = 7) that is safe to lose."""
-    def make(name: str, minor: int) -> Path:
-        private = tmp_path / name
-        try:
-            os.mknod(private, stat.S_IFCHR | 0o666, os.makedev(1, minor))
-            with open(private, "w"):   # a nodev mount refuses to open it
-                pass
-            return private
-        except PermissionError:
-            private.unlink(missing_ok=True)
-            if os.access("/dev", os.W_OK):
-                pytest.skip("cannot make a private device node, and /dev is writable: not risking the real one")
-            return Path("/dev") / name
-    return make
-
-
-def test_export_through_a_symlink_writes_its_target_and_keeps_the_link(export_db, tmp_path):
+def test_a_link_or_a_device_is_never_written_through_not_even_with_force(export_db, tmp_path, capsys):
     (tmp_path / "real").mkdir()
     link = tmp_path / "events.csv"
-    link.symlink_to(tmp_path / "real" / "events.csv")   # dangling until the export creates the target
-
-    assert export_events(export_db, link) == 0
-
-    assert link.is_symlink() and os.readlink(link) == str(tmp_path / "real" / "events.csv")
-    assert (tmp_path / "real" / "events.csv").read_text().startswith("sample_id,cell_id,")
-    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["events.csv"]   # no temp file left
-
-
-def test_export_to_the_null_device_writes_through_it(export_db, char_device, capsys):
-    null = char_device("null", 3)
-    assert export_events(export_db, null) == 0
-    assert stat.S_ISCHR(os.stat(null).st_mode)
-    assert "wrote " in capsys.readouterr().out
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    link.symlink_to(tmp_path / "real" / "events.csv")   # dangling: an export would once have created it
+    assert export_events(export_db, link, "--force") == 2
+    assert link.is_symlink() and not (tmp_path / "real" / "events.csv").exists()
+    assert export_events(export_db, "/dev/full", "--force") == 2
+    assert "is a character device" in capsys.readouterr().err
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
-def test_export_to_a_full_device_is_one_error_line_exit_1_and_the_device_stays(export_db, char_device, capsys):
-    full = char_device("full", 7)
-    capsys.readouterr()
-
-    assert export_events(export_db, full) == 1
-
-    err = capsys.readouterr().err
-    assert err == f"error: cannot write {full}: No space left on device\n"
-    assert stat.S_ISCHR(os.stat(full).st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)
-
-
-def test_export_into_a_fifo_feeds_its_reader(export_db, tmp_path):
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    received: list[str] = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
-    reader.start()
-
-    assert export_events(export_db, fifo) == 0
-
-    reader.join(timeout=10)
-    assert received and received[0].splitlines()[0].startswith("sample_id,cell_id,")
-    assert len(received[0].splitlines()) == 4 and stat.S_ISFIFO(os.stat(fifo).st_mode)
-
-
-def test_an_existing_export_keeps_its_permissions_and_a_directory_is_refused(export_db, tmp_path, capsys):
+def test_an_existing_export_is_replaced_only_with_force_and_keeps_its_permissions(export_db, tmp_path, capsys):
     out = tmp_path / "events.csv"
     out.write_text("old\n")
     out.chmod(0o644)
-    assert export_events(export_db, out) == 0
-    assert stat.S_IMODE(out.stat().st_mode) == 0o644 and out.read_text() != "old\n"
+    assert export_events(export_db, out) == 2 and out.read_text() == "old\n"
+    assert export_events(export_db, out, "--force") == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644 and out.read_text().startswith("sample_id,cell_id,")
     assert export_events(export_db, tmp_path) == 2
     assert "is a directory" in capsys.readouterr().err
 

@@ -6,6 +6,7 @@ import sys
 import time
 
 from workbench.models import slot as model_slot
+from workbench.terminal import write_control
 
 
 class ProgressBar:
@@ -25,7 +26,8 @@ class ProgressBar:
         count from when this process took the slot.
         """
         self._waited = True
-        self.stream.write(("\r" if self.tty else "") + f"{self.label}: {message}" + ("" if self.tty else "\n"))
+        self._return()
+        self.stream.write(f"{self.label}: {message}" + ("" if self.tty else "\n"))
         self.stream.flush()
 
     def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "", *,
@@ -41,7 +43,7 @@ class ProgressBar:
             self._waited, self.last = False, 0.0
             self.start = max(self.start, min(model_slot.taken_at() or self.start, now))
             if self.tty:
-                self.stream.write("\r\x1b[K")
+                write_control(self.stream, "\r\x1b[K")
         if done < total and now - self.last < (0.1 if self.tty else 5.0):
             return
         self.last = now
@@ -54,8 +56,14 @@ class ProgressBar:
         tok = f" {tokens / elapsed:,.1f} tok/s" if tokens is not None else ""
         line = f"{self.label} [{bar}] {shown}/{of} {rate:,.1f}/s{tok} ETA {_eta(eta)}{extra}"
         end = "\n" if done >= total or not self.tty else ""
-        self.stream.write(("\r" if self.tty else "") + line + end)
+        self._return()
+        self.stream.write(line + end)
         self.stream.flush()
+
+    def _return(self) -> None:
+        """Back to the start of the line on a terminal: the bar is redrawn in place."""
+        if self.tty:
+            write_control(self.stream, "\r")
 
 
 def _eta(seconds: float) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import io
 import sys
 
-from workbench.cli.common import SharedParents
+from workbench.cli.common import SharedParents, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import store_of, write_out
+from workbench.terminal import raw_stream
 
 
 def cmd_prompts_export(args) -> int:
@@ -19,12 +20,12 @@ def cmd_prompts_export(args) -> int:
     store = store_of(args)
     run = get_run(store, args.run)
     if str(args.out) == "-":
-        count = export_prompts(store, run, sys.stdout)
+        count = export_prompts(store, run, raw_stream(sys.stdout))
         print(f"{count:,} prompts", file=sys.stderr)
         return OK
     buf = io.StringIO()
     count = export_prompts(store, run, buf)
-    write_out(args.out, buf.getvalue(), f"{count:,} prompts of run {run.name}")
+    write_out(args.out, buf.getvalue(), f"{count:,} prompts of run {run.name}", force=args.force)
     return OK
 
 
@@ -52,7 +53,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("export", parents=[parents.db],
                         help="write the exact prompt of every (sample, cell) as JSONL")
     q.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    add_out(q, "JSONL file to write, or - for stdout")
     q.set_defaults(func=cmd_prompts_export, readonly=True)
 
     p = subparsers.add_parser("predictions", parents=[parents.db], help="bring-your-own generator: import predictions")

@@ -38,6 +38,21 @@ def add_json(parser: argparse.ArgumentParser, help: str | None = JSON_HELP) -> N
     parser.add_argument("--json", action="store_true", help=help)
 
 
+FORCE_HELP = "replace FILE if it exists (atomically, by rename); without --force an existing file is refused"
+
+
+def add_out(parser: argparse.ArgumentParser, help: str, *, required: bool = True, metavar: str = "FILE") -> None:
+    """``--out FILE`` and ``--force``: a file the verb writes, guarded by ``workbench.data.outfile``.
+
+    ``main`` checks the target before the verb does any work (the open database, any SQLite
+    file, a link, a directory or device, an existing file without ``--force`` are refused);
+    the write checks it again and renames a finished temp file over it.
+    """
+    parser.add_argument("--out", required=required, metavar=metavar, help=help)
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+    parser.set_defaults(out_target="file")
+
+
 def add_resamples(parser: argparse.ArgumentParser, help: str | None = "bootstrap resamples (default 2000)") -> None:
     """``--resamples``: how many bootstrap resamples an interval is drawn from."""
     parser.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help=help)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 from workbench.cli.common import SCORES, SharedParents, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, list_rows, say_dataset_replaced, store_of
-from workbench.cli.types import chosen_name
+from workbench.cli.types import chosen_name, name_or_path
 
 
 def cmd_import(args) -> int:
@@ -23,7 +22,7 @@ def cmd_import(args) -> int:
 
         raise BadInput("--score goes with --from ragchecker (a dataset directory holds no predictions)")
     store = store_of(args)
-    dataset = args.name or Path(args.directory).resolve().name
+    dataset = name_or_path(args.name, args.directory, "dataset")
     report = import_dataset(store, args.directory, dataset, strict=args.strict, replace=args.replace)
     verb = _say_import(args, report)
     if verb is None:
@@ -54,7 +53,7 @@ def _import_ragchecker(args) -> int:
 
         raise BadInput("--strict is about a dataset directory's kb.jsonl; RAGChecker's JSON has no KB")
     store = store_of(args)
-    name = args.name or Path(args.directory).stem
+    name = name_or_path(args.name, args.directory, "dataset", stem=True)
     report = import_ragchecker(store, args.directory, name, score=args.score or DEFAULT_SCORE, replace=args.replace)
     verb = _say_import(args, report)
     if verb is None:

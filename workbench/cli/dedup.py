@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from functools import partial
-from pathlib import Path
 
 from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import MAX_CHARS, chosen_name, count, number
+from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number
 from workbench.tables import fmt_estimate, table
 
 
@@ -18,7 +17,7 @@ def cmd_dedup_import(args) -> int:
     """Import a KG directory: triples, chunks and gold clusters."""
     from workbench.kg.importer import import_kg
 
-    name = args.name or Path(args.directory).resolve().name
+    name = name_or_path(args.name, args.directory, "KG")
     report = import_kg(store_of(args), args.directory, name, replace=args.replace)
     if report.replaced is not None:
         from workbench.kg.importer import describe_kg_contents
@@ -142,7 +141,7 @@ def cmd_dedup_export(args) -> int:
     """Write the deduplicated KG, the alias map and the merges with provenance."""
     from workbench.kg.merges import export_kg
 
-    result = export_kg(store_of(args), args.run, args.mode, args.out, threshold=args.threshold)
+    result = export_kg(store_of(args), args.run, args.mode, args.out, threshold=args.threshold, force=args.force)
     if args.json:
         emit_json(result)
     else:
@@ -218,6 +217,9 @@ def register(subparsers, parents: SharedParents) -> None:
                         help="write the deduplicated KG, the alias map and the merges with provenance")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--mode", default="graph+text", help="whose merges (default graph+text)")
-    q.add_argument("--out", required=True, help="output directory")
+    q.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory (created if missing; never the KG's own source directory)")
+    q.add_argument("--force", action="store_true",
+                   help="replace kb.jsonl, aliases.jsonl and merges.jsonl in DIR if they exist (atomically)")
     add_json(q)
     q.set_defaults(func=cmd_dedup_export, readonly=True)

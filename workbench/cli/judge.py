@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, store_of
 from workbench.cli.types import INT64_MAX, count, number
@@ -111,7 +111,7 @@ def cmd_labels_export(args) -> int:
     from workbench.data.labels import export_labels
 
     kinds = None if args.kind is None else [args.kind]
-    n = export_labels(store_of(args), args.out, kinds=kinds, run=args.run)
+    n = export_labels(store_of(args), args.out, kinds=kinds, run=args.run, force=args.force)
     print(f"wrote {n:,} labels to {args.out}", file=sys.stderr)
     return OK
 
@@ -175,7 +175,7 @@ def register(subparsers, parents: SharedParents) -> None:
     lsub = q.add_subparsers(dest="labels_verb", metavar="ACTION", required=True)
     e = lsub.add_parser("export", parents=[parents.db], epilog=LABELS_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter, help="write labels as JSON Lines")
-    e.add_argument("--out", required=True, help="the JSONL file to write")
+    add_out(e, "the JSONL file to write")
     e.add_argument("--kind", choices=("claim", "dedup_pair", "answer"), help="only this kind of label")
     e.add_argument("--run", help="only the labels of this run (or dedup run)")
     e.set_defaults(func=cmd_labels_export, readonly=True)

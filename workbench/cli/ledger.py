@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli.common import SCORES, SharedParents, add_bootstrap
+from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import FAILURE, OK
-from workbench.cli.shared import emit_json, store_of, write_out, write_out_bytes
+from workbench.cli.shared import emit_json, store_of, write_out
+from workbench.terminal import raw_stream, write_control
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
@@ -107,7 +108,9 @@ def cmd_plot(args) -> int:
     if args.out and plots.image_format(args.out):
         _write_image(args, report)
     elif args.out:
-        write_out(args.out, plots.file_text(figure, args.out), "the plot")
+        write_out(args.out, plots.file_text(figure, args.out), "the plot", force=args.force)
+    elif colors:
+        write_control(sys.stdout, figure + "\n")   # plotext's colours: the terminal is to obey them
     else:
         print(figure)
     return OK
@@ -125,7 +128,7 @@ def _write_image(args, report) -> None:
         formats = list(dict.fromkeys(r["format"] for r in report.rows))
         fig = figures.main_figure(report.rows, budget=args.budget or budgets[-1],
                                   fmt=args.format or ("linear" if "linear" in formats else formats[0]))
-    write_out_bytes(args.out, figures.image_bytes(fig, fmt), f"the plot ({fmt})")
+    write_out(args.out, figures.image_bytes(fig, fmt), f"the plot ({fmt})", force=args.force)
 
 
 EXPORT_EPILOG = """\
@@ -146,7 +149,8 @@ and JSONL exports. The file is written to a temp file beside it and renamed over
 def cmd_export(args) -> int:
     """Write a run's events, ledger, one cell's samples or its verified claims as CSV, JSONL or Parquet."""
     from workbench.analysis.export import ExportOptions, check_export, export_parquet, export_records
-    from workbench.data.exports import parquet_chunks, render, write_atomic
+    from workbench.data.exports import parquet_chunks, render
+    from workbench.data.outfile import write_atomic
     from workbench.store.queries import get_run
 
     store = store_of(args)
@@ -159,11 +163,11 @@ def cmd_export(args) -> int:
     chunks = (parquet_chunks(*export_parquet(store, args.what, run, options)) if fmt == "parquet"
               else render(export_records(store, args.what, run, options), fmt))
     if str(args.out) == "-":
-        out = sys.stdout.buffer if fmt == "parquet" else sys.stdout
+        out = raw_stream(sys.stdout).buffer if fmt == "parquet" else raw_stream(sys.stdout)
         for chunk in chunks:
             out.write(chunk)
         return OK
-    size = write_atomic(args.out, chunks)
+    size = write_atomic(args.out, chunks, force=args.force)
     print(f"wrote {args.out} ({size:,} bytes, {fmt})")
     return OK
 
@@ -205,9 +209,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
     p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
     p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
-    p.add_argument("--out", help="write to a file instead (atomically): .svg or .png as an image drawn with "
-                                 "matplotlib (with the 95%% CIs as error bars), .html or .htm as a standalone page, "
-                                 "anything else as plain text (no terminal colours)")
+    add_out(p, "write to a file instead (atomically): .svg or .png as an image drawn with matplotlib (with the "
+               "95%% CIs as error bars), .html or .htm as a standalone page, anything else as plain text (no "
+               "terminal colours)", required=False)
     p.add_argument("--width", type=count(30, 1000), default=78, help="columns (default 78)")
     p.add_argument("--height", type=count(8, 500), default=20, help="rows (default 20)")
     p.set_defaults(func=cmd_plot, readonly=True)
@@ -218,7 +222,7 @@ def register(subparsers, parents: SharedParents) -> None:
                                    "or Parquet")
     p.add_argument("what", choices=("events", "ledger", "samples", "claims"))
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    p.add_argument("--out", required=True, help="file to write, or - for stdout")
+    add_out(p, "file to write, or - for stdout")
     p.add_argument("--format", choices=("csv", "jsonl", "parquet"),
                    help="default: from the file extension (.csv, .parquet, .pq), else jsonl")
     p.add_argument("--cell", help="samples: the cell (default: the run's first)")

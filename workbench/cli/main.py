@@ -13,6 +13,7 @@ from typing import Sequence
 from workbench.cli import byo, claims, compare, data, dedup, judge, ledger, report, retrieval, runs, searchain, triage, tui
 from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
+from workbench.terminal import EscapingStream
 
 DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
                "(retrieval, the prompt interface, reasoning). The same verbs as the TUI, for\n"
@@ -44,11 +45,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``workbench`` script; no verb opens the TUI."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``workbench`` script; no verb opens the TUI.
+
+    Everything a verb prints goes through :class:`~workbench.terminal.EscapingStream`: a
+    control character from the data (a name, a question, a model's answer) is shown as
+    ``\\u001b``, never obeyed by the terminal. The TUI draws on its own (and escapes too).
+    """
+    out, err = sys.stdout, sys.stderr
+    if not isinstance(out, EscapingStream):
+        sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
+    try:
+        return _run(build_parser().parse_args(argv))
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.verb is None:
         args.func = tui.cmd_tui
     try:
+        if getattr(args, "out_target", None) == "file" and args.out not in (None, "-"):
+            # Before any work, so a refused --out costs nothing (the write checks it again). Loaded
+            # here, as the handlers load theirs: `workbench --help` needs no store.
+            from workbench.data.outfile import check_target
+            from workbench.store.db import default_db_path
+
+            check_target(args.out, force=args.force, database=getattr(args, "db", None) or default_db_path())
         return args.func(args)
     except BrokenPipeError:
         return OK

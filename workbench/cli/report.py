@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import SharedParents, add_bootstrap
+from workbench.cli.common import SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import store_of, write_out
 from workbench.cli.types import count
@@ -32,7 +32,7 @@ def cmd_report(args) -> int:
     options = ReportOptions(resamples=args.resamples, seed=args.seed, cases=args.cases,
                             exclude_tags=tuple(args.exclude_tag or ()))
     page = build_report(store, run, compare_with=args.compare, options=options)
-    write_out(args.out, page, f"the report of run {run.name}")
+    write_out(args.out, page, f"the report of run {run.name}", force=args.force)
     return OK
 
 
@@ -42,7 +42,7 @@ def register(subparsers, parents: SharedParents) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               help="write one self-contained HTML report of a run (opens offline)")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    p.add_argument("--out", required=True, help="the HTML file to write (atomically), or - for stdout")
+    add_out(p, "the HTML file to write (atomically), or - for stdout")
     p.add_argument("--compare", metavar="RUN_B", help="add the comparison of RUN_B against this run")
     p.add_argument("--cases", type=count(0, 1000), default=3, metavar="N",
                    help="cases shown per quadrant (dissipation, leakage, interface; default 3)")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import io
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
-from workbench.cli.common import SharedParents, add_json, add_resamples
+from workbench.cli.common import SharedParents, add_json, add_resamples, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, say_dataset_replaced, store_of, write_out
-from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts
+from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts, name_or_path
 from workbench.tables import fmt_estimate, table
 
 
@@ -21,7 +20,7 @@ def cmd_corpus_import(args) -> int:
 
     config = ChunkConfig(by=args.chunk_by, max_chars=args.max_chars, overlap=args.overlap,
                          category_depth=args.category_depth)
-    dataset = args.name or Path(args.directory).resolve().name
+    dataset = name_or_path(args.name, args.directory, "dataset")
     report = import_corpus(store_of(args), args.directory, dataset, config, replace=args.replace)
     # Skipped links and a replacement are said on stderr even with --json (which also holds them).
     for link in report.skipped_links:
@@ -67,7 +66,7 @@ def cmd_retrieval_export(args) -> int:
 
     buf = io.StringIO()
     rows = export_retrieval(store_of(args), buf, args.dataset, args.retriever)
-    write_out(args.out, buf.getvalue(), f"{rows:,} retrieval rows")
+    write_out(args.out, buf.getvalue(), f"{rows:,} retrieval rows", force=args.force)
     return OK
 
 
@@ -125,8 +124,10 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--name", type=chosen_name, help="dataset name (default: the directory name)")
     q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
     q.add_argument("--max-chars", type=count(20, MAX_CHARS), default=500, help="chunk size cap in characters (default 500)")
-    q.add_argument("--overlap", type=int, default=50, help="characters repeated between size-cut chunks")
-    q.add_argument("--category-depth", type=int, default=2, help="folder level that names the category")
+    q.add_argument("--overlap", type=count(0, MAX_CHARS), default=50,
+                   help="characters repeated between size-cut chunks (default 50; less than --max-chars)")
+    q.add_argument("--category-depth", type=count(1, 1000), default=2,
+                   help="folder level that names the category (default 2; 1 = the top folder)")
     q.add_argument("--replace", action="store_true",
                    help="replace a dataset of that name holding other content (its runs are deleted with it)")
     add_json(q, help=None)
@@ -158,7 +159,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("export", parents=[parents.db], help="write retrieval results as retrieval.jsonl")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--retriever", help="only this retriever (default: all)")
-    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    add_out(q, "JSONL file to write, or - for stdout")
     q.set_defaults(func=cmd_retrieval_export, readonly=True)
 
     p = subparsers.add_parser("questions", parents=[parents.db], help="generate questions for a Markdown corpus")

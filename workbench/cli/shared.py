@@ -9,6 +9,7 @@ from dataclasses import asdict, is_dataclass
 from typing import Callable
 
 from workbench.cli.exit_codes import OK, STOPPED
+from workbench.terminal import raw_stream
 
 
 def store_of(args):
@@ -40,25 +41,19 @@ def emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
-def write_out(out: str, text: str, what: str) -> None:
-    """Write ``text`` to exactly the path the user named (atomically), or to stdout for ``-``."""
-    from workbench.data.exports import write_atomic
+def write_out(out: str, content: str | bytes, what: str, *, force: bool = False) -> None:
+    """Write ``content`` to exactly the path the user named (atomically), or to stdout for ``-``.
+
+    On stdout the content is the file's, byte for byte (nothing escaped); a file goes through
+    :func:`workbench.data.outfile.write_atomic`'s guard (``force`` replaces an existing one).
+    """
+    from workbench.data.outfile import write_atomic
 
     if str(out) == "-":
-        sys.stdout.write(text)
+        stdout = raw_stream(sys.stdout)
+        stdout.buffer.write(content) if isinstance(content, bytes) else stdout.write(content)
     else:
-        write_atomic(out, [text])
-        print(f"wrote {what} to {out}")
-
-
-def write_out_bytes(out: str, data: bytes, what: str) -> None:
-    """Write a binary file (an image) to exactly the path the user named (atomically), or to stdout for ``-``."""
-    from workbench.data.exports import write_atomic
-
-    if str(out) == "-":
-        sys.stdout.buffer.write(data)
-    else:
-        write_atomic(out, [data])
+        write_atomic(out, [content], force=force)
         print(f"wrote {what} to {out}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from workbench.cli.common import SharedParents
+from workbench.cli.common import SharedParents, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import store_of, write_out
 
@@ -34,7 +34,7 @@ def cmd_tags_export(args) -> int:
     ds = get_dataset(store, args.dataset)
     buf = io.StringIO()
     count = export_tagged(store, ds.id, buf, args.tag)
-    write_out(args.out, buf.getvalue(), f"{count:,} tagged samples")
+    write_out(args.out, buf.getvalue(), f"{count:,} tagged samples", force=args.force)
     return OK
 
 
@@ -52,5 +52,5 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("export", parents=[parents.db], help="write tagged samples (with tags and notes) as JSONL")
     q.add_argument("--dataset", help="dataset name (default: the most recent import)")
     q.add_argument("--tag", action="append", help="only samples with this tag (repeatable)")
-    q.add_argument("--out", required=True, help="JSONL file to write, or - for stdout")
+    add_out(q, "JSONL file to write, or - for stdout")
     q.set_defaults(func=cmd_tags_export, readonly=True)

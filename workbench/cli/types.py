@@ -8,6 +8,7 @@ argparse reports an ``ArgumentTypeError`` as one line naming the flag
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Callable
 
 from workbench.data.fields import check_name
@@ -31,6 +32,23 @@ def chosen_name(text: str) -> str:
         return check_name(text)
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def name_or_path(name: str | None, path: str, what: str, *, stem: bool = False) -> str:
+    """``--name``, else the directory's name (the file's stem with ``stem``), checked as ``--name`` is.
+
+    A name taken from a path obeys the same rules as one typed: a directory named with a
+    newline or an escape sequence is refused, with the way out (``--name``).
+    """
+    if name is not None:
+        return name
+    p = Path(path)
+    derived = p.stem if stem else p.resolve().name
+    source = "file name" if stem else "directory name"
+    try:
+        return check_name(derived, f"the {source}, taken as the {what} name,")
+    except BadInput as exc:
+        raise BadInput(f"{exc}; choose a name with --name") from None
 
 
 def comma_separated(text: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from workbench.data.fields import check_name
 from workbench.data.importer import claim_dataset_name, count_noun, name_taken
 from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
@@ -41,6 +42,9 @@ class ChunkConfig:
             raise ValueError(f"--chunk-by: {self.by!r} is not heading or size")
         if self.max_chars < 20 or not 0 <= self.overlap < self.max_chars:
             raise ValueError("--max-chars must be ≥ 20 and --overlap in [0, max-chars)")
+        if self.category_depth < 1:
+            raise ValueError(f"--category-depth must be ≥ 1 (the folder level that names the category), "
+                             f"got {self.category_depth}")
 
 
 @dataclass
@@ -96,6 +100,10 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
         if not path.is_file():
             continue
         rel = path.relative_to(root).as_posix()
+        if not _utf8(rel):
+            # os.walk decodes such bytes to lone surrogates, which a document id cannot hold.
+            unreadable.append(f"{rel}: its name is not UTF-8 (rename the file)")
+            continue
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -107,6 +115,14 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
         heading = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), None)
         docs.append(Document(rel, path.stem, heading, category, text))
     return docs, unreadable, sorted(outside)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _inside(link: Path, real_root: Path) -> bool:
@@ -150,6 +166,7 @@ def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig
     A dataset of that name holding anything else raises :class:`DatasetExists` unless
     ``replace``, which deletes it (with its runs) in the import's transaction.
     """
+    check_name(name, "dataset name")
     config = config or ChunkConfig()
     config.validate()
     root = Path(root)

@@ -1,7 +1,6 @@
-"""Exports of events and ledgers as CSV, JSONL or Parquet, written only to the path the user named.
+"""Exports of events and ledgers as CSV, JSONL or Parquet records.
 
-Writing never replaces what the user did not name: a symbolic link keeps pointing where it
-did (its target gets the export), and a device or FIFO is written through, not swapped.
+Where they are written is :mod:`workbench.data.outfile`'s to decide (``write_atomic``).
 """
 
 from __future__ import annotations
@@ -9,21 +8,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import stat
-import tempfile
 from dataclasses import asdict, is_dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from workbench.errors import BadInput, EnvironmentFault
 from workbench.store.db import Store
 from workbench.store.queries import Run
 
 if TYPE_CHECKING:  # pyarrow loads only for an events or Parquet export, not for every file written here
     import pyarrow as pa
 
-__all__ = ["event_records", "ledger_records", "flatten", "render", "parquet_chunks", "write_atomic"]
+__all__ = ["event_records", "ledger_records", "flatten", "render", "parquet_chunks"]
 
 
 def event_records(store: Store, run: Run) -> Iterable[dict[str, Any]]:
@@ -102,7 +96,7 @@ def render(records: Iterable[dict[str, Any]], fmt: str) -> Iterable[str]:
 
 
 def parquet_chunks(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
-    """A Parquet file of ``batches`` (all of ``schema``) as byte chunks, for :func:`write_atomic`.
+    """A Parquet file of ``batches`` (all of ``schema``) as byte chunks, for :func:`workbench.data.outfile.write_atomic`.
 
     One row group per batch, handed on as soon as it is encoded, so the encoded file is
     never held whole. The columns are plain and typed, with nulls where values
@@ -144,74 +138,3 @@ class _Collect(io.RawIOBase):
     def take(self) -> bytes:
         out, self._parts = b"".join(self._parts), []
         return out
-
-
-def write_atomic(path: str | Path, chunks: Iterable[str | bytes]) -> int:
-    """Write ``chunks`` (text as UTF-8, or bytes) to exactly ``path``; return the bytes written.
-
-    A regular file (new or existing) is written to a temp file in its directory and renamed
-    over it, keeping an existing file's permissions: a reader never sees half a file. A
-    symbolic link is followed and its target written the same way: the link stays. Anything
-    else that exists there (``/dev/null``, a FIFO, a terminal) is written through, never
-    replaced. A directory, or a missing parent directory, is :class:`BadInput`; a failed write
-    (a full disk, ``/dev/full``, no permission) is one :class:`EnvironmentFault` line.
-    """
-    target = Path(os.path.realpath(path))
-    try:
-        st = target.stat()
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{path}: is a directory; name the file to write")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        return _write_through(path, chunks)
-    if not target.parent.is_dir():
-        where = Path(path).parent if Path(path).parent.resolve() == target.parent else target.parent
-        raise BadInput(f"{where}: directory does not exist")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        # mkstemp makes the file 0600; the file should look as any other the user writes.
-        os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as fh:
-            size = _write_chunks(fh, chunks)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}; nothing was written") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-    return size
-
-
-def _write_chunks(fh, chunks: Iterable[str | bytes]) -> int:
-    """Write text (as UTF-8) or bytes chunks to a binary file; return the bytes written."""
-    size = 0
-    for chunk in chunks:
-        data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
-        fh.write(data)
-        size += len(data)
-    return size
-
-
-def _write_through(path: str | Path, chunks: Iterable[str | bytes]) -> int:
-    """Write into an existing non-regular file (a device, a FIFO) as it is: it cannot be swapped."""
-    try:
-        with open(path, "wb") as fh:
-            size = _write_chunks(fh, chunks)
-    except OSError as exc:
-        raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
-    return size
-
-
-def _current_umask() -> int:
-    # Read once at import: os.umask can only be read by setting it, which races with threads.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _current_umask()

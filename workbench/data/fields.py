@@ -99,6 +99,17 @@ def check_required(log, file: str, line: int, rec: dict, specs) -> bool:
     return ok
 
 
+def check_label_name(value: Any) -> Finding:
+    """A name read from a file (a retriever, an annotator): a string under :func:`check_name`'s rules."""
+    if found := check_str(value):
+        return found
+    try:
+        check_name(value)
+    except BadInput as exc:
+        return "", str(exc)
+    return None
+
+
 def check_name(value: str, what: str = "name") -> str:
     """Return ``value`` if it can name a dataset, run or KG, else raise :class:`BadInput`.
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workbench.data.errors import ProblemLog
-from workbench.data.fields import check_list, check_object, check_required, check_score, check_str, check_str_list, check_triple
+from workbench.data.fields import (check_label_name, check_list, check_name, check_object, check_required, check_score,
+                                   check_str, check_str_list, check_triple)
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text, triple_key
@@ -126,6 +128,12 @@ def check_directory(directory: str | Path) -> Path:
     for required in FILES[:2]:
         if not (directory / required).is_file():
             raise ValueError(f"{directory / required}: not found (a dataset directory holds {', '.join(FILES)})")
+    for fname in FILES:
+        # As a corpus import does: what is imported lies in the directory named (a link within it is fine).
+        path = directory / fname
+        if path.is_symlink() and not path.resolve().is_relative_to(directory.resolve()):
+            raise BadInput(f"{path}: is a symbolic link to {os.readlink(path)}, outside {directory}; an import "
+                           "reads only the directory's own files (copy the file in)")
     return directory
 
 
@@ -141,6 +149,7 @@ def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bo
     other content (and :class:`ChangedMeanwhile` when another process took the name while
     this one read its files), with nothing written.
     """
+    check_name(name, "dataset name")
     directory = check_directory(directory)
     paths = [directory / f for f in FILES if (directory / f).is_file()]
     sha = content_sha256(paths)
@@ -245,6 +254,9 @@ class _Importer:
         fname = self.display("kb.jsonl")
         for lineno, rec in read_jsonl(self.dir / "kb.jsonl", self.log, display=fname):
             kind = "triple" if "triple" in rec else "chunk" if ("chunk_id" in rec or "text" in rec) else None
+            if "triple" in rec and "chunk_id" in rec:
+                self.log.add(fname, lineno, "$", "both triple and chunk_id: a KB line is one unit, a triple or a chunk")
+                continue
             if kind is None:
                 self.log.add(fname, lineno, "$", 'expected {"triple": [h, r, t]} or {"chunk_id", "doc_id", "text"}')
                 continue
@@ -396,7 +408,7 @@ class _Importer:
 
     def _retrieval_row(self, rec: dict, fname: str, lineno: int, sids: dict, seen: dict) -> tuple | None:
         ok = check_required(self.log, fname, lineno, rec, (
-            ("sample_id", check_str), ("retriever", check_str), ("results", check_list)))
+            ("sample_id", check_str), ("retriever", check_label_name), ("results", check_list)))
         if not ok:
             return None
         sample_id, retriever = rec["sample_id"], rec["retriever"]
@@ -414,6 +426,11 @@ class _Importer:
             base = f"$.results[{j}]"
             if found := check_object(res):
                 self.log.add(fname, lineno, base, found[1])
+                ok = False
+                continue
+            if "triple" in res and "chunk_id" in res:
+                self.log.add(fname, lineno, base, f"both triple and chunk_id: a result names one unit (this dataset's "
+                                                  f"units are {self.kind}s: {unit_field})")
                 ok = False
                 continue
             if unit_field not in res:

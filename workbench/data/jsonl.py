@@ -10,6 +10,9 @@ Each line is decoded strictly: an object may not repeat a key (``json`` would ke
 one silently), a string may not hold a lone surrogate (``\\ud800`` parses, then cannot be
 stored as UTF-8), and nesting deeper than ``MAX_DEPTH`` levels is refused (deep enough
 nesting exhausts Python's stack in the parser, and in anything that walks the value later).
+Numbers must be storable as they are: an integer within SQLite's 64-bit range, a float that
+is finite (``1e309`` would be infinity); ``NaN`` and ``Infinity``, which Python's parser
+accepts, are not JSON and are refused.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ _TOKEN = re.compile(_STRING + r'|[\[\]{},:]')
 _STRING_OR_NOT_BRACKET = re.compile(_STRING + r'|[^\[\]{}]+')
 _INNERMOST = re.compile(r"\[\]|\{\}")
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> Iterator[tuple[int, Any]]:
@@ -116,15 +120,79 @@ def decode_record(text: str) -> Any:
                 seen.add(key)
         return obj
 
+    unstorable: list[_Unstorable] = []
+
+    def checked(parse):
+        def hook(token: str):
+            value = parse(token)
+            if isinstance(value, _Unstorable):
+                unstorable.append(value)
+            return value
+        return hook
+
     try:
-        obj = json.loads(text, object_pairs_hook=keep_pairs)
+        obj = json.loads(text, object_pairs_hook=keep_pairs, parse_int=checked(_parse_int),
+                         parse_float=checked(_parse_float), parse_constant=checked(_parse_constant))
     except RecursionError:
         raise RecordRefused(_deep_field(text), f"nested deeper than {MAX_DEPTH} levels") from None
     # The walk (in Python) only runs to name the place of a problem found at C speed.
     strings = _SURROGATE_ESCAPE.search(text) is not None
-    if duplicates or strings or _deeper_than(text, MAX_DEPTH):
-        _check_tree(obj, duplicates, strings=strings)
+    if duplicates or strings or unstorable or _too_deep(text, obj):
+        _check_tree(obj, duplicates, strings=strings, numbers=bool(unstorable))
     return obj
+
+
+class _Unstorable:
+    """What the checking hooks put in place of a number that cannot be stored; the walk finds it."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _parse_int(text: str) -> int | _Unstorable:
+    digits = len(text) - text.startswith("-")
+    # Past 19 digits it cannot fit, and int() of 4,300+ digits raises: count before converting.
+    value = int(text) if digits <= 19 else None
+    if value is None or not INT_MIN <= value <= INT_MAX:
+        shown = text if digits <= 24 else f"{text[:12]}… ({digits:,} digits)"
+        return _Unstorable(f"integer {shown} is out of range (a 64-bit integer: -2^63 to 2^63-1)")
+    return value
+
+
+def _parse_float(text: str) -> float | _Unstorable:
+    value = float(text)
+    if value - value != 0.0:    # inf or nan (a literal too large for a double parses as inf)
+        shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text):,} characters)"
+        return _Unstorable(f"number {shown} is out of range (a finite 64-bit float)")
+    return value
+
+
+def _parse_constant(name: str) -> _Unstorable:
+    return _Unstorable(f"{name} is not a JSON number (a finite number or null)")
+
+
+def _too_deep(text: str, obj: Any) -> bool:
+    """Whether ``obj`` (parsed from ``text``) nests deeper than ``MAX_DEPTH``.
+
+    A line is checked on its text at C speed (:func:`_deeper_than`); a whole document (a
+    RAGChecker file of 100 MB) by walking its containers, which costs less than rewriting
+    its text.
+    """
+    if len(text) < _WALK_ABOVE:
+        return _deeper_than(text, MAX_DEPTH)
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+_WALK_ABOVE = 1 << 20
 
 
 def _deeper_than(text: str, limit: int) -> bool:
@@ -144,13 +212,16 @@ def _deeper_than(text: str, limit: int) -> bool:
     return bool(brackets)
 
 
-def _check_tree(root: Any, duplicates: dict[int, tuple[str, dict]], *, strings: bool) -> None:
+def _check_tree(root: Any, duplicates: dict[int, tuple[str, dict]], *, strings: bool, numbers: bool = False) -> None:
     """Walk a parsed value without recursion; raise at the first refused place.
 
-    Strings are looked at only when ``strings`` (the text held a surrogate escape).
+    Strings are looked at only when ``strings`` (the text held a surrogate escape), numbers
+    only when ``numbers`` (the text was parsed with the checking hooks).
     """
     if strings and isinstance(root, str):
         _check_text(root, "$")
+    if isinstance(root, _Unstorable):
+        raise RecordRefused("$", root.reason)
     stack: list[tuple[Any, str, int, str]] = [(root, "$", 1, "$")] if isinstance(root, (dict, list)) else []
     while stack:
         value, path, depth, top = stack.pop()
@@ -166,9 +237,11 @@ def _check_tree(root: Any, duplicates: dict[int, tuple[str, dict]], *, strings: 
         children = []
         for key, item in items:
             nested = isinstance(item, (dict, list))
-            if not (nested or strings):
+            if not (nested or strings or numbers):
                 continue
             child = f"{path}[{key}]" if isinstance(key, int) else _child(path, key)
+            if numbers and isinstance(item, _Unstorable):
+                raise RecordRefused(child, item.reason)
             if strings:
                 if isinstance(key, str):
                     _check_text(key, child)

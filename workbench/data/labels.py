@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from workbench.data.errors import Problem, ProblemLog
-from workbench.data.exports import write_atomic
+from workbench.data.outfile import write_atomic
 from workbench.data.fields import check_name, check_str, json_type
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
@@ -69,10 +69,11 @@ class LabelImport:
 # -- export ---------------------------------------------------------------------------------------
 
 def export_labels(store: Store, out: str | Path, *, kinds: Sequence[str] | None = None,
-                  run: str | None = None) -> int:
+                  run: str | None = None, force: bool = False) -> int:
     """Write every label (of ``kinds``, of the run or dedup run named ``run``) to ``out`` as JSONL.
 
-    Written atomically (a reader never sees half a file); returns the number of labels
+    Written atomically (a reader never sees half a file) where the output guard allows
+    (``force`` replaces an existing file); returns the number of labels
     written. Labels come kind by kind in key order, as :func:`all_labels` gives them.
     An unknown kind is :class:`BadInput`; a ``run`` that names neither a run nor a dedup
     run is ``NotFound``.
@@ -87,7 +88,7 @@ def export_labels(store: Store, out: str | Path, *, kinds: Sequence[str] | None 
                 count += 1
                 yield json.dumps(record, ensure_ascii=False) + "\n"
 
-        write_atomic(out, lines())
+        write_atomic(out, lines(), force=force)
     return count
 
 
@@ -385,8 +386,25 @@ class _Resolver:
         if not ok:
             return None
         if kind == "claim":
-            return ClaimKey(run_id, rec["cell_id"], sample[0], rec["claim"])
+            key = ClaimKey(run_id, rec["cell_id"], sample[0], rec["claim"])
+            return key if self._claim_exists(key, rec, problem) else None
         return AnswerKey(run_id, rec["cell_id"], sample[0])
+
+    def _claim_exists(self, key: ClaimKey, rec: dict, problem) -> bool:
+        """Whether some claim run of the run holds that claim of that answer (else say what it holds)."""
+        n = self._one(("claims", key.run_id, key.cell_id, key.sid),
+                      "SELECT count(c.idx), max(c.idx) FROM claims c JOIN claim_runs r ON r.id = c.claim_run_id"
+                      " WHERE r.run_id = ? AND c.cell_id = ? AND c.sid = ?", (key.run_id, key.cell_id, key.sid))
+        if n[0] and self._one(("claim", key.run_id, key.cell_id, key.sid, key.idx), "SELECT 1 FROM claims c JOIN claim_runs r ON r.id = c.claim_run_id"
+                              " WHERE r.run_id = ? AND c.cell_id = ? AND c.sid = ? AND c.idx = ? LIMIT 1",
+                              (key.run_id, key.cell_id, key.sid, key.idx)):
+            return True
+        answer = f"the answer to {rec['sample_id']!r} in cell {rec['cell_id']!r} of run {rec['run']!r}"
+        if not n[0]:
+            problem("$.claim", f"{answer} has no verified claims (run `workbench claims run {rec['run']}` first)")
+        else:
+            problem("$.claim", f"no claim {key.idx}: {answer} has claims 0 to {n[1]}")
+        return False
 
     def _dedup_run(self, name: str):
         return self._one(("dedup_run", name), "SELECT r.id, r.kg_id, k.name FROM dedup_runs r"

@@ -41,16 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from workbench.data.errors import InputRejected, Problem, ProblemLog
-from workbench.data.fields import check_str, json_type
+from workbench.data.fields import check_name, check_str, json_type
 from workbench.data.importer import ImportReport, claim_dataset_name, count_noun, name_taken
 from workbench.data.jsonl import RecordRefused, decode_record
 from workbench.errors import BadInput
-from workbench.evidence import DEFAULT_TOKENIZER, get_tokenizer, linearize
+from workbench.evidence import DEFAULT_TOKENIZER
 from workbench.evidence.units import Unit, normalize_text
 from workbench.metrics.scoring import get_scorer
 from workbench.passes import canonical_json
 from workbench.runs.manifest import plan_manifest
-from workbench.runs.sweep import SweepConfig, write_run_events
+from workbench.runs.sweep import SweepConfig, uncut_evidence, write_uncut_run
 from workbench.store.manifests import insert_manifest
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Sample
@@ -88,12 +88,16 @@ class _Result:
     """One checked ``results[i]`` entry."""
 
     index: int
-    line: int
+    lines: "_EntryLines"          # where results[index] starts, looked up only for a message
     query_id: str | None          # None only until read_results names it by position
     query: str
     gt_answer: str
     response: str
     contexts: list[tuple[str | None, str]]   # (doc_id or None, text), in the file's order
+
+    @property
+    def line(self) -> int:
+        return self.lines[self.index]
 
 
 def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str = DEFAULT_SCORE,
@@ -106,6 +110,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
     unless ``replace``, which deletes the old dataset and its runs in the same transaction.
     A run of that name belonging to another dataset is refused (:class:`BadInput`).
     """
+    check_name(name, "dataset name")
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"{path}: not found (expected RAGChecker's JSON: {{\"results\": [...]}})")
@@ -126,13 +131,19 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
 
     display = str(path)
     results, warnings = read_results(data, display)
-    plan = _Plan(results, display, get_tokenizer(tokenizer))
-    config = SweepConfig(ks=(plan.k,), budgets=(plan.budget,), formats=(FORMAT,), retriever=RETRIEVER,
+    plan = _Plan(results, display)
+    # B: the longest rendered evidence, so that no window is cut (the file says what was shown).
+    budget, evidence = uncut_evidence(SweepConfig(ks=(plan.k,), budgets=(1,), formats=(FORMAT,), tokenizer=tokenizer),
+                                      plan.samples, plan.units, plan.ranked)
+    config = SweepConfig(ks=(plan.k,), budgets=(budget,), formats=(FORMAT,), retriever=RETRIEVER,
                          tokenizer=tokenizer, score=score)
     run_warnings = [NO_GOLD_WARNING, *warnings]
     stored_config = {**asdict(config), "generation": None, "undefined_terms": list(NO_GOLD_TERMS),
                      "source": {"format": "ragchecker", "file": display, "sha256": hashlib.sha256(data).hexdigest()},
                      "warnings": run_warnings}
+
+    # The responses are this run's predictions, scored as `predictions import` scores them.
+    answers = {sid: (r.response, scorer(r.response, [r.gt_answer], {})) for sid, r in enumerate(results, start=1)}
 
     with store.transaction() as conn:
         replaced = claim_dataset_name(conn, name, existing, sha)
@@ -146,20 +157,14 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (name, ds_id, RETRIEVER, canonical_json(stored_config), "external", utcnow())).lastrowid
-        events = write_run_events(conn, run_id, config, plan.samples, plan.units, plan.ranked)
+        events = write_uncut_run(conn, run_id, config, evidence, answers)
         # What the run was made from (`runs show`): the imported file's content, hashed like any run's inputs.
         insert_manifest(conn, run_id, plan_manifest(store, name=name, dataset_id=ds_id, dataset_name=name,
                                                     identity=stored_config, recorded="when imported"))
-        # The responses are this run's predictions, scored as `predictions import` scores them.
-        conn.executemany(
-            "UPDATE events SET prediction = ?, score = ?, status = 'done', source = 'import', error = NULL"
-            " WHERE run_id = ? AND sid = ?",
-            [(r.response, scorer(r.response, [r.gt_answer], {}), run_id, sid)
-             for sid, r in enumerate(results, start=1)])
     return RagCheckerReport(
         dataset=name, dataset_id=ds_id, unit_kind="chunk", units=len(plan.units), samples=len(results),
         retrievals=len(results), retrievers=[RETRIEVER], warnings=warnings, replaced=replaced,
-        run=name, cells=1, events=events, scored=len(results), score=score, k=plan.k, budget=plan.budget,
+        run=name, cells=1, events=events, scored=len(results), score=score, k=plan.k, budget=budget,
         run_warnings=run_warnings)
 
 
@@ -218,13 +223,13 @@ def read_results(data: bytes, display: str) -> tuple[list[_Result], list[str]]:
         raise InputRejected([Problem(display, 1, "$.results", f"expected an array, got {json_type(entries)}")])
     if not entries:
         raise InputRejected([Problem(display, 1, "$.results", "must not be empty")])
-    lines = _entry_lines(text)
+    lines = _EntryLines(text)
     log = ProblemLog()
     results: list[_Result] = []
     first: dict[str, int] = {}
     unnamed = 0
     for i, rec in enumerate(entries):
-        result = _check_entry(log, display, i, lines[i], rec)
+        result = _check_entry(log, display, i, lines, rec)
         if result is None:
             continue
         unnamed += result.query_id is None
@@ -299,6 +304,21 @@ def _entry_lines(text: str) -> list[int]:
             i += 1
 
 
+class _EntryLines:
+    """``lines[i]``: the line where ``results[i]`` starts, found (by :func:`_entry_lines`) on first use.
+
+    Only a message needs a line, and finding them walks the whole document a second time.
+    """
+
+    def __init__(self, text: str):
+        self.text, self._lines = text, None
+
+    def __getitem__(self, i: int) -> int:
+        if self._lines is None:
+            self._lines = _entry_lines(self.text)
+        return self._lines[i]
+
+
 def _line_of(text: str, fld: str) -> int:
     """The line of the ``results[i]`` entry a refused field lies in (1 when it lies elsewhere)."""
     m = _RESULT_PATH.match(fld)
@@ -312,17 +332,17 @@ def _line_of(text: str, fld: str) -> int:
     return lines[i] if i < len(lines) else 1
 
 
-def _check_entry(log: ProblemLog, display: str, i: int, line: int, rec: Any) -> _Result | None:
+def _check_entry(log: ProblemLog, display: str, i: int, lines: _EntryLines, rec: Any) -> _Result | None:
     """One ``results[i]``, checked field by field; None (with the problems logged) when bad."""
     base = f"$.results[{i}]"
     if not isinstance(rec, dict):
-        log.add(display, line, base, f"expected an object, got {json_type(rec)}")
+        log.add(display, lines[i], base, f"expected an object, got {json_type(rec)}")
         return None
     ok = True
 
     def bad(fld: str, reason: str) -> None:
         nonlocal ok
-        log.add(display, line, f"{base}.{fld}", reason)
+        log.add(display, lines[i], f"{base}.{fld}", reason)
         ok = False
 
     qid = rec.get("query_id")
@@ -366,27 +386,37 @@ def _check_entry(log: ProblemLog, display: str, i: int, line: int, rec: Any) -> 
         contexts.append((doc_id, item["text"]))
     if not ok:
         return None
-    return _Result(i, line, qid, rec["query"], rec["gt_answer"], rec["response"], contexts)
+    return _Result(i, lines, qid, rec["query"], rec["gt_answer"], rec["response"], contexts)
 
 
 # -- what gets written --------------------------------------------------------------------------
 class _Plan:
-    """The units, samples and ranked lists of the checked results, and the run's single cell (K, B)."""
+    """The units, samples and ranked lists of the checked results, and the run's K (the most contexts)."""
 
-    def __init__(self, results: list[_Result], display: str, tokenizer):
+    def __init__(self, results: list[_Result], display: str):
         self.unit_rows: list[tuple] = []      # (uid, key, chunk_id, doc_id, text)
         self.units: dict[int, Unit] = {}
         self.ranked: dict[int, list[int]] = {}
         self.samples: list[Sample] = []
         log = ProblemLog()
-        ids = self._assign_ids(results)
+        doc_key = _DocKeys()
+        ids = self._assign_ids(results, doc_key)
         by_key: dict[str, int] = {}
+        uid_of: dict[tuple[str, str], int] = {}      # (doc key, text) -> uid, for contexts seen before
         first: dict[int, tuple[tuple[str, str], str]] = {}   # uid -> its (doc key, text) and where it was first seen
         for sid, r in enumerate(results, start=1):
             uids: list[int] = []
             for j, (doc_id, text) in enumerate(r.contexts):
                 here = f"results[{r.index}].retrieved_context[{j}]"
-                identity = (_doc_key(doc_id, text), text)
+                identity = (doc_key(doc_id, text), text)
+                uid = uid_of.get(identity)
+                if uid is not None:     # the context recurs: its unit is known
+                    if uid in uids:
+                        log.add(display, r.line, f"$.{here}", f"the same context as retrieved_context"
+                                                              f"[{uids.index(uid)}] (a context may appear once)")
+                        continue
+                    uids.append(uid)
+                    continue
                 chunk_id, parent = ids[identity]
                 key = normalize_text(chunk_id)
                 uid = by_key.get(key)
@@ -395,6 +425,7 @@ class _Plan:
                     first[uid] = (identity, here)
                     self.unit_rows.append((uid, key, chunk_id, parent, text))
                     self.units[uid] = Unit(uid=uid, kind="chunk", doc_id=parent, text=text)
+                    uid_of[identity] = uid
                 elif first[uid][0] != identity:
                     # Only a literal doc_id such as "a#2" beside a doc "a" that has several texts gets here.
                     log.add(display, r.line, f"$.{here}.doc_id",
@@ -410,12 +441,9 @@ class _Plan:
         log.raise_if_any()
         self.results = results
         self.k = max(1, max(len(u) for u in self.ranked.values()))
-        # B: the longest rendered evidence, so that no window is cut (the file says what was shown).
-        self.budget = max(1, max(len(tokenizer.encode(linearize([self.units[u] for u in uids], FORMAT)))
-                                 for uids in self.ranked.values()))
 
     @staticmethod
-    def _assign_ids(results: list[_Result]) -> dict[tuple[str, str], tuple[str, str | None]]:
+    def _assign_ids(results: list[_Result], doc_key) -> dict[tuple[str, str], tuple[str, str | None]]:
         """``(chunk id, parent doc_id)`` of each distinct (doc key, text).
 
         The chunk id is the doc_id itself, or ``doc_id#n`` when that doc_id comes with several
@@ -426,7 +454,7 @@ class _Plan:
         raw: dict[str, str | None] = {}
         for r in results:
             for doc_id, text in r.contexts:
-                doc = _doc_key(doc_id, text)
+                doc = doc_key(doc_id, text)
                 raw.setdefault(doc, doc_id)
                 seen = texts.setdefault(doc, [])
                 if text not in seen:
@@ -456,8 +484,16 @@ class _Plan:
              for sid, uids in self.ranked.items()])
 
 
-def _doc_key(doc_id: str | None, text: str) -> str:
-    """What a context is keyed by: its doc_id (normalized), or a hash of its text when it has none."""
-    if doc_id is not None:
-        return normalize_text(doc_id)
-    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+class _DocKeys(dict):
+    """What a context is keyed by: its doc_id (normalized), or a hash of its text when it has none.
+
+    Called as ``keys(doc_id, text)``; each doc_id is normalized once (it recurs in many queries).
+    """
+
+    def __call__(self, doc_id: str | None, text: str) -> str:
+        if doc_id is None:
+            return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        key = self.get(doc_id)
+        if key is None:
+            key = self[doc_id] = normalize_text(doc_id)
+        return key

@@ -4,16 +4,19 @@ from .linearize import FORMATS, linearize, order_units, parse
 from .tokenizers import (
     DEFAULT_TOKENIZER,
     TiktokenTokenizer,
+    count_tokens,
     Tokenizer,
     get_tokenizer,
     known_prefixes,
     register_tokenizer,
 )
 from .units import Unit, normalize_text, render_line, triple_key
-from .window import Window, select_oracle_path, truncate, truncate_many
+from .window import Window, select_oracle_path, truncate, truncate_many, uncut
 
 __all__ = [
     "DEFAULT_TOKENIZER",
+    "count_tokens",
+    "uncut",
     "FORMATS",
     "TiktokenTokenizer",
     "Tokenizer",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = ["Unit", "normalize_text", "triple_key", "render_line", "KINDS"]
 
@@ -56,6 +57,7 @@ def triple_key(h: str, r: str, t: str) -> str:
     return "\t".join((normalize_text(h), normalize_text(r), normalize_text(t)))
 
 
+@lru_cache(maxsize=1 << 16)
 def render_line(unit: Unit) -> str:
     """Render a unit as one line without the trailing newline.
 
@@ -65,7 +67,8 @@ def render_line(unit: Unit) -> str:
     Every whitespace run in a field (newlines included) becomes one space and
     fields are stripped, so a field ``"William\\nDieterle"`` renders as
     ``William Dieterle`` and the one-unit-per-line rule always holds. No NFKC
-    here: the prompt shows the stored text (importers normalize triples).
+    here: the prompt shows the stored text (importers normalize triples). Cached: a sweep
+    renders each unit once per cell it appears in.
     """
     if unit.kind == "triple":
         return (

@@ -9,7 +9,7 @@ from .linearize import linearize, parse
 from .tokenizers import Tokenizer
 from .units import Unit
 
-__all__ = ["Window", "truncate", "truncate_many", "select_oracle_path"]
+__all__ = ["Window", "truncate", "truncate_many", "uncut", "select_oracle_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,11 @@ class Window:
     def k_eff(self) -> int:
         """Number of units fully visible in the window."""
         return len(self.visible)
+
+
+def uncut(text: str, total: int) -> Window:
+    """The window of ``text`` (``total`` tokens) under a budget it fits: nothing cut, every unit visible."""
+    return Window(text, total, total, False, tuple(parse(text)))
 
 
 def truncate(text: str, budget: int, tokenizer: Tokenizer) -> Window:
@@ -45,7 +50,7 @@ def truncate_many(text: str, budgets: Sequence[int], tokenizer: Tokenizer) -> li
     for b in budgets:
         if b >= total:
             if full is None:
-                full = Window(text, total, total, False, tuple(parse(text)))
+                full = uncut(text, total)
             windows.append(full)
             continue
         cut = tokenizer.decode_prefix(tokens, b) if b else ""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.data.outfile import check_target, write_atomic
+from workbench.errors import BadInput
 from workbench.kg.metrics import cluster_scores, paired_difference
 from workbench.kg.runner import KG, get_dedup_run
 from workbench.kg.unionfind import choose_representative, merge_clusters
@@ -110,11 +112,35 @@ def clusters(store: Store, run: str | None, mode: str, threshold: float = 0.5) -
     return graph, merge_clusters(len(graph.names), merged_pairs(store, dedup.id, mode, threshold))
 
 
-def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, threshold: float = 0.5) -> dict:
-    """Write the deduplicated KG (kb.jsonl), the alias map (aliases.jsonl) and the merges with provenance."""
-    from workbench.data.exports import write_atomic
+EXPORT_FILES = ("kb.jsonl", "aliases.jsonl", "merges.jsonl")
 
+
+def _refuse_source(store: Store, out: Path) -> None:
+    """Refuse an output directory a KG or dataset of this database was imported from (its kb.jsonl)."""
+    real = out.resolve()
+    for kind, name, source in store.conn.execute(
+            "SELECT 'KG', name, source FROM kgs WHERE source IS NOT NULL"
+            " UNION ALL SELECT 'dataset', name, source FROM datasets WHERE source IS NOT NULL"):
+        if Path(source).is_dir() and Path(source).resolve() == real:
+            raise BadInput(f"{out}: is where {kind} {name!r} was imported from; export the deduplicated KG "
+                           "to another directory (its kb.jsonl would be replaced)")
+
+
+def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, threshold: float = 0.5, *,
+              force: bool = False) -> dict:
+    """Write the deduplicated KG (kb.jsonl), the alias map (aliases.jsonl) and the merges with provenance.
+
+    Every file passes the output guard before anything is written (``force`` replaces existing
+    ones), and the KG's own source directory is refused: its kb.jsonl is what was imported.
+    """
     dedup = get_dedup_run(store, run)
+    out = Path(out_dir)
+    _refuse_source(store, out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: is not a directory (--out names the directory the three files go in)")
+    if out.is_dir():
+        for fname in EXPORT_FILES:
+            check_target(out / fname, force=force)
     run_id, name, kg_id = dedup.id, dedup.name, dedup.kg_id
     graph, labels = clusters(store, name, mode, threshold)
     members: dict[int, list[int]] = {}
@@ -125,7 +151,6 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
         chosen = choose_representative(group, graph.degree, graph.names)
         for eid in group:
             rep[eid] = chosen
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     triples, seen = [], set()
     for h, r, t, chunks in store.conn.execute(
@@ -143,9 +168,8 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
                          ensure_ascii=False) + "\n"
               for p in proposals(store, name, mode, threshold=threshold, only_coreferent=False, limit=10 ** 9)
               if p.merged]
-    write_atomic(out / "kb.jsonl", triples)
-    write_atomic(out / "aliases.jsonl", aliases)
-    write_atomic(out / "merges.jsonl", merges)
+    for fname, lines in zip(EXPORT_FILES, (triples, aliases, merges)):
+        write_atomic(out / fname, lines, force=force)
     return {"run": name, "mode": mode, "triples": len(triples), "entities": len(members),
             "merged_clusters": len(aliases), "merges": len(merges), "out": str(out)}
 

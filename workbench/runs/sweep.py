@@ -12,7 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from workbench.evidence import DEFAULT_TOKENIZER, FORMATS, get_tokenizer, linearize, select_oracle_path, truncate_many
+from workbench.evidence import (DEFAULT_TOKENIZER, FORMATS, Window, count_tokens, get_tokenizer, linearize,
+                                render_line, select_oracle_path, truncate_many, uncut)
 from workbench.evidence.stored import load_units
 from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan_or_find, refuse_changed
 from workbench.runs.cells import Cell, grid
@@ -296,43 +297,90 @@ class _EventCollector:
 
 
 class _EventWriter:
-    """Buffers event rows and content-addressed evidence texts for executemany."""
+    """Buffers event rows and content-addressed evidence texts for executemany.
 
-    def __init__(self, conn, run_id: int):
-        self.conn, self.run_id = conn, run_id
+    With ``answers`` (sid → prediction, score) the events are written done, as imported answers.
+    """
+
+    _COLUMNS = "run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated, evidence_sha256, visible"
+
+    def __init__(self, conn, run_id: int, answers: dict[int, tuple[str, float | None]] | None = None):
+        self.conn, self.run_id, self.answers = conn, run_id, answers
         self.rows: list[tuple] = []
         self.texts: dict[str, str] = {}
         self.count = 0
+        self.sql = (f"INSERT INTO events ({self._COLUMNS}) VALUES ({', '.join('?' * 10)})" if answers is None else
+                    f"INSERT INTO events ({self._COLUMNS}, prediction, score, status, source)"
+                    f" VALUES ({', '.join('?' * 12)}, 'done', 'import')")
 
     def add(self, cell: Cell, sid: int, h_set: int, gold, window) -> None:
         visible = [int(label[1:]) for label in window.visible]
         sha = hashlib.sha256(window.text.encode("utf-8")).hexdigest()
         self.texts[sha] = window.text
-        self.rows.append((self.run_id, cell.cell_id, sid, h_set, _hit(gold, set(visible)), window.k_eff,
-                          window.tokens, int(window.truncated), sha, json.dumps(visible)))
+        row = (self.run_id, cell.cell_id, sid, h_set, _hit(gold, set(visible)), window.k_eff,
+               window.tokens, int(window.truncated), sha, json.dumps(visible))
+        self.rows.append(row if self.answers is None else row + self.answers[sid])
         self.count += 1
         if len(self.rows) >= 20_000:
             self.flush()
 
     def flush(self) -> None:
         self.conn.executemany("INSERT OR IGNORE INTO evidence (sha256, text) VALUES (?, ?)", self.texts.items())
-        self.conn.executemany(
-            "INSERT INTO events (run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated,"
-            " evidence_sha256, visible) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.rows)
+        self.conn.executemany(self.sql, self.rows)
         self.rows, self.texts = [], {}
 
 
-def write_run_events(conn, run_id: int, config: SweepConfig, samples, units, ranked) -> int:
-    """Write the cells and events of run ``run_id`` (its row already inserted) in the caller's transaction.
+def uncut_evidence(config: SweepConfig, samples, units, ranked, tokenizer=None) -> tuple[int, list[tuple]]:
+    """Each sample's evidence at the sweep's one K and format, uncut: ``(B, [(sid, h_set, gold, window)])``.
 
-    For an importer that brings a dataset *and* a run over it in one transaction (``import
-    --from ragchecker``): :func:`plan_sweep` opens a transaction of its own. The events are
-    made exactly as a sweep makes them. ``units`` maps uid → Unit, ``ranked`` sid → uids in
-    rank order. Returns how many events were written.
+    For a run whose single budget is the longest evidence (``import --from ragchecker``: the
+    file says what was shown, so nothing may be cut). B is that longest evidence's token
+    count; every window is what :func:`truncate_many` gives at a budget the text fits. The
+    texts are counted on every core (:func:`count_tokens`).
     """
-    cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
-    conn.executemany(
-        "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
-    return _write_events(_EventWriter(conn, run_id), config, samples, units, ranked,
-                         get_tokenizer(config.tokenizer), None)
+    if len(config.ks) != 1 or len(config.formats) != 1 or config.oracle:
+        raise ValueError("uncut evidence is one K and one format, without oracle cells")
+    k, fmt = config.ks[0], config.formats[0]
+    tokenizer = tokenizer or get_tokenizer(config.tokenizer)
+    rows, shown = [], []
+    for sample in samples:
+        gold = [frozenset(p) for p in sample.gold_paths]
+        top_k = ranked.get(sample.sid, [])[:k]
+        rows.append((sample.sid, _hit(gold, set(top_k)), gold))
+        shown.append(top_k)
+    # Each distinct unit rendered once (contexts recur across queries): ``score`` evidence is its
+    # lines in rank order, as linearize() writes it.
+    distinct = list(dict.fromkeys(u for top_k in shown for u in top_k))
+    lines = {u: render_line(units[u]) + "\n" for u in distinct}
+    if fmt == "score":
+        texts = ["".join(lines[u] for u in top_k) for top_k in shown]
+    else:
+        texts = [linearize([units[u] for u in top_k], fmt, seed=f"{config.seed}:{sample.id}")
+                 for top_k, sample in zip(shown, samples)]
+    if getattr(tokenizer, "lines_add_up", False):
+        # Each distinct line counted once, then summed per sample.
+        per_unit = dict(zip(distinct, count_tokens(tokenizer, [lines[u] for u in distinct])))
+        counts = [sum(per_unit[u] for u in top_k) for top_k in shown]
+    else:
+        counts = count_tokens(tokenizer, texts)
+    budget = max(1, max(counts, default=0))
+    return budget, [(sid, h_set, gold, uncut(text, n)) for (sid, h_set, gold), text, n in zip(rows, texts, counts)]
+
+
+def write_uncut_run(conn, run_id: int, config: SweepConfig, evidence: list[tuple[int, int, list, Window]],
+                    answers: dict[int, tuple[str, float | None]] | None = None) -> int:
+    """Write the one cell (K, B = the longest evidence, format) of run ``run_id`` and its events.
+
+    ``evidence`` is :func:`uncut_evidence`'s, ``config`` holds its B. ``answers`` (sid →
+    prediction, score) are imported answers: those events are written done (source ``import``),
+    as ``predictions import`` would leave them, in the same insert. In the caller's transaction
+    (the importer writes a dataset and this run together). Returns how many events were written.
+    """
+    (cell,) = grid(config.ks, config.budgets, config.formats, oracle=False, shuffles=config.shuffles)
+    conn.execute("INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 (run_id, cell.cell_id, cell.kind, cell.k, cell.budget, cell.format, cell.shuffle))
+    writer = _EventWriter(conn, run_id, answers)
+    for sid, h_set, gold, window in evidence:
+        writer.add(cell, sid, h_set, gold, window)
+    writer.flush()
+    return writer.count

@@ -34,6 +34,8 @@ BUSY_TIMEOUT_MS = 10_000
 MIGRATIONS_DIR: Traversable = files("workbench") / "migrations"
 _MIGRATION_NAME = re.compile(r"^[0-9]{4}_.+\.sql$")
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# The real paths of every database this process opened: no output file may be written over one.
+_OPENED: set[str] = set()
 
 
 class MissingMigrations(RuntimeError):
@@ -48,6 +50,11 @@ def default_db_path() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("dissipation-workbench")) / "workbench.db"
+
+
+def open_database_paths() -> frozenset[str]:
+    """The real paths of the databases this process has opened (output files may not go there)."""
+    return frozenset(_OPENED)
 
 
 def utcnow() -> str:
@@ -68,6 +75,9 @@ class Store:
     path: Path
     readonly_reason: str = ""
     newer_schema: str = ""
+
+    def __post_init__(self) -> None:
+        _OPENED.add(os.path.realpath(self.path))
 
     @property
     def conn(self) -> sqlite3.Connection:

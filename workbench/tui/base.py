@@ -11,20 +11,45 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from rich.segment import Segment
 from textual import work
 from textual.app import App
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from workbench.store import Store, open_store
+from workbench.terminal import has_control, pictured
 from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.messages import DataChanged, Loaded
 
 
+class ControlPictures(LineFilter):
+    """Draws each control character in a line as a visible picture (␛ for ESC), never sending it.
+
+    Names, questions and model answers come from files and models: an ESC in one would
+    otherwise reach the terminal raw and be obeyed (retitle the window, clear the screen).
+    Applied to every line of every widget, so no screen can forget it; Textual's own
+    cursor and style sequences are control segments and pass untouched.
+    """
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        return [seg if seg.control or not has_control(seg.text) else Segment(pictured(seg.text), seg.style)
+                for seg in segments]
+
+
+_CONTROL_PICTURES = ControlPictures()
+
+
 class WorkbenchAppBase(App):
     """The app's state and calls that screens use: ``self.app`` of a ``WorkbenchScreen`` is one of these."""
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then :class:`ControlPictures`."""
+        return [*super().get_line_filters(), _CONTROL_PICTURES]
 
     def __init__(self, db_path: str | Path | None = None):
         super().__init__()

@@ -10,12 +10,12 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
 from workbench.browse import QUADRANTS, list_samples, matching_tags
-from workbench.data.exports import write_atomic
+from workbench.data.outfile import TargetExists, write_atomic
 from workbench.runs.report import first_cell
 from workbench.store.queries import get_run
 from workbench.triage import export_tagged, tag_counts
 from workbench.tui.base import WorkbenchScreen
-from workbench.tui.dialogs import PromptDialog
+from workbench.tui.dialogs import ConfirmDialog, PromptDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.detail import SampleDetailScreen
@@ -83,10 +83,14 @@ def tag_abbrev(tags) -> str:
     return short if len(short) <= 4 else short[:3] + "+"
 
 
-def _export(store, run_name, path):
+def _export(store, run_name, path, force=False):
+    """Write the tagged samples to ``path``: ``(count, path)``, or ``(None, path)`` when it exists and not ``force``."""
     buf = io.StringIO()
     count = export_tagged(store, get_run(store, run_name).dataset_id, buf)
-    write_atomic(path, [buf.getvalue()])
+    try:
+        write_atomic(path, [buf.getvalue()], force=force)
+    except TargetExists:
+        return None, path
     return count, path
 
 
@@ -182,6 +186,13 @@ class SamplesScreen(WorkbenchScreen):
             self.notify("note saved")
         elif message.what == "export":
             count, path = message.payload
+            if count is None:
+                def replace(yes: bool | None) -> None:
+                    if yes:
+                        self.load("export", _export, self.app.run_name, path, True)
+
+                self.app.push_screen(ConfirmDialog(f"{path} exists. Replace it?"), replace)
+                return
             self.notify(f"wrote {count} tagged samples to {path}")
 
     def _draw(self) -> None:

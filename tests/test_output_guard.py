@@ -1,0 +1,233 @@
+"""Every verb that writes a file goes through one guard (workbench.data.outfile).
+
+It refuses, with one line and exit 2, the open database (directly, through a symbolic link, or
+its -wal/-shm files), any other SQLite file, a link, a directory or a device, and an existing
+file without --force; with --force a plain file is replaced atomically. Each writing verb is
+tried against each refusal below, and the database must come out byte-identical and intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_db, write_jsonl
+from workbench.cli import main
+from workbench.data.outfile import TargetExists, check_target, write_atomic
+from workbench.data.importer import import_dataset
+from workbench.errors import BadInput
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.triage import add_tag
+
+# Every verb with --out FILE, as a user types it (the database and --out are added).
+VERBS = {
+    "export events": ["export", "events", "s"],
+    "export ledger": ["export", "ledger", "s"],
+    "export samples": ["export", "samples", "s"],
+    "plot": ["plot", "s"],
+    "report": ["report", "s", "--resamples", "50"],
+    "retrieval export": ["retrieval", "export", "tiny"],
+    "tags export": ["tags", "export", "--dataset", "tiny"],
+    "prompts export": ["prompts", "export", "s"],
+    "judge labels export": ["judge", "labels", "export"],
+}
+
+
+@pytest.fixture(scope="module")
+def writer_template(tmp_path_factory):
+    """The tiny dataset with a model-free sweep ``s`` and one tagged sample: every writing verb has something."""
+    work = tmp_path_factory.mktemp("guard")
+    directory = work / "tiny"
+    directory.mkdir()
+    _write_tiny(directory)
+    store = open_store(work / "wb.db")
+    import_dataset(store, directory, "tiny")
+    plan_sweep(store, SweepConfig(ks=(1, 2), budgets=(64,), formats=("score",)), name="s")
+    add_tag(store, store.conn.execute("SELECT id FROM datasets WHERE name = 'tiny'").fetchone()[0], 1, "annotation-error")
+    store.close()
+    return work / "wb.db"
+
+
+def _write_tiny(directory: Path) -> None:
+    kb = [["Kismet", "directed_by", "William Dieterle"], ["Kismet", "starred_actors", "Marlene Dietrich"],
+          ["Rosetta", "in_language", "French"]]
+    write_jsonl(directory / "kb.jsonl", [{"triple": t} for t in kb])
+    write_jsonl(directory / "samples.jsonl", [
+        {"id": "q1", "question": "who directed Kismet?", "answers": ["William Dieterle"], "gold_paths": [[kb[0]]]},
+        {"id": "q2", "question": "what language is Rosetta in?", "answers": ["French"], "gold_paths": [[kb[2]]]}])
+    write_jsonl(directory / "retrieval.jsonl", [
+        {"sample_id": "q1", "retriever": "bm25", "results": [{"triple": kb[1], "score": 2.0}, {"triple": kb[0], "score": 1.0}]},
+        {"sample_id": "q2", "retriever": "bm25", "results": [{"triple": kb[0], "score": 1.0}]}])
+
+
+@pytest.fixture
+def db(tmp_path, writer_template) -> Path:
+    return copy_db(writer_template, tmp_path / "wb.db")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(db: Path, verb: str, out, *extra: str) -> int:
+    return main(["--db", str(db), *VERBS[verb], "--out", str(out), *extra])
+
+
+def assert_intact(db: Path, before: str) -> None:
+    assert digest(db) == before
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_no_verb_writes_onto_the_open_database(verb, db, capsys):
+    before = digest(db)
+    assert run(db, verb, db, "--force") == 2
+    assert capsys.readouterr().err == f"error: {db}: is the open workbench database; refusing to write over it\n"
+    assert_intact(db, before)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_no_verb_writes_through_a_link_to_the_database(verb, db, tmp_path, capsys):
+    link = tmp_path / "innocent.jsonl"
+    link.symlink_to(db)
+    before = digest(db)
+
+    assert run(db, verb, link, "--force") == 2
+
+    assert capsys.readouterr().err.startswith(f"error: {link}: is a symbolic link; name the file itself")
+    assert link.is_symlink()
+    assert_intact(db, before)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_no_verb_writes_onto_another_sqlite_database(verb, db, tmp_path, capsys):
+    other = copy_db(db, tmp_path / "other.db")
+    before = digest(other)
+
+    assert run(db, verb, other, "--force") == 2
+
+    assert capsys.readouterr().err == f"error: {other}: is a SQLite database; refusing to write over it\n"
+    assert digest(other) == before
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_an_existing_file_needs_force_and_is_then_replaced_atomically(verb, db, tmp_path, capsys):
+    out = tmp_path / "out.txt"
+    out.write_text("the user's notes\n")
+    out.chmod(0o640)
+
+    assert run(db, verb, out) == 2
+    assert capsys.readouterr().err == f"error: {out}: exists; pass --force to replace it\n"
+    assert out.read_text() == "the user's notes\n"
+
+    inode = out.stat().st_ino
+    assert run(db, verb, out, "--force") == 0
+    assert out.read_text() != "the user's notes\n"
+    assert out.stat().st_ino != inode                     # a new file renamed over the old one
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640      # with the old one's permissions
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.txt")) == []   # no temp left
+
+
+@pytest.mark.parametrize("sidecar", ["-wal", "-shm"])
+def test_the_databases_wal_and_shm_are_refused_even_before_they_exist(sidecar, db, capsys):
+    assert run(db, "export ledger", f"{db}{sidecar}", "--force") == 2
+    assert f"is the {sidecar[1:]} file of the open workbench database" in capsys.readouterr().err
+
+
+def test_a_directory_and_a_device_are_refused(db, tmp_path, capsys):
+    assert run(db, "export events", tmp_path, "--force") == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert run(db, "export events", "/dev/null", "--force") == 2
+    assert capsys.readouterr().err == "error: /dev/null: is a character device; name a regular file (or - for stdout)\n"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert run(db, "export events", fifo, "--force") == 2
+    assert "is a FIFO" in capsys.readouterr().err
+
+
+def test_stdout_is_still_the_way_to_stream(db, capsys):
+    assert run(db, "export events", "-") == 0
+    assert capsys.readouterr().out.startswith('{"sample_id": "q1"')
+
+
+def test_dedup_export_refuses_the_kg_source_and_existing_files(judged_db, tmp_path, capsys):
+    store = open_store(judged_db)
+    source = Path(store.conn.execute("SELECT source FROM kgs").fetchone()[0])
+    store.close()
+    kb_before = (source / "kb.jsonl").read_bytes() if (source / "kb.jsonl").exists() else None
+    out = tmp_path / "deduped"
+
+    assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["aliases.jsonl", "kb.jsonl", "merges.jsonl"]
+    assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out)]) == 2
+    assert "kb.jsonl: exists; pass --force to replace it" in capsys.readouterr().err
+    assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out), "--force"]) == 0
+    if kb_before is not None:
+        assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(source), "--force"]) == 2
+        assert "is where KG 'tiny' was imported from" in capsys.readouterr().err
+        assert (source / "kb.jsonl").read_bytes() == kb_before
+
+
+def test_the_guard_in_the_core_protects_a_database_this_process_opened(tmp_path):
+    store = open_store(tmp_path / "here.db")
+    try:
+        with pytest.raises(BadInput, match="is the open workbench database"):
+            write_atomic(tmp_path / "here.db", ["x"], force=True)
+        with pytest.raises(BadInput, match="is the wal file of the open workbench database"):
+            check_target(tmp_path / "here.db-wal", force=True)
+    finally:
+        store.close()
+    plain = tmp_path / "plain.txt"
+    plain.write_text("old")
+    with pytest.raises(TargetExists):
+        write_atomic(plain, ["new"])
+    assert write_atomic(plain, ["new"], force=True) == 3 and plain.read_text() == "new"
+
+
+def test_a_target_replaced_by_a_link_while_the_export_ran_is_refused(tmp_path):
+    out = tmp_path / "out.jsonl"
+
+    def chunks():
+        yield "first\n"
+        (tmp_path / "elsewhere").write_text("precious")
+        out.symlink_to(tmp_path / "elsewhere")     # someone swaps a link in mid-write
+        yield "second\n"
+
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        write_atomic(out, chunks())
+    assert (tmp_path / "elsewhere").read_text() == "precious"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+async def test_the_tui_asks_before_replacing_an_export_and_replaces_on_y(db, tmp_path):
+    """Samples, X: an existing file is left alone until the user answers y to "Replace it?"."""
+    from tuikit import SIZE, until_loaded, wait_for
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.dialogs import ConfirmDialog, PromptDialog
+
+    out = tmp_path / "tagged.jsonl"
+    out.write_text("the user's file\n")
+    app = WorkbenchApp(db)
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_run("s")
+        await wait_for(pilot, lambda: app.current_mode == "ledger" and app.screen.view is not None
+                       and app.screen.query_one("#ledger").row_count > 0)
+        await pilot.press("enter")
+        await until_loaded(pilot, "samples")
+        await pilot.press("X")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog))
+        app.screen.query_one("Input").value = str(out)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the replace question")
+        assert out.read_text() == "the user's file\n"
+        assert "tagged.jsonl exists. Replace it?" in str(app.screen.query_one("#question").render())
+        await pilot.press("y")
+        await wait_for(pilot, lambda: out.read_text().startswith('{"sample_id": "q1"'), what="the export")
