@@ -354,11 +354,12 @@ def test_parquet_reads_back_through_pandas_and_duckdb(results_db, tmp_path):
 def test_a_parquet_export_replaces_a_file_whole_or_not_at_all(results_db, tmp_path):
     out = tmp_path / "e.parquet"
     out.write_bytes(b"old")
-    cli(results_db, "export", "events", "sweep", "--out", out)
+    cli(results_db, "export", "events", "sweep", "--out", out, "--force")
     assert len(pd.read_parquet(out)) == 1800
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".e.parquet")) == []   # no temp file left
     before = out.read_bytes()
-    assert main(["--db", str(results_db), "export", "samples", "sweep", "--cell", "nope", "--out", str(out)]) == 2
+    assert main(["--db", str(results_db), "export", "samples", "sweep", "--cell", "nope", "--out", str(out),
+                 "--force"]) == 2
     assert out.read_bytes() == before
 
 

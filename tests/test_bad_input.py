@@ -10,6 +10,7 @@ at sweep time and in the ledger header.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -286,3 +287,165 @@ def test_a_name_is_printable_text_in_any_script():
             ("", "must not be blank, got ''")]:
         with pytest.raises(BadInput, match=re.escape(f"dataset name {reason}")):
             check_name(bad, "dataset name")
+
+
+# -- numbers that cannot be stored: every importer -------------------------------------------
+# A value that parses as JSON but could not be kept as it is: an integer past SQLite's 64 bits
+# (from 2^63, to one too long for Python to even convert), a float too large for a double, and
+# the non-JSON constants Python's parser accepts.
+UNSTORABLE = {
+    "2^63": ("9223372036854775808", "integer 9223372036854775808 is out of range"),
+    "310 digits": ("1" * 310, "integer 111111111111… (310 digits) is out of range"),
+    "5000 digits": ("7" * 5000, "integer 777777777777… (5,000 digits) is out of range"),
+    "1e309": ("1e309", "number 1e309 is out of range (a finite 64-bit float)"),
+    "NaN": ("NaN", "NaN is not a JSON number"),
+    "-Infinity": ("-Infinity", "-Infinity is not a JSON number"),
+}
+NUMBER_FIELD = {"samples": "meta", "kg": "source_chunks", "predictions": "prediction"}
+
+
+@pytest.mark.parametrize("value", UNSTORABLE)
+@pytest.mark.parametrize("kind", IMPORTERS)
+def test_a_number_that_cannot_be_stored_is_refused_with_its_place_by_every_importer(
+        kind, value, tmp_path, tiny_dir, db, capsys):
+    raw, reason = UNSTORABLE[value]
+    field = NUMBER_FIELD[kind]
+    nested = {"samples": f'{{"x": {raw}}}', "kg": f'["c0006", {raw}]', "predictions": raw}[kind]
+    place = {"samples": "$.meta.x", "kg": "$.source_chunks[1]", "predictions": "$.prediction"}[kind]
+    err, shown = run_importer(kind, bad_record(kind, field, nested), tmp_path, tiny_dir, db, capsys)
+    assert f"{shown}:2: {place}: {reason}" in err
+    assert "Traceback" not in err and "Exceeds the limit" not in err
+
+
+def test_a_retrieval_score_of_310_digits_is_refused_with_its_place(tmp_path, tiny_dir, db, capsys):
+    # Once a traceback: "OverflowError: int too large to convert to float".
+    d = tmp_path / "big-score"
+    shutil.copytree(tiny_dir, d)
+    lines = (d / "retrieval.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[0] = lines[0].replace('"score": 3.0', '"score": ' + "9" * 310)
+    (d / "retrieval.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    err = refused(["import", str(d), "--name", "big"], db, capsys)
+    assert f"{d / 'retrieval.jsonl'}:1: $.results[0].score: integer 999999999999… (310 digits) is out of range" in err
+
+
+def test_meta_holding_nan_or_infinity_is_refused_so_json_columns_stay_json(tmp_path, tiny_dir, db, capsys):
+    # Once imported: the meta column then held NaN and Infinity, which no JSON reader accepts.
+    for raw, where in [('{"x": NaN, "y": 1}', "$.meta.x"), ('{"x": 1, "y": 1e309}', "$.meta.y")]:
+        err, shown = run_importer("samples", bad_record("samples", "meta", raw), tmp_path, tiny_dir, db, capsys)
+        assert f"{shown}:2: {where}: " in err
+        shutil.rmtree(tmp_path / "bad-dataset")
+    con = sqlite3.connect(db)
+    assert all(json.loads(meta) is not None for (meta,) in con.execute("SELECT meta FROM samples"))
+    con.close()
+
+
+def test_a_ragchecker_file_with_a_huge_integer_is_refused_at_its_entrys_line(tmp_path, db, capsys):
+    path = tmp_path / "rc.json"
+    path.write_text('{"results": [\n{"query_id": "a", "query": "q", "gt_answer": "x", "response": "x",\n'
+                    ' "retrieved_context": [{"doc_id": "d", "text": "t"}]},\n'
+                    '{"query_id": ' + "1" * 5000 + ', "query": "q", "gt_answer": "x", "response": "x",'
+                    ' "retrieved_context": []}\n]}\n', encoding="utf-8")
+    err = refused(["import", str(path), "--from", "ragchecker"], db, capsys)
+    assert f"{path}:4: $.results[1].query_id: integer 111111111111… (5,000 digits) is out of range" in err
+
+
+# -- names and strings from files -----------------------------------------------------------
+def test_a_retriever_named_with_an_escape_sequence_is_refused_like_a_flag(tmp_path, tiny_dir, db, capsys):
+    # Once accepted, then printed raw by `import` and `datasets`: a window title change and a screen clear.
+    d = tmp_path / "esc-retriever"
+    shutil.copytree(tiny_dir, d)
+    text = (d / "retrieval.jsonl").read_text(encoding="utf-8")
+    (d / "retrieval.jsonl").write_text(text.replace('"bm25"', json.dumps("bm\u001b]0;PWNED\u0007\u001b[2J"), 1),
+                                       encoding="utf-8")
+    err = refused(["import", str(d), "--name", "esc"], db, capsys)
+    assert "\x1b" not in err and "\x07" not in err
+    assert f"{d / 'retrieval.jsonl'}:1: $.retriever: name must be printable" in err
+
+
+@pytest.mark.parametrize("verb", ["import", "corpus import", "dedup import", "import --from ragchecker"])
+def test_a_name_taken_from_a_path_obeys_the_rules_of_name(verb, tmp_path, tiny_dir, db, capsys):
+    # Once: a directory named "r5\nx" imported as a dataset of that name.
+    if verb == "import":
+        src = shutil.copytree(tiny_dir, tmp_path / "r5\nx")
+        argv = ["import", str(src)]
+    elif verb == "corpus import":
+        src = tmp_path / "r5\nx"
+        src.mkdir()
+        (src / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
+        argv = ["corpus", "import", str(src)]
+    elif verb == "dedup import":
+        src = shutil.copytree(REPO / "sample_data" / "dedup", tmp_path / "r5\nx")
+        argv = ["dedup", "import", str(src)]
+    else:
+        src = tmp_path / "r5\nx.json"
+        src.write_text('{"results": [{"query_id": "a", "query": "q", "gt_answer": "x", "response": "x", '
+                       '"retrieved_context": [{"text": "t"}]}]}', encoding="utf-8")
+        argv = ["import", str(src), "--from", "ragchecker"]
+    err = refused(argv, db, capsys)
+    source = "file name" if verb.endswith("ragchecker") else "directory name"
+    assert re.search(rf"the {source}, taken as the (dataset|KG) name, must be printable, got 'r5\\nx'.*"
+                     r"choose a name with --name", err)
+
+
+def test_a_corpus_file_whose_name_is_not_utf8_is_skipped_and_named(tmp_path, db, capsys):
+    # Once: "surrogates not allowed", naming no file.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.md").write_text("# Good\n\ntext\n", encoding="utf-8")
+    with open(os.fsencode(corpus) + b"/bad-\xff.md", "wb") as fh:
+        fh.write(b"# Bad\n\ntext\n")
+    assert main(["--db", str(db), "corpus", "import", str(corpus), "--name", "c"]) == 0
+    out = capsys.readouterr()
+    assert "warning: unreadable, skipped: bad-\\udcff.md: its name is not UTF-8 (rename the file)" in out.err
+    assert "c: imported: 1 document" in out.out
+
+
+def test_corpus_category_depth_below_one_is_refused_by_the_parser(tmp_path, db, capsys):
+    err = refused_by_parser(["corpus", "import", str(tmp_path), "--category-depth", "-1"], db, capsys)
+    assert "argument --category-depth: expected an integer from 1 to 1,000, got '-1'" in err
+
+
+def test_a_retrieval_result_naming_both_a_triple_and_a_chunk_is_refused(tmp_path, tiny_dir, db, capsys):
+    d = tmp_path / "both"
+    shutil.copytree(tiny_dir, d)
+    text = (d / "retrieval.jsonl").read_text(encoding="utf-8")
+    (d / "retrieval.jsonl").write_text(text.replace('"score": 3.0}', '"score": 3.0, "chunk_id": "c1"}', 1),
+                                       encoding="utf-8")
+    err = refused(["import", str(d), "--name", "both"], db, capsys)
+    assert (f"{d / 'retrieval.jsonl'}:1: $.results[0]: both triple and chunk_id: a result names one unit "
+            "(this dataset's units are triples: triple)") in err
+
+
+def test_a_kb_link_leading_out_of_the_dataset_directory_is_refused_as_a_corpus_skips_it(tmp_path, tiny_dir, db,
+                                                                                        capsys):
+    d = tmp_path / "linked"
+    d.mkdir()
+    for name in ("samples.jsonl", "retrieval.jsonl"):
+        shutil.copy(tiny_dir / name, d / name)
+    (d / "kb.jsonl").symlink_to(tiny_dir / "kb.jsonl")
+    err = refused(["import", str(d), "--name", "linked"], db, capsys)
+    assert f"error: {d / 'kb.jsonl'}: is a symbolic link to {tiny_dir / 'kb.jsonl'}, outside {d}" in err
+
+
+# -- what reaches the terminal ---------------------------------------------------------------
+def test_control_characters_already_in_a_database_are_printed_escaped(db, capsys):
+    # A database written before names were checked: its names still cannot drive the terminal.
+    con = sqlite3.connect(db)
+    con.execute("UPDATE datasets SET name = ? WHERE name = 'tiny'", ("ti\x1b]0;PWNED\x07ny",))
+    con.execute("UPDATE retrievals SET retriever = ?", ("bm\x1b[2J\x9b25",))
+    con.commit()
+    con.close()
+    assert main(["--db", str(db), "datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
+    assert "ti\\u001b]0;PWNED\\u0007ny: 5 triples" in out and "bm\\u001b[2J\\u009b25" in out
+
+
+def test_the_terminal_escaping_keeps_json_valid(db, capsys):
+    con = sqlite3.connect(db)
+    con.execute("UPDATE retrievals SET retriever = ?", ("bm\x9b25",))     # C1: JSON itself does not escape it
+    con.commit()
+    con.close()
+    assert main(["--db", str(db), "datasets", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\x9b" not in out and json.loads(out)[0]["retrievers"] == ["bm\x9b25"]

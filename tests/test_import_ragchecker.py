@@ -367,3 +367,38 @@ def test_a_difference_or_comparison_of_gold_path_terms_is_undefined_too(db, rc_f
     (pair,) = json.loads(capsys.readouterr().out)["cells"]
     assert pair["terms"]["S_vis"]["delta"]["value"] is None   # not a 0 difference
     assert pair["terms"]["S_llm"]["delta"]["value"] == 0.0    # the run against itself
+
+
+def _synthetic(n: int) -> str:
+    """``n`` queries, 5 contexts each from a pool of ``n`` passages (so contexts recur across queries)."""
+    import random
+
+    rng = random.Random(n)
+    return _document([{"query_id": f"q{i}", "query": f"question {i}", "gt_answer": f"answer {i % 7}",
+                       "response": f"I think answer {i % 5}.",
+                       "retrieved_context": [{"doc_id": f"d{j}", "text": f"passage {j} about answer {j % 7}"}
+                                             for j in rng.sample(range(n), 5)]} for i in range(n)])
+
+
+def test_the_import_does_linear_work_in_sqlite(tmp_path):
+    """Four times the queries, about four times the SQLite work: counted in virtual-machine steps, which
+    are exact where seconds are noise. (Each response was once written by an UPDATE that left out the
+    key's cell_id, so it scanned the run's events: 500 → 2,000 queries cost 13× the steps.)"""
+    from workbench.data.ragchecker import import_ragchecker
+
+    def steps(n: int) -> int:
+        path = tmp_path / f"rc{n}.json"
+        path.write_text(_synthetic(n), encoding="utf-8")
+        store = open_store(tmp_path / f"rc{n}.db")
+        counted = [0]
+
+        def tick() -> int:
+            counted[0] += 1
+            return 0
+        store.conn.set_progress_handler(tick, 100)
+        import_ragchecker(store, path, "r")
+        store.close()
+        return counted[0]
+
+    small, large = steps(500), steps(2000)
+    assert 3.5 < large / small < 4.5, (small, large)

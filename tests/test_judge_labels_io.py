@@ -1,7 +1,8 @@
 """Human labels as JSON Lines (issue 18): ``judge labels export`` and ``judge labels import``.
 
 Two small real databases, built once per module without a model: sample_data/metaqa with a
-one-cell sweep ``sweep`` over its first 3 questions, and the tiny dedup KG ``tiny`` with a
+one-cell sweep ``sweep`` over its first 3 questions (imported answers, their claims decomposed by
+rule and checked lexically: Q1's answer has claims 0 and 1, Q3's empty one none), and the tiny dedup KG ``tiny`` with a
 candidate-only dedup run ``review``. The second database creates a decoy run, KG and dedup run
 first, so every id differs from the first's while every name is the same: a label file
 carries names, never ids.
@@ -17,7 +18,9 @@ import pytest
 
 from conftest import SAMPLE_METAQA, copy_db, import_films_kg, write_jsonl, write_tiny_kg
 from workbench.data.errors import InputRejected
+from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.importer import import_dataset
+from workbench.data.predictions import import_predictions
 from workbench.data.labels import FIELDS, LabelImport, export_labels, import_labels
 from workbench.errors import BadInput
 from workbench.kg.importer import import_kg
@@ -26,6 +29,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
 from workbench.store.labels import AnswerKey, ClaimKey, PairKey, put_label, stored_label
 from workbench.store.lookup import NotFound
+from workbench.store.queries import get_run
 
 CELL = "k5-b128-linear"
 Q1, Q2, Q3 = "metaqa-1hop-dev-01137", "metaqa-1hop-dev-09604", "metaqa-1hop-dev-04982"
@@ -44,6 +48,10 @@ def _build(path: Path, *, decoys: bool) -> Path:
         else:
             import_dataset(store, SAMPLE_METAQA, "metaqa")
         plan_sweep(store, SweepConfig(ks=(5,), budgets=(128,), formats=("linear",), limit=3), name="sweep")
+        answers = {Q1: "Otar Iosseliani directed it. He was born in Tbilisi.", Q2: "Anthony Minghella", Q3: ""}
+        import_predictions(store, get_run(store, "sweep"), write_jsonl(path.parent / f"{path.stem}-answers.jsonl", [
+            {"sample_id": q, "cell_id": CELL, "prediction": a} for q, a in answers.items()]))
+        run_claims(store, get_run(store, "sweep"), ClaimsConfig(decomposer="rule", verifiers=("lexical",)))
         import_kg(store, write_tiny_kg(path.parent / "kg"), "tiny")
         plan_dedup(store, "tiny", DedupConfig(modes=("graph",)), "review")
     finally:
@@ -190,9 +198,9 @@ def test_an_export_can_keep_one_kind_or_one_run_and_refuses_names_it_does_not_kn
     out = tmp_path / "labels.jsonl"
     assert export_labels(db, out, kinds=["answer"]) == 2
     assert {line["kind"] for line in read_lines(out)} == {"answer"}
-    assert export_labels(db, out, run="review") == 2
+    assert export_labels(db, out, run="review", force=True) == 2
     assert {line["kind"] for line in read_lines(out)} == {"dedup_pair"}
-    assert export_labels(db, out, run="sweep", kinds=["claim", "dedup_pair"]) == 3
+    assert export_labels(db, out, run="sweep", kinds=["claim", "dedup_pair"], force=True) == 3
     assert {line["kind"] for line in read_lines(out)} == {"claim"}
     with pytest.raises(NotFound, match="no run or dedup run named 'nope' .*known: review, sweep"):
         export_labels(db, out, run="nope")
@@ -253,14 +261,20 @@ def test_blank_lines_are_skipped_and_not_counted(db, tmp_path):
     assert import_labels(db, path) == LabelImport(added=2, changed=0, unchanged=0, lines=2)
 
 
-def test_a_claim_label_may_name_a_claim_index_no_claim_run_has_produced_here(db, tmp_path):
-    """Labels may arrive before the claims are decomposed on this machine: only the run, sample and
-    cell must exist, and the label keeps the text it was given."""
-    assert db.count("claims") == 0
-    path = write_jsonl(tmp_path / "labels.jsonl", [claim_line(claim=7, text="a claim decomposed elsewhere")])
-    assert import_labels(db, path).added == 1
-    label = stored_label(db.conn, ClaimKey(run_id(db), CELL, sid(db, Q1), 7), "ana")
-    assert label.claim == "a claim decomposed elsewhere" and label.label is True
+def test_a_claim_label_must_name_a_claim_the_answer_has(db, tmp_path):
+    """A key that names nothing is refused, as every unknown key is: claim 7 of an answer with two
+    claims, any claim of an answer not decomposed yet, or an index past SQLite's integers."""
+    path = write_jsonl(tmp_path / "labels.jsonl", [
+        claim_line(claim=7, text="a claim decomposed elsewhere"), claim_line(sample_id=Q3, claim=0),
+        claim_line(claim=2 ** 63)])
+    with pytest.raises(InputRejected) as refused:
+        import_labels(db, path)
+    assert str(refused.value).splitlines() == [
+        f"{path}:1: $.claim: no claim 7: the answer to {Q1!r} in cell {CELL!r} of run 'sweep' has claims 0 to 1",
+        f"{path}:2: $.claim: the answer to {Q3!r} in cell {CELL!r} of run 'sweep' has no verified claims "
+        "(run `workbench claims run sweep` first)",
+        f"{path}:3: $.claim: integer 9223372036854775808 is out of range (a 64-bit integer: -2^63 to 2^63-1)"]
+    assert count(db) == 0
 
 
 def test_a_pair_may_come_in_either_order_and_is_stored_as_a_below_b(db, tmp_path):

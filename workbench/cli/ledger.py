@@ -143,7 +143,9 @@ examples:
 A Parquet file holds the frame of the same name in workbench.analysis. Its columns are typed,
 undefined values are nulls, and it has no index column, so DuckDB, polars and pandas read it
 as it is. A Parquet ledger has one row per retrieval cell. The oracle controls are in the CSV
-and JSONL exports. The file is written to a temp file beside it and renamed over it."""
+and JSONL exports. The file is written to a temp file beside it and renamed over it; an existing
+file is replaced only with --force, and the database, any SQLite file, a link, a directory or a
+device is refused (exit 2)."""
 
 
 def cmd_export(args) -> int:

@@ -269,7 +269,8 @@ def _entry_lines(text: str) -> list[int]:
     ``text`` is known to be valid JSON by now; this walks its top-level object with
     ``raw_decode`` to find where each entry starts (``json`` itself keeps no positions).
     """
-    decoder = json.JSONDecoder()
+    # Only skips values: numbers are not converted (a 5,000-digit integer would raise).
+    decoder = json.JSONDecoder(parse_int=len, parse_float=len, parse_constant=len)
     lines: list[int] = []
     pos, line = 0, 1
 
