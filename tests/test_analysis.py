@@ -204,7 +204,32 @@ def test_the_ledger_equals_its_export_and_undefined_terms_stay_undefined(results
     claimed = frame.set_index("cell_id")["claims_n"]
     assert claimed.to_dict() == {"k1-b64-score": 0, CLAIM_CELL: 40, UNSCORED_CELL: 0}
     cli(results_db, "export", "ledger", "sweep", "--resamples", 300, "--out", tmp_path / "l.parquet")
-    pdt.assert_frame_equal(pd.read_parquet(tmp_path / "l.parquet"), frame, check_exact=True)
+    exported = pd.read_parquet(tmp_path / "l.parquet")
+    pdt.assert_frame_equal(exported, analysis.ledger(results_db, "sweep", resamples=300, controls=True),
+                           check_exact=True)
+    retrieval = exported[exported["kind"] == "retrieval"].drop(columns="kind").reset_index(drop=True)
+    pdt.assert_frame_equal(retrieval[list(frame.columns)], frame, check_exact=True, check_dtype=False)
+
+
+def test_the_parquet_ledger_holds_the_oracle_controls_of_the_jsonl_one(results_db, tmp_path):
+    """Once the Parquet ledger had the retrieval cells only: the controls were in CSV/JSONL alone."""
+    cli(results_db, "export", "ledger", "sweep", "--resamples", 300, "--out", tmp_path / "l.jsonl")
+    cli(results_db, "export", "ledger", "sweep", "--resamples", 300, "--out", tmp_path / "l.parquet")
+    oracle = [r for r in jsonl(tmp_path / "l.jsonl") if r["kind"] == "oracle"]
+    frame = pd.read_parquet(tmp_path / "l.parquet")
+    rows = frame[frame["kind"] == "oracle"].set_index("cell_id")
+    assert sorted(rows.index) == sorted(r["cell_id"] for r in oracle) and oracle
+    for rec in oracle:
+        for term in ("Acc_struct", "Acc_linear", "L_struct"):
+            for part, suffix in (("value", ""), ("lo", "_lo"), ("hi", "_hi")):
+                got, want = rows.loc[rec["cell_id"], term + suffix], rec[term][part]
+                assert (want is None and np.isnan(got)) or got == want, (rec["cell_id"], term, part)
+        noise = frame[(frame["kind"] == "noise") & (frame["budget"] == rec["budget"])].set_index("cell_id")
+        assert sorted(noise.index) == sorted(p["cell_id"] for p in rec["L_noise"])
+        for paired in rec["L_noise"]:
+            for term in ("L_noise", "L_noise_unpaired"):
+                got, want = noise.loc[paired["cell_id"], term], paired[term]["value"]
+                assert (want is None and np.isnan(got)) or got == want
 
 
 def test_samples_equal_the_samples_view_export_by_quadrant(results_db, tmp_path):
@@ -314,7 +339,7 @@ def test_a_missing_run_cell_or_claim_run_is_not_found(results_db):
 
 def test_parquet_reads_back_through_pandas_and_duckdb(results_db, tmp_path):
     events = analysis.events(results_db, "sweep")
-    ledger = analysis.ledger(results_db, "sweep")
+    ledger = analysis.ledger(results_db, "sweep", controls=True)
     cli(results_db, "export", "events", "sweep", "--out", tmp_path / "events.parquet")
     cli(results_db, "export", "ledger", "sweep", "--out", tmp_path / "ledger.parquet")
     cli(results_db, "export", "samples", "sweep", "--cell", CLAIM_CELL, "--out", tmp_path / "samples.pq")
@@ -339,7 +364,8 @@ def test_parquet_reads_back_through_pandas_and_duckdb(results_db, tmp_path):
         assert (mean is None and np.isnan(g["mean"])) or mean == pytest.approx(g["mean"]), cell
         assert vis == g["vis"]
     # The README's query over the ledger: a mean of S_llm per format, undefined cells left out.
-    got = duckdb.sql(f"SELECT format, avg(S_llm), count(S_llm) FROM '{tmp_path / 'ledger.parquet'}' GROUP BY 1").fetchall()
+    got = duckdb.sql(f"SELECT format, avg(S_llm), count(S_llm) FROM '{tmp_path / 'ledger.parquet'}'"
+                     " WHERE kind = 'retrieval' GROUP BY 1").fetchall()
     assert got == [("score", pytest.approx(ledger["S_llm"].mean()), 2)]
     meta = json.loads(pq.read_schema(tmp_path / "ledger.parquet").metadata[b"workbench"])
     assert (meta["export"], meta["run"], meta["resamples"], meta["score"]) == ("ledger", "sweep", 2000, "acc")
@@ -439,3 +465,47 @@ def test_a_writer_goes_on_while_frames_are_read(results_db, tmp_path):
     writer.close()
     assert len(rows) >= 2 and set(rows) == {1800}
     assert analysis.tags(results_db)["tag"].str.startswith("busy-").sum() == 30
+
+
+def test_the_streamed_event_records_are_the_tables_rows_in_its_order(results_db):
+    """The CSV/JSONL exports read one cell at a time; the frames read the table: the same rows."""
+    from workbench.data.exports import event_records
+    from workbench.store.frames import event_table
+
+    store = open_store(results_db)
+    try:
+        run = get_run(store, "sweep")
+        # A score the table cannot hold as score·2^60 (read per row there) and one that is NULL.
+        store.conn.execute("UPDATE events SET score = 0.1 WHERE run_id = ? AND sid = 1", (run.id,))
+        streamed = list(event_records(store, run))
+        assert streamed == event_table(store, run).to_pylist()
+        assert len(streamed) == 1800 and any(r["score"] is None for r in streamed)
+    finally:
+        store.close()
+
+
+def test_an_events_export_streams_the_first_rows_before_reading_the_run(results_db):
+    """Once, a CSV or JSONL export read all 5M events into memory (1.4 GiB) before writing a line.
+    Counted in SQLite steps (exact, where memory and time are noise): the first record costs a
+    small part of the whole read."""
+    from workbench.data.exports import event_records
+
+    store = open_store(results_db)
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    try:
+        run = get_run(store, "sweep")
+        cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (run.id,)).fetchone()[0]
+        store.conn.set_progress_handler(tick, 10)
+        records = event_records(store, run)
+        next(records)
+        first = steps[0]
+        for _ in records:
+            pass
+        assert first * cells / 2 < steps[0]          # the first record came after about one cell's reading
+    finally:
+        store.close()

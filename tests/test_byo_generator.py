@@ -33,7 +33,7 @@ def test_round_trip_fills_the_whole_ledger_and_the_identity_holds(tmp_path, tiny
     prompts, records = _round_trip(tmp_path, db, "s")
     assert len(records) == 3 * 3 * 2 * 2
     first = records[0]
-    assert set(first) == {"sample_id", "cell_id", "messages", "prompt"}
+    assert set(first) == {"sample_id", "cell_id", "prompt_style", "messages", "prompt"}
     assert first["messages"][0]["role"] == "system" and "Question:" in first["prompt"]
     answers = {"q1": ["William Dieterle"], "q2": ["William Dieterle"], "q3": ["French"]}
     write_jsonl(tmp_path / "pred.jsonl", [{"sample_id": r["sample_id"], "cell_id": r["cell_id"],
@@ -125,3 +125,26 @@ def test_prompts_carry_the_exact_truncated_window(tmp_path, tiny_store):
     # The 5-token window is a cut-off part of the first line, and that is what the model sees.
     assert "\n" not in evidence and evidence.startswith("[T3]")
     assert evidence in q1["messages"][1]["content"]
+
+
+def test_a_completion_runs_prompts_end_with_the_answer_cue_its_model_saw(tiny_store):
+    """Once the export flattened the chat messages for every run: a base model's prompt lacked its
+    answer cue, so a generator fed the export saw other text than the workbench's model had."""
+    import io
+
+    from workbench.runs.generation import GenerationConfig
+    from workbench.runs.prompt import ANSWER_CUE
+
+    sweep = SweepConfig(ks=(2,), budgets=(64,), formats=("score",))
+    for name, style in (("chat", "chat"), ("base", "completion")):
+        plan_sweep(tiny_store, sweep, name=name,
+                   generation=GenerationConfig(max_tokens=8, prompt_style=style).as_dict())
+    lines = {}
+    for name in ("chat", "base"):
+        buf = io.StringIO()
+        export_prompts(tiny_store, get_run(tiny_store, name), buf)
+        lines[name] = [json.loads(line) for line in buf.getvalue().splitlines()]
+    chat, base = lines["chat"][0], lines["base"][0]
+    assert (chat["prompt_style"], base["prompt_style"]) == ("chat", "completion")
+    assert base["prompt"] == chat["prompt"] + ANSWER_CUE and not chat["prompt"].endswith(ANSWER_CUE)
+    assert base["messages"] == chat["messages"]

@@ -306,8 +306,9 @@ def test_aggregate_averages_defined_samples_only():
     assert list(agg) == list(METRICS)
 
 
-def test_aggregate_with_one_defined_sample_has_a_mean_but_no_interval():
-    assert aggregate(cells(None, 0.25))["faithfulness"] == CellMetric(1, 0.25, None, None)
+def test_aggregate_with_one_defined_sample_has_its_mean_as_the_interval():
+    # Once the interval was left out, and the claims table showed a bare point beside intervals.
+    assert aggregate(cells(None, 0.25))["faithfulness"] == CellMetric(1, 0.25, 0.25, 0.25)
 
 
 def test_aggregate_of_constant_values_has_a_degenerate_interval():

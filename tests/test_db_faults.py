@@ -27,7 +27,7 @@ from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
-from workbench.store.db import migration_files
+from workbench.store.schema import migration_files
 
 from conftest import write_jsonl
 
@@ -240,6 +240,31 @@ def test_a_writable_database_opens_read_write_even_for_a_reading_verb(swept):
     store = open_store(swept, readonly=True)
     assert not store.readonly
     store.close()
+
+
+def test_a_read_only_open_leaves_no_wal_or_shm_behind_and_the_file_unchanged(swept):
+    # Once: the analysis API's mode=ro open left wb.db-wal and wb.db-shm in the user's directory.
+    from workbench import analysis
+
+    before = swept.read_bytes()
+    assert len(analysis.events(swept, "s")) == 6
+    assert sorted(p.name for p in swept.parent.iterdir()) == ["wb.db"]
+    assert swept.read_bytes() == before
+
+
+def test_a_read_only_open_keeps_the_wal_files_another_connection_still_uses(swept):
+    from workbench.store.db import open_readonly
+
+    writer = sqlite3.connect(swept)             # e.g. a run in another process, its WAL open
+    writer.execute("SELECT count(*) FROM runs").fetchone()
+    reader = open_readonly(swept)
+    reader.conn.execute("SELECT count(*) FROM events").fetchone()
+    reader.close()
+    assert {"wb.db-wal", "wb.db-shm"} <= {p.name for p in swept.parent.iterdir()}
+    writer.execute("INSERT INTO tags (dataset_id, sid, tag, created_at) VALUES (1, 1, 'still-works', 'now')")
+    writer.commit()
+    writer.close()                               # the last one out removes them, as SQLite does
+    assert sorted(p.name for p in swept.parent.iterdir()) == ["wb.db"]
 
 
 # -- disk full ------------------------------------------------------------------------------

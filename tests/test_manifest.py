@@ -25,7 +25,7 @@ from workbench.runs.generation import GenerationConfig
 from workbench.runs.manifest import git_commit
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
-from workbench.store.db import MIGRATIONS_DIR, apply_migrations
+from workbench.store.schema import MIGRATIONS_DIR, apply_migrations
 from workbench.store.lookup import NotFound
 from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import get_run

@@ -229,6 +229,19 @@ def test_workbench_resume_waits_for_the_model_then_runs(two_job_db):
     assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("done", 2)]
 
 
+def test_llm_question_generation_says_whom_it_waits_for(corpus_db):
+    # Once silent: `questions generate --strategy llm` waited for the model without a word.
+    with holder("workbench dedup run kg") as child:
+        proc = subprocess.Popen(_cli(corpus_db, "questions", "generate", "hc", "--strategy", "llm", "--limit", "1",
+                                     "--n", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = _stderr_lines(proc)
+        line = _until(lines, "waiting for the model")
+        assert WAITING.search(line).groups() == (str(child.pid), "workbench dedup run kg")
+        let_go(child)
+        assert proc.wait(timeout=600) == 0
+    assert proc.stdout.read().endswith("llm questions added\n")
+
+
 def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db):
     with holder():
         proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

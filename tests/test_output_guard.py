@@ -162,7 +162,7 @@ def test_dedup_export_refuses_the_kg_source_and_existing_files(judged_db, tmp_pa
     store = open_store(judged_db)
     source = Path(store.conn.execute("SELECT source FROM kgs").fetchone()[0])
     store.close()
-    kb_before = (source / "kb.jsonl").read_bytes() if (source / "kb.jsonl").exists() else None
+    kb_before = (source / "kb.jsonl").read_bytes()
     out = tmp_path / "deduped"
 
     assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out)]) == 0
@@ -170,10 +170,9 @@ def test_dedup_export_refuses_the_kg_source_and_existing_files(judged_db, tmp_pa
     assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out)]) == 2
     assert "kb.jsonl: exists; pass --force to replace it" in capsys.readouterr().err
     assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(out), "--force"]) == 0
-    if kb_before is not None:
-        assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(source), "--force"]) == 2
-        assert "is where KG 'tiny' was imported from" in capsys.readouterr().err
-        assert (source / "kb.jsonl").read_bytes() == kb_before
+    assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", str(source), "--force"]) == 2
+    assert "is where KG 'tiny' was imported from" in capsys.readouterr().err
+    assert (source / "kb.jsonl").read_bytes() == kb_before
 
 
 def test_the_guard_in_the_core_protects_a_database_this_process_opened(tmp_path):

@@ -3,7 +3,7 @@
 import sqlite3
 
 from workbench.store import default_db_path, open_store
-from workbench.store.db import MIGRATIONS_DIR, apply_migrations
+from workbench.store.schema import MIGRATIONS_DIR, apply_migrations
 
 
 def test_every_migration_is_recorded_once(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from textual.app import ScreenStackError
 
 from workbench.store import open_store
@@ -247,3 +248,21 @@ async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monk
             m.setattr(WorkbenchApp, "screen", property(no_screens))
             app._poll()            # sees the write, finds no screen, returns
         assert app._version == app.store.data_version()
+
+
+async def test_a_worker_that_raises_a_bug_fails_the_wait_at_once_not_after_the_patience(swept_db):
+    """Once, a test waited its full patience (minutes) for a screen whose worker had died."""
+    import time
+
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_loaded(pilot)
+
+        def broken(store):
+            raise TypeError("a bug in a loader")
+
+        app.screen.load("broken", broken)
+        started = time.monotonic()
+        with pytest.raises(AssertionError, match="a worker raised TypeError: a bug in a loader"):
+            await wait_for(pilot, lambda: False, timeout=60, what="something the broken worker owed")
+        assert time.monotonic() - started < 10

@@ -161,6 +161,36 @@ async def test_a_run_written_elsewhere_appears_when_coming_back_to_runs(swept_db
         assert table.get_row_at(1)[0] == "from-cli"
 
 
+async def test_a_run_another_process_is_writing_shows_as_running_with_its_pid_not_paused(live_db):
+    """`workbench resume live` in a shell holds the run's lease: the TUI names that writer."""
+    import subprocess
+    import sys
+
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from workbench.store import open_store
+from workbench.store.lease import hold
+store = open_store({str(live_db)!r})
+with hold(store, "run:live", what="workbench resume live"):
+    print("holding", flush=True)
+    time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "holding"
+        app = WorkbenchApp(live_db)
+        async with app.run_test(size=SIZE) as pilot:
+            table = await open_runs(pilot)
+            await wait_for(pilot, lambda: table.get_row_at(0)[-1] != "", what="the state column")
+            assert table.get_row_at(0)[-1] == f"running: pid {writer.pid}"
+    finally:
+        writer.kill()
+        writer.wait()
+    app = WorkbenchApp(live_db)                      # the writer gone (kill -9 too): paused again
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_runs(pilot)
+        assert table.get_row_at(0)[-1] == "paused"
+
+
 @pytest.fixture
 def half_done_db(live_db):
     """``live`` with 2 of its 6 jobs done (an execution stopped after them, as a Ctrl-C would)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.store.db import MissingMigrations, apply_migrations
+from workbench.store.schema import MissingMigrations, apply_migrations
 
 from conftest import REPO
 

@@ -25,7 +25,20 @@ async def wait_for(pilot, condition, timeout=PATIENCE, step=0.1, what="condition
         await pilot.pause(step)
         if condition():
             return
+        fail_on_a_bug(pilot.app)
     raise AssertionError(f"{what() if callable(what) else what} not reached in {timeout:.0f} s")
+
+
+# What a worker may raise for the user to read (a bad input, the machine's fault, a missing name):
+# shown in a dialog, as designed. Anything else is a bug, and no condition waited on will come.
+EXPECTED_ERRORS = (ValueError, LookupError, RuntimeError, OSError)
+
+
+def fail_on_a_bug(app) -> None:
+    """Fail now, with its traceback, if a worker of ``app`` raised something other than an expected error."""
+    bugs = [e for e in getattr(app, "worker_errors", ()) if not isinstance(e, EXPECTED_ERRORS)]
+    if bugs:
+        raise AssertionError(f"a worker raised {type(bugs[0]).__name__}: {bugs[0]}") from bugs[0]
 
 
 async def until_loaded(pilot, screen=None, timeout=PATIENCE):

@@ -31,13 +31,13 @@ from workbench.analysis.claims import CLAIM_DTYPES, claims
 from workbench.analysis.comparison import COMPARE_DTYPES, compare
 from workbench.analysis.events import EVENT_DTYPES, events
 from workbench.analysis.labels import LABEL_DTYPES, labels
-from workbench.analysis.ledger import LEDGER_DTYPES, ledger
+from workbench.analysis.ledger import LEDGER_CONTROLS_DTYPES, LEDGER_DTYPES, ledger
 from workbench.analysis.samples import SAMPLE_DTYPES, samples
 from workbench.analysis.source import connect
 from workbench.store.lookup import NotFound
 
 __all__ = [
-    "CLAIM_DTYPES", "COMPARE_DTYPES", "DATASET_DTYPES", "EVENT_DTYPES", "LABEL_DTYPES", "LEDGER_DTYPES",
+    "CLAIM_DTYPES", "COMPARE_DTYPES", "DATASET_DTYPES", "EVENT_DTYPES", "LABEL_DTYPES", "LEDGER_CONTROLS_DTYPES", "LEDGER_DTYPES",
     "RUN_DTYPES", "SAMPLE_DTYPES", "TAG_DTYPES", "NotFound", "claims", "compare", "connect", "datasets", "events",
     "labels", "ledger", "runs", "samples", "tags",
 ]

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from workbench.analysis.claims import CLAIM_DTYPES, chosen_claim_run, claim_records
 from workbench.analysis.events import event_parquet_batches
-from workbench.analysis.ledger import LEDGER_DTYPES, ledger_frame, ledger_provenance, ledger_report
+from workbench.analysis.ledger import LEDGER_CONTROLS_DTYPES, ledger_frame, ledger_provenance, ledger_report
 from workbench.analysis.samples import SAMPLE_DTYPES, sample_records
 from workbench.analysis.typed import arrow_batches, arrow_schema, typed_frame
 from workbench.data.exports import event_records, ledger_records
@@ -81,8 +81,8 @@ def _parquet_parts(store: Store, what: str, run: Run,
         return event_parquet_batches(store, run)
     if what == "ledger":
         report = _report(store, run, options)
-        schema = arrow_schema(LEDGER_DTYPES, ledger_provenance(report))
-        return schema, arrow_batches(ledger_frame(report), schema)
+        schema = arrow_schema(LEDGER_CONTROLS_DTYPES, ledger_provenance(report))
+        return schema, arrow_batches(ledger_frame(report, controls=True), schema)
     if what == "samples":
         cell = options.cell or first_cell(store, run)
         records = sample_records(store, run, cell, options.quadrant)

@@ -1,4 +1,5 @@
-"""A run's dissipation ledger as a frame: one row per retrieval cell, every term with its 95% interval."""
+"""A run's dissipation ledger as a frame: one row per retrieval cell, every term with its 95% interval;
+with ``controls=True`` also the oracle controls' rows (as the Parquet export holds them)."""
 
 from __future__ import annotations
 
@@ -30,20 +31,32 @@ LEDGER_DTYPES: dict[str, object] = {
     **{col: dtype for metric in LEDGER_METRICS for col, dtype in _interval(metric, FLOAT).items()},
 }
 
+#: The columns of :func:`ledger` with ``controls=True`` (and of ``export ledger`` as Parquet): ``kind``
+#: first (``retrieval``; ``oracle``: an oracle budget's controls, its cell id ``oracle-bB``; ``noise``:
+#: the noise loss of a real linear cell at that budget, paired with the oracle), then the retrieval
+#: columns (``k`` and ``format`` empty on oracle rows), then the controls' terms, empty on the rows
+#: they do not belong to.
+CONTROL_TERMS = ("Acc_struct", "Acc_linear", "L_struct", "L_noise", "L_noise_unpaired")
+LEDGER_CONTROLS_DTYPES: dict[str, object] = {
+    "kind": STR, **LEDGER_DTYPES, "k": NULLABLE_INT, "p_star_visible": FLOAT,
+    **{col: dtype for term in CONTROL_TERMS for col, dtype in _interval(term, FLOAT).items()},
+}
+
 
 def ledger(db: Db, run: str | None = None, *, score: str | None = None, resamples: int = 2000, seed: int = 0,
-           exclude_tags: Sequence[str] = ()) -> pd.DataFrame:
+           exclude_tags: Sequence[str] = (), controls: bool = False) -> pd.DataFrame:
     """The ledger of ``run`` (default: the most recent), one row per retrieval cell, typed by :data:`LEDGER_DTYPES`.
 
     The rows and values are those of ``workbench ledger RUN --json`` and ``export ledger``,
     with the same arguments. An undefined term, such as ``Acc_hit`` with no visible hit, is
     NaN. Through a read-only store the ledger's incremental state is loaded if one was saved,
-    and caught up in memory. Otherwise it is built in memory, and nothing is saved. The
-    oracle controls are in ``workbench export ledger`` as CSV or JSONL.
+    and caught up in memory. Otherwise it is built in memory, and nothing is saved.
+    ``controls=True`` adds the oracle controls' rows (:data:`LEDGER_CONTROLS_DTYPES`), as the
+    Parquet export holds them.
     """
     with reading(db) as store:
         return ledger_frame(ledger_report(store, get_run(store, run), score=score, resamples=resamples, seed=seed,
-                                          exclude_tags=exclude_tags))
+                                          exclude_tags=exclude_tags), controls=controls)
 
 
 def ledger_report(store: Store, run: Run, *, score: str | None, resamples: int, seed: int,
@@ -53,9 +66,26 @@ def ledger_report(store: Store, run: Run, *, score: str | None, resamples: int, 
                       exclude_tags=exclude_tags)
 
 
-def ledger_frame(report: LedgerReport) -> pd.DataFrame:
-    """The retrieval rows of a ledger report as a typed frame, each ``{value, lo, hi}`` term as three columns."""
-    return typed_frame((flatten(rec) for rec in ledger_records(report) if rec["kind"] == "retrieval"), LEDGER_DTYPES)
+def ledger_frame(report: LedgerReport, *, controls: bool = False) -> pd.DataFrame:
+    """A ledger report as a typed frame, each ``{value, lo, hi}`` term as three columns.
+
+    The retrieval rows; with ``controls`` also an ``oracle`` row per oracle budget and a
+    ``noise`` row per real linear cell paired with it.
+    """
+    records = ledger_records(report)
+    if not controls:
+        return typed_frame((flatten(rec) for rec in records if rec["kind"] == "retrieval"), LEDGER_DTYPES)
+    return typed_frame((flatten(row) for rec in records for row in _rows(rec)), LEDGER_CONTROLS_DTYPES)
+
+
+def _rows(record: dict) -> list[dict]:
+    """A ledger record as flat rows: itself, or an oracle budget's row and its noise rows."""
+    if record["kind"] != "oracle":
+        return [record]
+    oracle = {k: v for k, v in record.items() if k != "L_noise"}
+    noise = [{"kind": "noise", "budget": record["budget"], "format": "linear", **paired}
+             for paired in record.get("L_noise") or ()]
+    return [oracle, *noise]
 
 
 def ledger_provenance(report: LedgerReport) -> dict[str, object]:

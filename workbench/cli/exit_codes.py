@@ -26,7 +26,8 @@ def failure_of(exc: Exception, db: str | None) -> tuple[int, str] | None:
     database error's traceback (unless ``WORKBENCH_DEBUG=1``).
     """
     # Imported on a failure only: the store loads sqlite_utils and pandas, which `workbench --help` never needs.
-    from workbench.store.db import default_db_path, sqlite_error_message
+    from workbench.store.db import default_db_path
+    from workbench.store.faults import sqlite_error_message
     from workbench.store.lookup import NotFound
 
     if isinstance(exc, InputRejected):

@@ -8,7 +8,7 @@ import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import FAILURE, OK
-from workbench.cli.shared import emit_json, store_of, write_out
+from workbench.cli.shared import emit_json, say, store_of, write_out
 from workbench.terminal import raw_stream, write_control
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
@@ -58,6 +58,9 @@ def cmd_ledger(args) -> int:
         return OK
     report = _report(args, store)
     if args.json:
+        # The JSON stays one object per cell; what the table's header warns of is said on stderr.
+        for warning in report.warnings:
+            say(f"warning: {warning}")
         emit_json(ledger_records(report))
     else:
         print(ledger_tables(report))
@@ -137,13 +140,13 @@ examples:
   workbench export ledger demo --out ledger.csv
   workbench export samples demo --cell k5-b128-linear --quadrant dissipation --out dissipation.jsonl
   workbench export claims demo --out claims.parquet
-  duckdb -c "SELECT format, avg(S_llm) FROM 'ledger.parquet' GROUP BY 1"
+  duckdb -c "SELECT format, avg(S_llm) FROM 'ledger.parquet' WHERE kind = 'retrieval' GROUP BY 1"
 
 --format defaults to the file's extension: .csv, .parquet or .pq, and jsonl for anything else.
 A Parquet file holds the frame of the same name in workbench.analysis. Its columns are typed,
 undefined values are nulls, and it has no index column, so DuckDB, polars and pandas read it
-as it is. A Parquet ledger has one row per retrieval cell. The oracle controls are in the CSV
-and JSONL exports. The file is written to a temp file beside it and renamed over it; an existing
+as it is. A Parquet ledger has a kind column: a retrieval row per cell, an oracle row per oracle
+budget and a noise row per linear cell paired with it (the CSV and JSONL exports nest those). The file is written to a temp file beside it and renamed over it; an existing
 file is replaced only with --force, and the database, any SQLite file, a link, a directory or a
 device is refused (exit 2)."""
 
@@ -197,7 +200,8 @@ def register(subparsers, parents: SharedParents) -> None:
     p = subparsers.add_parser("ledger", parents=[parents.db, report], help="print the dissipation ledger with 95%% CIs",
                               epilog=LEDGER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    p.add_argument("--json", action="store_true", help="one object per cell, every term with lo/hi")
+    p.add_argument("--json", action="store_true",
+                   help="one object per cell, every term with lo/hi (warnings go to stderr)")
     p.add_argument("--diff", nargs=2, metavar=("CELL_A", "CELL_B"), help="paired-bootstrap difference of two cells")
     p.add_argument("--term", default="S_vis", help="term for --diff (default S_vis)")
     p.add_argument("--verify", action="store_true",

@@ -41,7 +41,26 @@ def build_parser() -> argparse.ArgumentParser:
     parents = shared_parents()
     for group in VERB_GROUPS:
         group.register(subparsers, parents)
+    _own_errors(parser)
     return parser
+
+
+def _own_errors(parser: argparse.ArgumentParser) -> None:
+    """Each verb's parser remembers itself, so that an error found after parsing names that verb."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(verb_parser=sub)
+                _own_errors(sub)
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by the verb it was given to
+    (``workbench compare: error: unrecognized arguments: --threads 0``), not by ``workbench``."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        getattr(args, "verb_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not isinstance(out, EscapingStream):
         sys.stdout, sys.stderr = EscapingStream(out), EscapingStream(err)
     try:
-        return _run(build_parser().parse_args(argv))
+        return _run(parse(build_parser(), argv))
     finally:
         sys.stdout, sys.stderr = out, err
 

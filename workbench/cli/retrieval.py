@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from workbench.cli.common import SharedParents, add_json, add_resamples, add_out
 from workbench.cli.exit_codes import OK
-from workbench.cli.shared import emit_json, say_dataset_replaced, store_of, write_out
+from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
 from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts, name_or_path
 from workbench.tables import fmt_estimate, table
 
@@ -75,7 +75,7 @@ def cmd_questions_generate(args) -> int:
     from workbench.retrieval.evaluate import filename_questions, llm_questions
 
     if args.strategy == "llm":
-        added = llm_questions(store_of(args), args.dataset, n=args.n, limit=args.limit)
+        added = llm_questions(store_of(args), args.dataset, n=args.n, limit=args.limit, on_wait=say)
     else:
         added = filename_questions(store_of(args), args.dataset, lang=args.lang)
     print(f"{added:,} {args.strategy} questions added")

@@ -21,16 +21,14 @@ __all__ = ["event_records", "ledger_records", "flatten", "render", "parquet_chun
 
 
 def event_records(store: Store, run: Run) -> Iterable[dict[str, Any]]:
-    """One dict per (sample, cell) of the run, in cell then sample order.
+    """One dict per (sample, cell) of the run, in cell then sample order, streamed (one row in memory).
 
-    The keys are :data:`workbench.store.frames.EVENT_FIELDS`.
+    The keys are :data:`workbench.store.frames.EVENT_FIELDS`; the rows are those of
+    :func:`~workbench.store.frames.event_table` (tests/test_analysis.py compares them).
     """
-    # The one reader of a run's events (workbench.store.frames): the record exports, the Parquet
-    # export and the analysis API's frames see the same rows.
-    from workbench.store.frames import DEFAULT_CHUNK_ROWS, event_table
+    from workbench.store.frames import event_rows
 
-    for batch in event_table(store, run).to_batches(max_chunksize=DEFAULT_CHUNK_ROWS):
-        yield from batch.to_pylist()
+    yield from event_rows(store, run)
 
 
 def ledger_records(report) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Bring-your-own generator: export the exact prompts, import predictions back.
 
 ``prompts export`` writes one JSON object per (sample, cell) with the chat messages and
-their flattened text; ``predictions import`` reads ``{"sample_id", "cell_id",
+the prompt as text (for a completion-style run, with the answer cue the model saw); ``predictions import`` reads ``{"sample_id", "cell_id",
 "prediction"}`` lines, scores them with the run's scorer and fills the events, in one
 transaction, with the importers' ``file:line: field: reason`` errors.
 """
@@ -18,6 +18,7 @@ from workbench.data.fields import check_required, check_str, json_type
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
+from workbench.runs.generation import GenerationConfig
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store
 from workbench.store.queries import Run, load_samples
@@ -31,11 +32,18 @@ def _check_text(value):
 
 
 def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate | None = None) -> int:
-    """Write the prompt of every (sample, cell) of ``run`` as JSONL; return the count."""
+    """Write the prompt of every (sample, cell) of ``run`` as JSONL; return the count.
+
+    Each line: ``sample_id``, ``cell_id``, ``prompt_style``, the chat ``messages`` and the
+    ``prompt`` as text, which for a ``completion`` run is exactly the text its model continued
+    (the answer cue included), and for a ``chat`` run the messages flattened.
+    """
+    gen = run.config.get("generation")
+    config = GenerationConfig.from_stored(gen) if gen else None
+    style = config.prompt_style if config is not None else "chat"
     if template is None:
-        gen = run.config.get("generation")
-        template = (PromptTemplate(system=gen["system"], user=gen["user"], answer_format=gen["answer_format"])
-                    if gen else PromptTemplate())
+        template = config.template if config is not None else PromptTemplate()
+    as_text = template.completion if style == "completion" else template.text
     samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
     count = 0
     for cell_id, sid, evidence in store.conn.execute(
@@ -43,8 +51,8 @@ def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate
             " WHERE e.run_id = ? ORDER BY e.cell_id, e.sid", (run.id,)):
         sample = samples[sid]
         messages = template.messages(evidence, sample.question)
-        out.write(json.dumps({"sample_id": sample.id, "cell_id": cell_id, "messages": messages,
-                              "prompt": template.text(evidence, sample.question)}, ensure_ascii=False) + "\n")
+        out.write(json.dumps({"sample_id": sample.id, "cell_id": cell_id, "prompt_style": style, "messages": messages,
+                              "prompt": as_text(evidence, sample.question)}, ensure_ascii=False) + "\n")
         count += 1
     return count
 

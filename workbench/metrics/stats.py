@@ -377,8 +377,9 @@ def bootstrap_mean(
 ) -> Estimate:
     """The mean of ``values`` (one per item) with a percentile bootstrap interval.
 
-    No items give ``Estimate(None, None, None)``; one item (no spread to resample) or
-    ``resamples=0`` give the mean without an interval. Values must be finite: leave
+    No items give ``Estimate(None, None, None)``; ``resamples=0`` gives the mean without an
+    interval. One item is resampled like many: its interval is the point itself (all a
+    bootstrap can say of one item), shown rather than left out. Values must be finite: leave
     undefined items out before calling. ``keys``: the items' bootstrap keys (e.g. sids, so the
     interval pairs with the ledger's); default their positions.
     """
@@ -388,7 +389,7 @@ def bootstrap_mean(
     resamples = check_bootstrap_args(resamples, alpha)
     if len(values) == 0:
         return Estimate(None, None, None)
-    if len(values) < 2 or resamples == 0:
+    if resamples == 0:
         return Estimate(float(np.mean(values)), None, None)
     mean, boot = mean_and_resampled(values, resamples, seed, keys)
     return percentile_interval(float(mean), boot, alpha)
@@ -406,7 +407,7 @@ def bootstrap_means(
     n, m = block.shape
     if n == 0:
         return [Estimate(None, None, None)] * m
-    if n < 2 or resamples == 0:
+    if resamples == 0:
         return [Estimate(float(v), None, None) for v in block.mean(axis=0)]
     means, boot = mean_and_resampled(block, resamples, seed, keys)
     points = {j: float(means[j]) for j in range(m)}
@@ -423,8 +424,8 @@ def bootstrap_ratio(
 ) -> Estimate:
     """The pooled ratio Σnum / Σden over items, resampled by item (e.g. cited steps / steps).
 
-    ``None`` when Σden is 0; a resample whose Σden is 0 is undefined and left out. One item
-    or ``resamples=0`` give the ratio without an interval.
+    ``None`` when Σden is 0; a resample whose Σden is 0 is undefined and left out.
+    ``resamples=0`` gives the ratio without an interval (one item: the point as its interval).
     """
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
@@ -434,7 +435,7 @@ def bootstrap_ratio(
     if total == 0:
         return Estimate(None, None, None)
     point = float(num.sum()) / total
-    if n < 2 or resamples == 0:
+    if resamples == 0:
         return Estimate(point, None, None)
     wnum = np.zeros(resamples, dtype=np.float64)
     wden = np.zeros(resamples, dtype=np.float64)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from workbench.metrics.ir import aggregate, doc_level, evaluate
 from workbench.models.base import Sampling
@@ -114,11 +114,13 @@ _LLM_PROMPT = (
 
 
 def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit: int | None = None,
-                  backend=None, max_chars: int = 1200, max_tokens: int = 160) -> int:
+                  backend=None, max_chars: int = 1200, max_tokens: int = 160,
+                  on_wait: Callable[[str], None] | None = None) -> int:
     """Strategy ``llm``: the local model writes ``n`` questions per document (grammar-constrained JSON list).
 
     Each question becomes a sample with ``meta.strategy = "llm"`` and the document as gold.
-    ``backend`` defaults to the default llama.cpp model. Returns how many were added.
+    ``backend`` defaults to the default llama.cpp model; ``on_wait`` hears once, if another
+    process holds the model, who holds it (the wait is not silent). Returns how many were added.
     """
     ds = get_dataset(store, dataset)
     docs = store.conn.execute("SELECT doc_id, title, category FROM documents WHERE dataset_id = ? ORDER BY doc_id",
@@ -126,7 +128,7 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
     if not docs:
         raise ValueError(f"dataset {ds.name!r} is not a Markdown corpus (import one with `workbench corpus import`)")
     if backend is None:
-        backend = make_backend(BackendSpec(n_ctx=2048), ExecOptions(), store)
+        backend = make_backend(BackendSpec(n_ctx=2048), ExecOptions(on_wait=on_wait), store)
     existing = {s.id for s in load_samples(store, ds.id)}
     next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
                                   (ds.id,)).fetchone()[0]

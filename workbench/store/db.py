@@ -1,27 +1,19 @@
-"""Opening the workbench database and applying numbered migrations once.
-
-The migrations are package data, ``workbench/migrations/NNNN_name.sql``, read through
-``importlib.resources`` so that a wheel (pip, pipx) finds them as well as a checkout does.
-The applied ones are recorded in ``_migrations``, as simonw's ``llm`` does, and the
-highest one's number in ``PRAGMA user_version``.
+"""Opening the workbench database: the schema applied once, and the refusals before any write.
 
 A database file that cannot serve (not SQLite, truncated, a directory, read-only, written
 by a newer workbench) is refused with an :class:`EnvironmentFault` naming the path before
-anything is written to it; a full disk during a transaction becomes one too, after the
-rollback.
+anything is written to it (:mod:`workbench.store.faults`); a full disk during a transaction
+becomes one too, after the rollback. The migrations and their record are
+:mod:`workbench.store.schema`'s.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
-import stat
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
@@ -29,17 +21,17 @@ from urllib.parse import quote
 import sqlite_utils
 
 from workbench.errors import EnvironmentFault
+from workbench.store.faults import (BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_file, fault, rollback_open, sidecar,
+                                    writable, write_blocker, write_fault)
+from workbench.store.schema import MissingMigrations, SchemaStatus, apply_migrations, schema_status, utcnow
 
-BUSY_TIMEOUT_MS = 10_000
-MIGRATIONS_DIR: Traversable = files("workbench") / "migrations"
-_MIGRATION_NAME = re.compile(r"^[0-9]{4}_.+\.sql$")
-SQLITE_MAGIC = b"SQLite format 3\x00"
+__all__ = ["Store", "open_store", "open_readonly", "default_db_path", "open_database_paths", "utcnow",
+           "SQLITE_MAGIC", "BUSY_TIMEOUT_MS", "MissingMigrations"]
+
 # The real paths of every database this process opened: no output file may be written over one.
 _OPENED: set[str] = set()
-
-
-class MissingMigrations(RuntimeError):
-    """No migration files where the package should have them: a broken install, never an empty schema."""
+# How many of this process's stores are open on each real path (a read-only close cleans up only the last).
+_OPEN_NOW: Counter[str] = Counter()
 
 
 def default_db_path() -> Path:
@@ -57,11 +49,6 @@ def open_database_paths() -> frozenset[str]:
     return frozenset(_OPENED)
 
 
-def utcnow() -> str:
-    """An ISO-8601 UTC timestamp for ``created_at`` columns."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 @dataclass
 class Store:
     """An open workbench database: a sqlite-utils ``Database`` with the schema applied.
@@ -75,9 +62,13 @@ class Store:
     path: Path
     readonly_reason: str = ""
     newer_schema: str = ""
+    # Set by a mode=ro open that had to create PATH-wal and PATH-shm: close() removes them again.
+    made_sidecars: bool = False
 
     def __post_init__(self) -> None:
-        _OPENED.add(os.path.realpath(self.path))
+        real = os.path.realpath(self.path)
+        _OPENED.add(real)
+        _OPEN_NOW[real] += 1
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -103,7 +94,7 @@ class Store:
             yield conn
             conn.execute("COMMIT")
         except BaseException as exc:
-            _rollback(conn, exc)
+            rollback_open(conn, exc)
             fault = write_fault(self.path, exc)
             if fault is not None:
                 raise fault from exc
@@ -137,61 +128,30 @@ class Store:
         return self.conn.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
+        """Close the connection. A read-only open that created the WAL's files leaves none behind."""
         self.db.close()
+        real = os.path.realpath(self.path)
+        _OPEN_NOW[real] -= 1
+        if self.made_sidecars and _OPEN_NOW[real] <= 0:
+            _remove_sidecars(self.path)
 
 
-def _rollback(conn: sqlite3.Connection, exc: BaseException) -> None:
-    # After SQLITE_FULL or an I/O error SQLite has already rolled the transaction back
-    # itself; a second ROLLBACK would fail with "no transaction is active" and hide the
-    # real error, so roll back only what is still open, and never let it replace `exc`.
-    if not conn.in_transaction:
+def _remove_sidecars(path: Path) -> None:
+    """Let SQLite remove the -wal and -shm a read-only connection had to create.
+
+    A read-only connection cannot delete them; the last read-write connection to close does,
+    after checkpointing the (here empty) WAL. So one is opened and closed, touching no page.
+    If another process has the database open, SQLite keeps the files for it, as it should.
+    """
+    wal = sidecar(path, "-wal")
+    if not wal.exists() or wal.stat().st_size > 0 or not writable(path):
         return
     try:
-        conn.execute("ROLLBACK")
-    except sqlite3.Error as failed:
-        exc.add_note(f"(the ROLLBACK that followed failed too: {failed})")
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return None if code is None else code & 0xFF
-
-
-def write_fault(path: str | os.PathLike, exc: BaseException) -> EnvironmentFault | None:
-    """The one-line fault for an SQLite error that the machine caused while writing ``path``.
-
-    None when ``exc`` is something else (a constraint, a bug, an interrupt): that is not
-    the environment's, and keeps its own type.
-    """
-    if not isinstance(exc, sqlite3.Error):
-        return None
-    code = _primary_code(exc)
-    if code == sqlite3.SQLITE_FULL:
-        return EnvironmentFault(f"disk full while writing {path}: nothing was written "
-                                "(the last transaction was rolled back)")
-    if code == sqlite3.SQLITE_IOERR:
-        return EnvironmentFault(f"disk I/O error while writing {path} ({exc.sqlite_errorname}): nothing was "
-                                "written (the last transaction was rolled back)")
-    if code == sqlite3.SQLITE_READONLY:
-        return EnvironmentFault(f"{path} is read-only: {exc}")
-    return None
-
-
-def sqlite_error_message(path: str | os.PathLike, exc: sqlite3.Error) -> str:
-    """One line for any SQLite error about the database at ``path`` (the CLI's last resort)."""
-    fault = write_fault(path, exc)
-    if fault is not None:
-        return str(fault)
-    code = _primary_code(exc)
-    name = getattr(exc, "sqlite_errorname", type(exc).__name__)
-    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-        return f"{path}: not a usable workbench database ({exc}; SQLite {name})"
-    if code == sqlite3.SQLITE_CANTOPEN:
-        return f"{path}: cannot open the database ({exc}; SQLite {name})"
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return (f"{path}: another process kept the database locked for more than "
-                f"{BUSY_TIMEOUT_MS // 1000} s ({exc}); try again when it is done")
-    return f"{path}: {exc} (SQLite {name})"
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()    # a read: the WAL is opened, then closed
+        conn.close()
+    except sqlite3.Error:
+        pass    # left as SQLite keeps them: harmless, and the next writer removes them
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -210,186 +170,9 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA foreign_keys = ON")
 
 
-def migration_files(directory: Traversable | Path | None = None) -> list[Traversable]:
-    """The ``NNNN_*.sql`` files of ``directory`` (default: the package's), in order.
-
-    Raises :class:`MissingMigrations` when there are none: opening a database without its
-    schema would only fail later, far from the cause.
-    """
-    directory = directory if directory is not None else MIGRATIONS_DIR
-    found = sorted((f for f in directory.iterdir() if _MIGRATION_NAME.match(f.name)), key=lambda f: f.name) \
-        if directory.is_dir() else []
-    if not found:
-        raise MissingMigrations(f"no NNNN_*.sql migrations in {directory}: the workbench package is installed "
-                                "without its data files (reinstall it; a wheel must include workbench/migrations)")
-    return found
-
-
-def apply_migrations(conn: sqlite3.Connection, directory: Traversable | Path | None = None) -> list[str]:
-    """Apply every migration not yet recorded in ``_migrations``; return the names applied."""
-    paths = migration_files(directory)
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS _migrations ("
-        " id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL)"
-    )
-    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
-    applied = []
-    for path in paths:
-        stem = path.name[: -len(".sql")]
-        if stem in done:
-            continue
-        sql = path.read_text(encoding="utf-8")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # executescript would COMMIT on its own; run statements one by one instead
-            # so the migration and its record land in one transaction.
-            for statement in _split_sql(sql):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO _migrations (id, name, applied_at) VALUES (?, ?, ?)",
-                (int(stem[:4]), stem, utcnow()),
-            )
-            # The number in the file header too, so that an older workbench can tell a newer
-            # database without trusting any table.
-            conn.execute(f"PRAGMA user_version = {int(stem[:4])}")
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            _rollback(conn, exc)
-            raise
-        applied.append(stem)
-    return applied
-
-
-def _split_sql(sql: str) -> list[str]:
-    statements, buf = [], []
-    for line in sql.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        buf.append(line)
-        joined = "\n".join(buf)
-        if sqlite3.complete_statement(joined):
-            if joined.strip():
-                statements.append(joined)
-            buf = []
-    if "\n".join(buf).strip():
-        statements.append("\n".join(buf))
-    return statements
-
-
-@dataclass(frozen=True)
-class SchemaStatus:
-    """What a database holds compared with the migrations this workbench knows."""
-
-    known: tuple[str, ...]
-    applied: frozenset[str]
-    user_version: int
-    foreign: bool  # tables, but no _migrations: another program's database
-
-    @property
-    def pending(self) -> list[str]:
-        """Known migrations the database lacks, in order."""
-        return [name for name in self.known if name not in self.applied]
-
-    @property
-    def newer(self) -> str:
-        """The newest schema of a newer workbench found in the database, or "".
-
-        By number rather than by name: a migration this version does not know but numbers
-        below its own last one is not evidence of a newer workbench.
-        """
-        last = int(self.known[-1][:4])
-        beyond = sorted((name for name in self.applied if name[:4].isdigit() and int(name[:4]) > last),
-                        key=lambda name: (int(name[:4]), name))
-        if beyond:
-            return beyond[-1]
-        return f"{self.user_version:04d}" if self.user_version > last else ""
-
-
-def schema_status(conn: sqlite3.Connection) -> SchemaStatus:
-    """Read (never write) what ``conn``'s database holds against this version's migrations."""
-    known = tuple(f.name[: -len(".sql")] for f in migration_files())
-    tables = {row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
-    applied = frozenset(row[0] for row in conn.execute("SELECT name FROM _migrations")) \
-        if "_migrations" in tables else frozenset()
-    user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-    return SchemaStatus(known, applied, user_version, foreign=bool(tables) and "_migrations" not in tables)
-
-
 def _newer_message(path: Path, status: SchemaStatus) -> str:
     return (f"{path} was written by a newer workbench (schema {status.newer}); this version knows up to "
             f"{status.known[-1]}: upgrade the workbench")
-
-
-def _check_file(path: Path) -> None:
-    """Refuse, before SQLite opens it, a path that cannot hold a workbench database.
-
-    SQLite would open a text file or a truncated copy without complaint and fail on the
-    first query, far from the cause (and, for a truncated file, only on the pages cut off).
-    """
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise EnvironmentFault(f"{path}: cannot open the database ({exc.strerror})") from exc
-    if stat.S_ISDIR(st.st_mode):
-        raise EnvironmentFault(f"{path}: not a workbench database (it is a directory)")
-    if not stat.S_ISREG(st.st_mode):
-        raise EnvironmentFault(f"{path}: not a workbench database (not a regular file)")
-    if st.st_size == 0:
-        return  # a new, empty file: SQLite makes a database of it
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError as exc:
-        raise EnvironmentFault(f"{path}: cannot read the database ({exc.strerror})") from exc
-    if not header.startswith(SQLITE_MAGIC):
-        raise EnvironmentFault(f"{path}: not a workbench database (file is not SQLite)")
-    if len(header) < 100:
-        raise EnvironmentFault(f"{path}: not a usable workbench database (truncated: {st.st_size} bytes, "
-                               "shorter than SQLite's 100-byte header)")
-    declared = _declared_size(header)
-    # Pages that sit in a non-empty -wal may not have been copied into the file yet.
-    wal = _sidecar(path, "-wal")
-    if declared > st.st_size and not (wal.exists() and wal.stat().st_size > 0):
-        raise EnvironmentFault(f"{path}: not a usable workbench database (truncated: its SQLite header counts "
-                               f"{declared:,} bytes, the file holds {st.st_size:,})")
-
-
-def _declared_size(header: bytes) -> int:
-    """The database size the header states, or 0 when SQLite itself would not trust it."""
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    # The header's page count is valid only when the change counter matches
-    # version-valid-for (https://www.sqlite.org/fileformat.html#in_header_database_size).
-    return pages * page_size if header[24:28] == header[92:96] else 0
-
-
-def _sidecar(path: Path, suffix: str) -> Path:
-    return path.with_name(path.name + suffix)
-
-
-def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK)
-
-
-def _write_blocker(path: Path) -> str:
-    """Why this process cannot write the existing database at ``path``, or "" when it can."""
-    try:
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return "it is on a read-only filesystem"
-    except OSError:
-        pass
-    if not _writable(path):
-        return f"no write permission on the file (mode {stat.filemode(path.stat().st_mode)}, or an immutable flag)"
-    directory = path.parent
-    sidecars = [_sidecar(path, "-wal"), _sidecar(path, "-shm")]
-    # WAL keeps PATH-wal and PATH-shm beside the file: they must exist already or be creatable.
-    if not _writable(directory) and not all(s.exists() and _writable(s) for s in sidecars):
-        return f"its directory {directory} is not writable (SQLite keeps {path.name}-wal and -shm there)"
-    return ""
 
 
 def _create_directory(path: Path) -> None:
@@ -398,12 +181,8 @@ def _create_directory(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentFault(f"cannot create {path.parent} for the database {path.name} ({exc.strerror})") from exc
-    if not _writable(path.parent):
+    if not writable(path.parent):
         raise EnvironmentFault(f"{path.parent} is read-only: cannot create the database {path.name} there")
-
-
-def _fault(path: Path, exc: sqlite3.Error) -> EnvironmentFault:
-    return write_fault(path, exc) or EnvironmentFault(sqlite_error_message(path, exc))
 
 
 @contextmanager
@@ -413,7 +192,7 @@ def _closed_on_failure(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         conn.close()
-        raise _fault(path, exc) from exc
+        raise fault(path, exc) from exc
     except BaseException:
         conn.close()
         raise
@@ -433,11 +212,11 @@ def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False)
     database), a read-only one (unless ``readonly``), or one from a newer workbench.
     """
     path = Path(path) if path is not None else default_db_path()
-    _check_file(path)
+    check_file(path)
     if not path.exists():
         _create_directory(path)
     else:
-        blocker = _write_blocker(path)
+        blocker = write_blocker(path)
         if blocker and not readonly:
             raise EnvironmentFault(f"{path} is read-only: {blocker}")
         if blocker:
@@ -468,12 +247,13 @@ def open_readonly(path: str | os.PathLike) -> Store:
     nothing is created.
     """
     path = Path(path)
-    _check_file(path)
+    check_file(path)
     if not path.exists():
         raise EnvironmentFault(f"{path}: no such database")
-    reason = _write_blocker(path)
+    reason = write_blocker(path)
     if reason:
         return _open_readonly(path, reason)
+    fresh = _no_sidecars(path)
     # Asked only of a file this process could write (a read-only one gets _open_readonly's advice).
     conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     with _closed_on_failure(conn, path):
@@ -482,7 +262,7 @@ def open_readonly(path: str | os.PathLike) -> Store:
     if pending:
         raise EnvironmentFault(f"{path} needs the schema upgrade {pending[0]} before it can be read with mode=ro: "
                                f"open it once with this workbench (e.g. `workbench --db {path} runs`)")
-    return _open_readonly(path, "opened with mode=ro: this reader never writes")
+    return _open_readonly(path, "opened with mode=ro: this reader never writes", fresh=fresh)
 
 
 def _refuse_foreign(path: Path, status: SchemaStatus) -> None:
@@ -491,17 +271,24 @@ def _refuse_foreign(path: Path, status: SchemaStatus) -> None:
                                "_migrations table: another program's database)")
 
 
-def _open_readonly(path: Path, reason: str) -> Store:
+def _no_sidecars(path: Path) -> bool:
+    return not sidecar(path, "-shm").exists() and not sidecar(path, "-wal").exists()
+
+
+def _open_readonly(path: Path, reason: str, *, fresh: bool | None = None) -> Store:
     """Open ``path`` with ``mode=ro``, for a verb that only reads it.
 
     A WAL database needs ``PATH-shm``; in a directory we cannot write, SQLite cannot
     create it and refuses to open. ``immutable=1`` then reads the file without it (and
     without locks). That is sound here: nobody can add a -wal beside the file either, and
-    a -wal left with content is refused rather than ignored.
+    a -wal left with content is refused rather than ignored. ``fresh``: there were no -wal
+    and -shm before this open began (default: looked at now); the store then removes the ones
+    SQLite makes when it closes.
     """
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-    shm, wal = _sidecar(path, "-shm"), _sidecar(path, "-wal")
-    if not shm.exists() and not _writable(path.parent):
+    shm, wal = sidecar(path, "-shm"), sidecar(path, "-wal")
+    made_sidecars = _no_sidecars(path) if fresh is None else fresh
+    if not shm.exists() and not writable(path.parent):
         if wal.exists() and wal.stat().st_size > 0:
             raise EnvironmentFault(f"{path} is read-only ({reason}) and its latest changes are still in {wal.name}, "
                                    f"which cannot be read without creating {shm.name} in {path.parent}: "
@@ -511,7 +298,7 @@ def _open_readonly(path: Path, reason: str) -> Store:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
-        raise _fault(path, exc) from exc
+        raise fault(path, exc) from exc
     with _closed_on_failure(conn, path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -522,4 +309,5 @@ def _open_readonly(path: Path, reason: str) -> Store:
         if status.pending and not status.newer:
             raise EnvironmentFault(f"{path} is read-only ({reason}) and lacks the schema upgrade "
                                    f"{status.pending[0]}: open it once where it can be written")
-    return Store(db=sqlite_utils.Database(conn), path=path, readonly_reason=reason, newer_schema=status.newer)
+    return Store(db=sqlite_utils.Database(conn), path=path, readonly_reason=reason, newer_schema=status.newer,
+                 made_sidecars=made_sidecars and "immutable=1" not in uri)

@@ -154,6 +154,18 @@ def current_holder(store: Store, resource: str) -> Holder | None:
     return Holder(*row) if row else None
 
 
+def live_holders(store: Store, kind: str) -> dict[str, Holder]:
+    """The live holders of every lease of ``kind`` (``run``, ``claims``, …), by the resource's name.
+
+    A holder killed with -9 is not listed (its row stays until the next writer takes it over).
+    """
+    prefix = f"{kind}:"
+    rows = store.conn.execute(f"SELECT {_COLUMNS} FROM leases WHERE substr(resource, 1, ?) = ?",
+                              (len(prefix), prefix)).fetchall()
+    holders = (Holder(*row) for row in rows)
+    return {h.resource.partition(":")[2]: h for h in holders if holder_alive(h)}
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -67,6 +67,8 @@ class WorkbenchAppBase(App):
         self.executions: dict[str, threading.Event] = {}
         # Set once a quit is confirmed: runs stop after the job in progress, then the app exits.
         self.quitting = False
+        # Every exception a worker raised, in order: the dialog shows each; tests fail on a bug among them.
+        self.worker_errors: list[BaseException] = []
 
     def open_store(self) -> Store:
         """A new connection for a worker thread (SQLite connections stay on one thread)."""
@@ -164,6 +166,7 @@ class WorkbenchScreen(Screen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
+            self.app.worker_errors.append(event.worker.error)
             self.app.show_error("A background task failed", event.worker.error)
 
     def on_data_changed(self, message: DataChanged) -> None:

@@ -13,7 +13,7 @@ from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
 from workbench.runs.executor import ExecReport, execute
 from workbench.runs.sweep import plan_sweep
-from workbench.store.lease import LeaseHeld
+from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
 from workbench.store.queries import delete_run, get_run, list_datasets, list_runs
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
@@ -32,7 +32,17 @@ jobs it will run, and with which model, before anything starts.
 def _runs(store):
     runs = list_runs(store)
     # The dataset names only matter for the greeting shown while there is no run.
-    return {"runs": runs, "datasets": [] if runs else [d["name"] for d in list_datasets(store)]}
+    return {"runs": runs, "datasets": [] if runs else [d["name"] for d in list_datasets(store)],
+            "writers": live_holders(store, "run")}
+
+
+def run_state(run: dict, executing_here: bool, writer: Holder | None) -> str:
+    """The Runs table's state: running here, being written by another process, done, a sweep, or paused."""
+    if executing_here:
+        return "running"
+    if writer is not None:      # another process (a CLI `run`/`resume`) holds the run's lease
+        return f"running: pid {writer.pid}" + ("" if writer.host == HOST else f" on {writer.host}")
+    return "done" if run["done"] == run["jobs"] else "sweep" if run["model"] is None else "paused"
 
 
 def _datasets_for_form(store) -> dict[str, int]:
@@ -85,7 +95,7 @@ class RunsScreen(WorkbenchScreen):
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "runs":
-            self._show_runs(message.payload["runs"], message.payload["datasets"])
+            self._show_runs(message.payload["runs"], message.payload["datasets"], message.payload["writers"])
         elif message.what == "deleted":
             self.notify(f"run {message.payload} deleted")
             if self.app.run_name == message.payload:
@@ -105,7 +115,7 @@ class RunsScreen(WorkbenchScreen):
             self.app.push_screen(RunForm(message.payload, {"dataset": only} if only in message.payload else None),
                                  self._start_from_form)
 
-    def _show_runs(self, runs: list[dict], datasets: list[str]) -> None:
+    def _show_runs(self, runs: list[dict], datasets: list[str], writers: dict[str, Holder]) -> None:
         only = self.app.dataset_filter
         shown = [r for r in runs if only is None or r["dataset"] == only]
         self.query_one("#heading", Static).update(
@@ -125,8 +135,7 @@ class RunsScreen(WorkbenchScreen):
         table.clear()
         for r in runs:
             pct = f"{100 * r['done'] / r['jobs']:.0f}" if r["jobs"] else "—"
-            state = ("running" if r["name"] in self.app.executions else
-                     "done" if r["done"] == r["jobs"] else "sweep" if r["model"] is None else "paused")
+            state = run_state(r, r["name"] in self.app.executions, writers.get(r["name"]))
             table.add_row(r["name"], r["dataset"], r["model"] or "—", str(r["cells"]), f"{r['done']:,}",
                           f"{r['jobs']:,}", pct, f"{r['errors']:,}" if r["errors"] else "", state, key=r["name"])
         names = [r["name"] for r in runs]
