@@ -22,6 +22,7 @@ from workbench.retrieval.runs import retrieve
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
+from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
@@ -161,14 +162,6 @@ def metaqa_db(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def private_slot_for_session(tmp_path_factory):
-    """Session-built databases run the model in their own model slot, as each test does."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path_factory.mktemp("slot") / "model.lock"))
-        yield
-
-
-@pytest.fixture(scope="session")
 def swept_template(tmp_path_factory) -> Path:
     """sample_data/metaqa with a model-free sweep (300 samples, so paging has pages), built once."""
     with new_template(tmp_path_factory, "wb.db") as store:
@@ -198,35 +191,47 @@ def live_db(tmp_path, live_template):
     return copy_db(live_template, tmp_path / "live.db")
 
 
+def build_chains(store: Store, llm) -> None:
+    """MetaQA imported as ``metaqa``, a model-free sweep, and two 2-hop questions through SearChain as ``chains``."""
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
+    name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
+    assert execute_searchain(store, name, llm=llm).done == 2
+
+
+def build_judged(store: Store, llm) -> None:
+    """The tiny KG (beside the database) judged in both modes as the dedup run ``review``."""
+    import_kg(store, write_tiny_kg(store.path.parent / "kg"), "tiny")
+    name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
+    assert execute_dedup(store, name, llm=llm).errors == 0
+
+
 @pytest.fixture(scope="session")
-def chained_template(tmp_path_factory, private_slot_for_session) -> Path:
-    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep, built once."""
-    with new_template(tmp_path_factory, "chains.db") as store:
-        plan_sweep(store, SweepConfig(ks=(5,), budgets=(64,), formats=("score",)), name="sweep")
-        name, _ = plan_searchain(store, "metaqa", SearChainConfig(hops=2, limit=2), "chains")
-        assert execute_searchain(store, name).done == 2
+def chained_template(tmp_path_factory) -> Path:
+    """Two MetaQA 2-hop questions through SearChain as SmolLM2 answered them (recorded: the same on every
+    CPU, tests/replay.py), plus a model-free sweep, built once."""
+    with new_template(tmp_path_factory, "chains.db", metaqa=False) as store:
+        build_chains(store, replay_llm(store, "chains"))
     return store.path
 
 
 @pytest.fixture
 def chained_db(tmp_path, chained_template):
-    """Two MetaQA 2-hop questions through SearChain with SmolLM2, plus a model-free sweep: this test's copy."""
+    """Two MetaQA 2-hop questions through SearChain as SmolLM2 answered them, plus a sweep: this test's copy."""
     return copy_db(chained_template, tmp_path / "chains.db")
 
 
 @pytest.fixture(scope="session")
-def judged_template(tmp_path_factory, private_slot_for_session) -> Path:
-    """The tiny KG judged by SmolLM2 in both modes, built once."""
+def judged_template(tmp_path_factory) -> Path:
+    """The tiny KG judged in both modes as SmolLM2 judged it (recorded: the same on every CPU), built once."""
     with new_template(tmp_path_factory, "dedup.db", metaqa=False) as store:
-        import_kg(store, write_tiny_kg(store.path.parent / "kg"), "tiny")
-        name, _, _ = plan_dedup(store, "tiny", DedupConfig(), "review")
-        assert execute_dedup(store, name).errors == 0
+        build_judged(store, replay_llm(store, "judged"))
     return store.path
 
 
 @pytest.fixture
 def judged_db(tmp_path, judged_template):
-    """The tiny KG judged by SmolLM2 in both modes: this test's copy."""
+    """The tiny KG judged in both modes as SmolLM2 judged it: this test's copy."""
     return copy_db(judged_template, tmp_path / "dedup.db")
 
 

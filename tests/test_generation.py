@@ -40,10 +40,12 @@ def _plan(store, name, *, ks=(1, 2), budgets=(256,), formats=("score",), limit=N
 def test_the_default_model_really_generates_tokens():
     backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
     prompt = backend.render([{"role": "user", "content": "Name a colour."}])
-    out = backend.generate(prompt, Sampling(max_tokens=8))
+    # A grammar that needs three letters at least: tokens are really generated on every CPU (which
+    # ones is the CPU's: an unconstrained answer could even be an immediate end of text).
+    out = backend.generate(prompt, Sampling(max_tokens=8), grammar='root ::= [a-z] [a-z] [a-z]+')
     backend.close()
     assert prompt.text.startswith("<|im_start|>")  # the GGUF's own chat template
-    assert out.completion_tokens > 0 and out.text.strip()
+    assert out.completion_tokens >= 3 and len(out.text) >= 3 and out.text.isalpha()
     assert out.eval_tokens == prompt.tokens == out.prompt_tokens
 
 
@@ -54,6 +56,9 @@ def test_greedy_generation_is_reproducible_and_json_answers_parse():
     prompt = backend.render([{"role": "user", "content": "Evidence:\n[T1] Kismet | directed_by | William Dieterle\n"
                               "Question: who directed Kismet\nReply with JSON {\"answers\": [...]}."}])
     a = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
+    # From the same (empty) KV cache: a second call that reused the first's prefix would evaluate the
+    # prompt in other batches, whose float sums may differ in the last bits and flip a near-tie.
+    backend.llm.reset()
     b = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
     backend.close()
     assert a.text == b.text

@@ -159,11 +159,9 @@ async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):
                        and app.screen.view.report.run == "flow")
         before = app.screen.view.report.rows[0]
         assert before["S_llm"].value is not None and before["n"].value == 8
-        await pilot.press("enter")  # samples of the highlighted cell
-        await wait_for(pilot, lambda: app.current_mode == "samples" and "flow" in heading(app))
-        await pilot.press("2")
-        await wait_for(pilot, lambda: "dissipation" in heading(app) and "page 1/" in heading(app))
-        assert app.screen.total > 0, "SmolLM2 answers some visible hits wrongly: dissipation is never empty here"
+        await pilot.press("enter")  # samples of the highlighted cell: all 8, whatever the model answered
+        await wait_for(pilot, lambda: app.current_mode == "samples" and "flow" in heading(app)
+                       and "page 1/" in heading(app) and app.screen.total == 8)
         await pilot.press("A")
         await wait_for(pilot, lambda: any(r.tags for r in app.screen.rows))
         await pilot.press("l", "e")

@@ -6,7 +6,8 @@ from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_fo
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 
-# judged_db (conftest): the tiny KG of test_kg_dedup judged by SmolLM2 in both modes, built once per session.
+# judged_db (conftest): the tiny KG of test_kg_dedup judged in both modes as SmolLM2 judged it, replayed from
+# tests/recorded/judged.jsonl (the same on every CPU), built once per session.
 
 
 def _decisions(db):

@@ -11,7 +11,8 @@ from workbench.tui.screens import searchain
 
 from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
 
-# chained_db (conftest): two MetaQA 2-hop questions through SearChain with SmolLM2, built once per session.
+# chained_db (conftest): two MetaQA 2-hop questions through SearChain as SmolLM2 answered them, replayed from
+# tests/recorded/chains.jsonl (the same on every CPU), built once per session.
 
 
 async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chained_db):
@@ -37,7 +38,7 @@ async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chaine
 
         walk(tree.root)
         assert any(n["query"] in " ".join(labels) for n in data["nodes"])
-        # The first sample's first step was corrected by retrieval (greedy SmolLM2, deterministic):
+        # The first sample's first step was corrected by retrieval (in the recorded chain):
         # its reference and its collapsed feedback hang under it; "e" expands everything.
         assert any(n["feedback"] for n in data["nodes"])
         assert any(lab.startswith("reference") or "reference" in lab for lab in labels)

@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workbench.data.fields import check_name
+from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import claim_dataset_name, count_noun, name_taken
 from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
@@ -96,14 +96,24 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
                 outside.append(f"{path.relative_to(root).as_posix()} -> {os.readlink(path)}")
                 continue
             paths.append(path)
+    keys: dict[str, str] = {}     # a document id, normalized as unit keys are -> the first such id
     for path in sorted(paths):
-        if not path.is_file():
-            continue
         rel = path.relative_to(root).as_posix()
+        if not path.is_file():
+            if path.is_symlink():   # to nothing, or to itself: said, never silently dropped
+                unreadable.append(f"{rel}: a symbolic link that leads to no file ({os.readlink(path)})")
+            continue
         if not _utf8(rel):
             # os.walk decodes such bytes to lone surrogates, which a document id cannot hold.
             unreadable.append(f"{rel}: its name is not UTF-8 (rename the file)")
             continue
+        key = normalize_text(rel)
+        if key in keys:
+            # Chunk ids are compared normalized (NFKC, whitespace), as every unit id is: two names
+            # that normalize alike would be one id.
+            unreadable.append(f"{rel}: its name is {keys[key]!r} once normalized (NFKC, whitespace); rename one")
+            continue
+        keys[key] = rel
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -126,8 +136,14 @@ def _utf8(text: str) -> bool:
 
 
 def _inside(link: Path, real_root: Path) -> bool:
-    """Whether the link's final target (every hop resolved) lies under the corpus root."""
-    return link.resolve().is_relative_to(real_root)
+    """Whether the link's final target (every hop resolved) lies under the corpus root.
+
+    A loop resolves nowhere: it counts as inside, and is then said to lead to no file.
+    """
+    try:
+        return link.resolve().is_relative_to(real_root)
+    except (OSError, RuntimeError):
+        return True
 
 
 def chunk_document(text: str, config: ChunkConfig) -> list[str]:
@@ -167,6 +183,7 @@ def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig
     ``replace``, which deletes it (with its runs) in the import's transaction.
     """
     check_name(name, "dataset name")
+    check_source_path(root, "the directory's path")
     config = config or ChunkConfig()
     config.validate()
     root = Path(root)

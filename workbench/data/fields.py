@@ -99,6 +99,14 @@ def check_required(log, file: str, line: int, rec: dict, specs) -> bool:
     return ok
 
 
+def check_source_path(path, what: str = "the path") -> None:
+    """Refuse (:class:`BadInput`) a path that is not UTF-8: it is stored with what is imported from it."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{str(path)!r}: {what} is not UTF-8 (the path is stored with the import); rename it") from None
+
+
 def check_label_name(value: Any) -> Finding:
     """A name read from a file (a retriever, an annotator): a string under :func:`check_name`'s rules."""
     if found := check_str(value):

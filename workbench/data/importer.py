@@ -16,7 +16,7 @@ from typing import Any
 
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import (check_label_name, check_list, check_name, check_object, check_required, check_score,
-                                   check_str, check_str_list, check_triple)
+                                   check_source_path, check_str, check_str_list, check_triple)
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text, triple_key
@@ -131,7 +131,13 @@ def check_directory(directory: str | Path) -> Path:
     for fname in FILES:
         # As a corpus import does: what is imported lies in the directory named (a link within it is fine).
         path = directory / fname
-        if path.is_symlink() and not path.resolve().is_relative_to(directory.resolve()):
+        if not path.is_symlink():
+            continue
+        try:
+            inside = path.resolve(strict=True).is_relative_to(directory.resolve())
+        except (OSError, RuntimeError):      # a loop, or a link to nothing
+            raise BadInput(f"{path}: is a symbolic link that leads nowhere ({os.readlink(path)})") from None
+        if not inside:
             raise BadInput(f"{path}: is a symbolic link to {os.readlink(path)}, outside {directory}; an import "
                            "reads only the directory's own files (copy the file in)")
     return directory
@@ -150,6 +156,7 @@ def import_dataset(store: Store, directory: str | Path, name: str, *, strict: bo
     this one read its files), with nothing written.
     """
     check_name(name, "dataset name")
+    check_source_path(directory, "the directory's path")
     directory = check_directory(directory)
     paths = [directory / f for f in FILES if (directory / f).is_file()]
     sha = content_sha256(paths)

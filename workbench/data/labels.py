@@ -388,6 +388,12 @@ class _Resolver:
         if kind == "claim":
             key = ClaimKey(run_id, rec["cell_id"], sample[0], rec["claim"])
             return key if self._claim_exists(key, rec, problem) else None
+        if self._one(("event", run_id, rec["cell_id"], sample[0]),
+                     "SELECT 1 FROM events WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                     (run_id, rec["cell_id"], sample[0])) is None:
+            problem("$.sample_id", f"run {rec['run']!r} has no answer to {rec['sample_id']!r} in cell {rec['cell_id']!r} "
+                                   "(the run was planned over other samples)")
+            return None
         return AnswerKey(run_id, rec["cell_id"], sample[0])
 
     def _claim_exists(self, key: ClaimKey, rec: dict, problem) -> bool:

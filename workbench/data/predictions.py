@@ -106,6 +106,10 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
             log.add(display, lineno, "$", f"duplicate prediction for ({sample.id!r}, {key[0]!r}) (first on line {seen[key]})")
             continue
         seen[key] = lineno
+        if key not in jobs:
+            log.add(display, lineno, "$.sample_id", f"sample {sample.id!r} is in dataset {run.dataset!r} but not in run "
+                                                   f"{run.name!r} (the run was planned over other samples)")
+            continue
         old = jobs[key]
         if old == rec["prediction"]:
             unchanged += 1

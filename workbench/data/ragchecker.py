@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.data.errors import InputRejected, Problem, ProblemLog
-from workbench.data.fields import check_name, check_str, json_type
+from workbench.data.fields import check_name, check_source_path, check_str, json_type
 from workbench.data.importer import ImportReport, claim_dataset_name, count_noun, name_taken
 from workbench.data.jsonl import RecordRefused, decode_record
 from workbench.errors import BadInput
@@ -111,6 +111,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
     A run of that name belonging to another dataset is refused (:class:`BadInput`).
     """
     check_name(name, "dataset name")
+    check_source_path(path, "the file's path")
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"{path}: not found (expected RAGChecker's JSON: {{\"results\": [...]}})")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.data.errors import ProblemLog
-from workbench.data.fields import check_name, check_required, check_str, check_str_list, check_triple
+from workbench.data.fields import check_name, check_required, check_source_path, check_str, check_str_list, check_triple
 from workbench.data.importer import ChangedMeanwhile, DatasetExists, content_sha256, count_noun
 from workbench.data.jsonl import read_jsonl
 from workbench.store.db import Store, utcnow
@@ -50,6 +50,7 @@ def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool =
     which deletes it (with its dedup runs) in the same transaction; the report counts what went.
     """
     check_name(name, "KG name")
+    check_source_path(directory, "the directory's path")
     directory = Path(directory)
     if not directory.is_dir() or not (directory / "kb.jsonl").is_file():
         raise ValueError(f"{directory}: not a KG directory (expected kb.jsonl, optionally chunks.jsonl and "

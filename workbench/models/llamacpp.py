@@ -9,6 +9,7 @@ reuse llama.cpp's KV cache; ``eval_tokens`` reports what was really evaluated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -23,6 +24,48 @@ from workbench.models.locate import resolve_model
 from workbench.utf8 import complete_utf8_prefix
 
 # llama-cpp-python is imported lazily: importing it costs ~0.3 s and most verbs never generate.
+
+#: A test aid, never for an evaluation: set to a seed, every generation's logits get seeded noise
+#: before the (greedy) choice, so the text differs from the greedy one as it may on another CPU
+#: (llama.cpp's float sums run in another order there). The suite must pass this way too
+#: (README, "Tests"). The model id is marked, so such generations never meet greedy ones in the cache.
+PERTURB_ENV = "WORKBENCH_PERTURB_LOGITS"
+PERTURB_SCALE = 3.0
+
+
+def perturbation() -> tuple[str, Callable] | None:
+    """``(mark, logits processor)`` when :data:`PERTURB_ENV` is set, else None.
+
+    The noise is a pure function of (seed, position, previous token): the same prompt gives
+    the same perturbed text every time on a machine, so caching and resuming behave as ever.
+    """
+    seed = os.environ.get(PERTURB_ENV)
+    if not seed:
+        return None
+    import numpy as np
+
+    base = int(hashlib.sha256(seed.encode()).hexdigest()[:15], 16)
+
+    def noise(input_ids, scores):
+        last = int(input_ids[-1]) if len(input_ids) else 0
+        rng = np.random.default_rng([base, len(input_ids), last])
+        return scores + rng.normal(0.0, PERTURB_SCALE, scores.shape).astype(scores.dtype)
+
+    return f"perturbed:{seed}", noise
+
+
+def split_model_id(model_id: str) -> tuple[str, str | None]:
+    """``(sha256, "perturbed:SEED" or None)`` of a model id made by :func:`model_id_of`."""
+    sha, sep, seed = model_id.partition("+perturbed:")
+    return (sha, f"perturbed:{seed}") if sep else (model_id, None)
+
+
+def model_id_of(sha256: str) -> str:
+    """The id a generation of the GGUF with this sha256 is cached under: the sha, marked when perturbed."""
+    perturbed = perturbation()
+    if perturbed is None or sha256.endswith(f"+{perturbed[0]}"):
+        return sha256
+    return f"{sha256}+{perturbed[0]}"
 
 
 def _load_llama(path: Path, **kwargs):
@@ -63,7 +106,9 @@ class LlamaCppBackend:
                  stop: threading.Event | None = None, chat: bool = True):
         """Load ``path``; ``chat=False`` accepts a GGUF without a chat template (plain-completion prompts only)."""
         self.path = Path(path)
-        self.model_id = model_id
+        perturbed = perturbation()
+        self.model_id = model_id_of(model_id)
+        self._processors = None if perturbed is None else [perturbed[1]]
         self.n_ctx = n_ctx
         # A GPU run (n_gpu_layers > 0) takes the slot too: the layers left on the CPU, the
         # sampling and the grammar still run on n_threads CPU threads, and two processes
@@ -145,13 +190,20 @@ class LlamaCppBackend:
                 prompt=tokens, max_tokens=sampling.max_tokens, temperature=sampling.temperature,
                 top_p=sampling.top_p, top_k=sampling.top_k, repeat_penalty=sampling.repeat_penalty,
                 seed=sampling.seed, grammar=self._grammar(json_schema, grammar),
-                stop=[self._eos_text] if self._eos_text else None)
+                stop=[self._eos_text] if self._eos_text else None, logits_processor=self._logits_processors())
             seconds = time.perf_counter() - start
         choice = out["choices"][0]
         usage = out.get("usage", {})
         return Generation(text=choice["text"], prompt_tokens=usage.get("prompt_tokens", len(tokens)),
                           completion_tokens=usage.get("completion_tokens", 0), eval_tokens=len(tokens) - reused,
                           seconds=seconds, finish_reason=choice.get("finish_reason"))
+
+    def _logits_processors(self):
+        if self._processors is None:
+            return None
+        from llama_cpp import LogitsProcessorList
+
+        return LogitsProcessorList(self._processors)
 
     def _reusable_prefix(self, tokens: list[int]) -> int:
         """How many leading prompt tokens llama.cpp's KV cache already holds (as ``Llama.generate`` counts)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.models.base import Backend, ModelError, Prompt, Sampling
-from workbench.models.llamacpp import LlamaCppBackend, _load_llama
+from workbench.models.llamacpp import LlamaCppBackend, _load_llama, model_id_of
 from workbench.models.locate import file_sha256, resolve_model
 from workbench.models.registry import ExecOptions
 from workbench.passes import job_statuses
@@ -90,7 +90,7 @@ class VocabOnlyBackend(LlamaCppBackend):
     """
 
     def __init__(self, path: str | Path, model_id: str, *, n_ctx: int, chat: bool = True):
-        self.path, self.model_id, self.n_ctx = Path(path), model_id, n_ctx
+        self.path, self.model_id, self.n_ctx = Path(path), model_id_of(model_id), n_ctx
         self._slot = None
         self.llm = _load_llama(self.path, vocab_only=True)
         self._set_up_template(chat)   # the parent's own: the counts are a real run's

@@ -34,6 +34,7 @@ from workbench.evidence import DEFAULT_TOKENIZER
 from workbench.models.base import ModelError
 from workbench.models.gguf import GGUFError, model_facts, read_header
 from workbench.models.locate import cached_file_sha256, resolve_model
+from workbench.models.llamacpp import split_model_id
 from workbench.passes import canonical_json, config_hash
 from workbench.runs.answers import INSTRUCTIONS, schema_for
 from workbench.runs.generation import GenerationConfig
@@ -301,6 +302,8 @@ def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int
                              identity=identity,
                              recorded="at its first execution (planned before manifests were recorded)")
     model = base.get("model") or {}
+    # A perturbed test run (WORKBENCH_PERTURB_LOGITS) ran the same file: its mark is recorded beside the sha.
+    model_id, perturbed = split_model_id(model_id) if local else (model_id, None)
     if local and (model.get("error") or model.get("sha256") != model_id):
         # Planned while the file was missing, or the file changed since: describe the file that ran.
         fresh = model_part(gen, lambda path: _model_sha256(store, path))
@@ -312,7 +315,7 @@ def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int
              "n_gpu_layers": n_gpu_layers if local else None,
              "concurrency": None if local else concurrency,
              "workbench": workbench_build(), "llama_cpp": llama_build() if local else None,
-             "model_sha256": model_id}
+             "model_sha256": model_id, **({"perturbed": perturbed} if perturbed else {})}
 
     def change(stored: dict[str, Any] | None) -> dict[str, Any]:
         manifest = stored if stored is not None else base
