@@ -1,6 +1,6 @@
 """Benchmark: the analysis API's events frame, and the Parquet events export, on a 5M-event run.
 
-Target (issue 17): ``workbench.analysis.events(db, "bench")`` on the 100k-sample × 50-cell
+Target: ``workbench.analysis.events(db, "bench")`` on the 100k-sample × 50-cell
 store (5M events) in < 10 s, with < 2 GiB peak RSS.
 
 Run: ``python bench/bench_analysis.py [--db PATH] [--reps N] [--out DIR]``. The store is

@@ -1,4 +1,4 @@
-"""Benchmark: compare two 100k-sample × 50-cell runs with 2,000 resamples (issue 15). Target: < 5 s.
+"""Benchmark: compare two 100k-sample × 50-cell runs with 2,000 resamples. Target: < 5 s.
 
 Run: ``python bench/bench_compare.py [--samples N] [--cells C] [--resamples R]``. Prints one
 JSON line.

@@ -1,4 +1,4 @@
-"""Benchmark: coverage of the ledger's 95 % Poisson-bootstrap intervals (docs/design.md §3, issue 16).
+"""Benchmark: coverage of the ledger's 95 % Poisson-bootstrap intervals (docs/design.md §3).
 
 Target: for S_llm, Acc_hit and D_mass, the 95 % intervals of ``compute_ledger`` cover the
 true value in 93-97 % of the trials, at n = 50 and at n = 2,000 (1,000 trials each; the band

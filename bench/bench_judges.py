@@ -1,4 +1,4 @@
-"""Benchmark: trusting the judges (issue 18) on a 100k-sample × 50-cell run (5M scored answers).
+"""Benchmark: trusting the judges on a 100k-sample × 50-cell run (5M scored answers).
 
 The populations are columns (numpy arrays), not item objects. The figures, one process:
 

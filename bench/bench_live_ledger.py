@@ -1,4 +1,4 @@
-"""Benchmark: the TUI Ledger during a real run — how long after a job's commit the screen shows it (issue 16).
+"""Benchmark: the TUI Ledger during a real run — how long after a job's commit the screen shows it.
 
 Target: within 1 s of each job's commit. Run: ``python bench/bench_live_ledger.py [--jobs N] [--rounds R]``.
 Each round imports sample_data/metaqa into a fresh database, plans a one-cell run of N questions

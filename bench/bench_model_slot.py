@@ -1,4 +1,4 @@
-"""Benchmark: two model passes on one machine at once vs one after the other (issue 13, item 8).
+"""Benchmark: two model passes on one machine at once vs one after the other.
 
 Two ``workbench run`` processes, each on its own database (as a TUI on one database and a
 CLI pass on another would be), each generate the same jobs with SmolLM2 on the CPU:

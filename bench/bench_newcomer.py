@@ -1,4 +1,4 @@
-"""Benchmark: what a newcomer waits for when opening the Retrieval screen (issue 12, item 16).
+"""Benchmark: what a newcomer waits for when opening the Retrieval screen.
 
 Run: ``python bench/bench_newcomer.py [--reps N]``.
 

@@ -1,4 +1,4 @@
-"""Benchmark: the one-file HTML report of the 100k-sample × 50-cell run (issue 17).
+"""Benchmark: the one-file HTML report of the 100k-sample × 50-cell run.
 
 Target: < 10 s and a file < 20 MB. Run: ``python bench/bench_report.py [--db PATH] [--reps N]``.
 Uses the 5M-event store of ``bench/bench_tui.py`` (generated there when ``--db`` does not exist;

@@ -238,6 +238,10 @@ def test_k_past_the_longest_retrieval_list_is_warned_and_shown_in_the_ledger_hea
     assert f"\nwarning: {warning}" in header
     assert main(["--db", str(db), "ledger", "within", "--resamples", "20"]) == 0
     assert "warning" not in capsys.readouterr().out
+    # With --json the JSON stays one object per cell, and the warning is said on stderr (once it was lost).
+    assert main(["--db", str(db), "ledger", "wide", "--resamples", "20", "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.err == f"warning: {warning}\n" and len(json.loads(out.out)) == 3
     # The warning is kept with the run, not part of its identity: the same sweep is found again.
     assert main(["--db", str(db), "sweep", "tiny", "--k", "1,5,500", "--budget", "64", "--format", "linear",
                  "--name", "wide"]) == 0

@@ -147,3 +147,19 @@ def test_tags_exclude_samples_from_the_ledger_and_export(tmp_path, tiny_store, c
                      "tags": ["annotation-error"], "note": ""}]
     assert main(["--db", db, "tag", "q3", "annotation-error", "--remove"]) == 0
     assert main(["--db", db, "tag", "nope", "x"]) == 2
+
+
+@pytest.mark.parametrize("argv, verb", [
+    (["compare", "a", "b", "--threads", "0"], "workbench compare"),
+    (["claims", "report", "--bogus"], "workbench claims report"),
+    (["retrieve", "x", "--shuffles", "2"], "workbench retrieve"),
+    (["--bogus"], "workbench"),
+])
+def test_an_unknown_argument_is_named_by_the_verb_it_was_given_to(argv, verb, capsys):
+    # Once every unknown argument read `workbench: error:`, whatever the verb.
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith(f"usage: {verb} ")
+    assert f"{verb}: error: unrecognized arguments: " in err

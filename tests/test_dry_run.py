@@ -1,4 +1,4 @@
-"""``workbench run --dry-run`` (issue 17): the jobs, unique prompts, exact prompt tokens, cache hits and
+"""``workbench run --dry-run``: the jobs, unique prompts, exact prompt tokens, cache hits and
 an ETA, before anything is generated or written.
 
 Real parts only: a real SQLite database, the real SmolLM2 GGUF (its vocabulary for the

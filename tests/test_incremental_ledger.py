@@ -1,4 +1,4 @@
-"""The incremental ledger (issue 16): a reader applies only the events changed since its watermark,
+"""The incremental ledger: a reader applies only the events changed since its watermark,
 and what it shows equals a from-scratch computation with the same Poisson weights.
 
 The oracle here is independent of the incremental machinery: per cell, the rows present now

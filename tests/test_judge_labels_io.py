@@ -1,4 +1,4 @@
-"""Human labels as JSON Lines (issue 18): ``judge labels export`` and ``judge labels import``.
+"""Human labels as JSON Lines: ``judge labels export`` and ``judge labels import``.
 
 Two small real databases, built once per module without a model: sample_data/metaqa with a
 one-cell sweep ``sweep`` over its first 3 questions (imported answers, their claims decomposed by

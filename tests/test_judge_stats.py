@@ -1,4 +1,4 @@
-"""Trusting a judge (issue 18, its statistics): Cohen's κ against scikit-learn, and prediction-powered
+"""Trusting a judge: Cohen's κ against scikit-learn, and prediction-powered
 inference (power-tuned, as ppi_py) covering the true metric where the naive judged estimate does not."""
 
 from __future__ import annotations

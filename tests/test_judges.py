@@ -1,4 +1,4 @@
-"""Trusting the judges (issue 18): the judged populations, the label queue, the stored labels and
+"""Trusting the judges: the judged populations, the label queue, the stored labels and
 the judge report, on a real model-free run whose claims were verified by the lexical verifier."""
 
 from __future__ import annotations

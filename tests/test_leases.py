@@ -1,4 +1,4 @@
-"""One writer at a time (issue 13, item 2): a lease per run, claims, SearChain or dedup pass.
+"""One writer at a time: a lease per run, claims, SearChain or dedup pass.
 
 The lease is a row in the real database naming its holder's pid, host and the pid's start
 time. Holders here are real processes: a ``sleep`` child stands for a live holder, a child

@@ -1,4 +1,4 @@
-"""Run manifests (issue 17): what a run was made with, recorded when it is planned and executed.
+"""Run manifests: what a run was made with, recorded when it is planned and executed.
 
 Real parts only: real SQLite databases, the real SmolLM2 GGUF (its header read without
 loading the model), and, for executions, the real model generating a handful of tokens.

@@ -1,4 +1,4 @@
-"""The one-file HTML report (issue 17): self-contained, offline, and what a reviewer needs to see.
+"""The one-file HTML report: self-contained, offline, and what a reviewer needs to see.
 
 Built on a model-free sweep with scores and tags written through the real store, so every
 section has something to show. Where Debian's chromium is installed (``.ci/run`` installs it),

@@ -1,4 +1,4 @@
-"""Labelling judged items by keyboard (issue 18): the Labels screen, Dedup's labels, the ledger's PPI lines."""
+"""Labelling judged items by keyboard: the Labels screen, Dedup's labels, the ledger's PPI lines."""
 
 from __future__ import annotations
 

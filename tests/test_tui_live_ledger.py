@@ -1,4 +1,4 @@
-"""The Ledger live during a real run (issue 16): each job's commit shows, and each refresh reads only
+"""The Ledger live during a real run: each job's commit shows, and each refresh reads only
 the events that changed, never the whole run (the latency is bench/bench_live_ledger.py's)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The newcomer pass (issue 12) on Runs, driven by keys: the new-run form, a live runs list,
+"""The newcomer pass on Runs, driven by keys: the new-run form, a live runs list,
 a greeting on an empty database, and quitting while a run executes.
 
 The runs that execute use the real default model on a handful of MetaQA questions.

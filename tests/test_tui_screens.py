@@ -1,4 +1,4 @@
-"""The newcomer pass (issue 12) on Datasets, Retrieval, Dedup and SearChain, driven by keys.
+"""The newcomer pass on Datasets, Retrieval, Dedup and SearChain, driven by keys.
 
 SearChain and Dedup reuse the real-model fixtures of their own test modules.
 """

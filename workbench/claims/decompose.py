@@ -42,7 +42,7 @@ import re
 import unicodedata
 
 from workbench.claims.types import LLM, Claim
-from workbench.runs.answers import string_list_schema
+from workbench.models.structured import string_list_schema
 
 DECOMPOSERS = ("rule", "llm", "hybrid")
 

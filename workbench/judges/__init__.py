@@ -1,1 +1,1 @@
-"""Trusting the judges (issue 18): judged populations, the label queue, agreement and prediction-powered estimates."""
+"""Trusting the judges: judged populations, the label queue, agreement and prediction-powered estimates."""

@@ -1,4 +1,4 @@
-"""What a human is shown to label one judged item (issue 18): a card per claim, dedup pair or answer.
+"""What a human is shown to label one judged item: a card per claim, dedup pair or answer.
 
 A card holds what the judge was shown, so the human judges the same question the judge did:
 

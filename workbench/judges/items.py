@@ -1,4 +1,4 @@
-"""The judged items of a run, one population per kind, with every judge's verdict on each (issue 18).
+"""The judged items of a run, one population per kind, with every judge's verdict on each.
 
 - **claims** of the newest claim run over a run (or a chosen one). The judges are the
   enabled verifiers and their ``vote``. A verifier's verdict on a claim is "supported on at

@@ -1,4 +1,4 @@
-"""Which item to label next (issue 18): a uniform random queue, or the items the judges disagree on.
+"""Which item to label next: a uniform random queue, or the items the judges disagree on.
 
 - ``uniform`` (the default) walks a fixed random permutation of the population
   (:func:`~workbench.judges.items.uniform_rank`). The items labelled from it are a uniform

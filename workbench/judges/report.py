@@ -1,4 +1,4 @@
-"""How far each judge can be trusted, from human labels (issue 18): agreement and corrected estimates.
+"""How far each judge can be trusted, from human labels: agreement and corrected estimates.
 
 For a population (:mod:`workbench.judges.items`) and its labels:
 

@@ -1,4 +1,4 @@
-"""How far a judge agrees with human labels (issue 18): the confusion matrix, accuracy, Cohen's κ with a CI.
+"""How far a judge agrees with human labels: the confusion matrix, accuracy, Cohen's κ with a CI.
 
 A *judge* is anything that labels items: a claim verifier, the vote of several, the dedup
 judge, an answer scorer. Against human labels of the same items it gets:

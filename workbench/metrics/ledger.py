@@ -49,7 +49,7 @@ of samples, X holding the columns of every cell. The weights depend on the sampl
 cell or the run, so differences between cells (:func:`paired_difference`, the oracle's
 paired ``L_noise``) and between runs of a dataset (``compare``) are paired bootstraps.
 
-Why Poisson weights (changed from multinomial resample counts in issue 16): with them each
+Why Poisson weights (rather than multinomial resample counts): with them each
 sample's contribution to every replicate sum is independent of the other samples, so the
 replicate sums can be *maintained* — one changed event adds ``w(seed, sid, ·) ⊗ Δx`` in
 O(resamples) — instead of regenerated and multiplied out after every change (Hanley &

@@ -27,7 +27,7 @@ never moves an estimate further from it; a small sample's CLT interval or a stro
 rectified estimate can otherwise leave the range.
 
 They are valid only if the labelled items are a *uniform random* subset of the items judged:
-the label queue's default (issue 18). An undefined estimate (no item; an interval from fewer
+the label queue's default. An undefined estimate (no item; an interval from fewer
 than two values) is ``None``.
 """
 

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from workbench.metrics.ir import aggregate, doc_level, evaluate
 from workbench.models.base import Sampling
 from workbench.models.registry import BackendSpec, ExecOptions, make_backend
-from workbench.runs.answers import string_list_schema, strings_after
+from workbench.models.structured import string_list_schema, strings_after
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
 

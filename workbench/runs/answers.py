@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+from workbench.models.structured import string_list_schema, strings_after
 
 ANSWER_FORMATS = ("json", "grounded", "text")
 
@@ -23,11 +24,6 @@ INSTRUCTIONS = {
 }
 
 _LABEL = r"^[TC](0|[1-9][0-9]*)$"
-
-
-def string_list_schema(key: str) -> dict:
-    """The JSON schema of an object holding one list of strings under ``key`` (e.g. claims, questions)."""
-    return {"type": "object", "properties": {key: {"type": "array", "items": {"type": "string"}}}, "required": [key]}
 
 
 SCHEMAS = {
@@ -71,23 +67,6 @@ def parse_output(output: str, answer_format: str) -> ParsedAnswer:
         citations = strings_after(output, "citations")
     prediction = json.dumps(answers, ensure_ascii=False)
     return ParsedAnswer(prediction, tuple(citations) if answer_format == "grounded" else None)
-
-
-def strings_after(text: str, key: str) -> list[str]:
-    """The complete JSON strings of the list under ``"key"`` in ``text``, even when the JSON is cut off."""
-    m = re.search(r'"%s"\s*:\s*\[' % key, text)
-    if not m:
-        return []
-    rest = text[m.end():]
-    end = rest.find("]")
-    body = rest if end < 0 else rest[:end]
-    out = []
-    for s in re.findall(r'"((?:[^"\\]|\\.)*)"', body):
-        try:
-            out.append(json.loads(f'"{s}"'))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def score_answer(parsed: ParsedAnswer, answers: Sequence[str], aliases, visible: Sequence[str],
