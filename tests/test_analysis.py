@@ -55,7 +55,12 @@ SAMPLE_TYPES = {"cell_id": "str", "sample_id": "str", "question": "str", "h_set"
 CLAIM_TYPES = {"claim_run": "int64", "cell_id": "str", "sample_id": "str", "support_ratio": "float64",
                **{m: "float64" for m in ("faithfulness", "hallucination", "self_knowledge", "context_utilization",
                                          "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", "claim_recall",
-                                         "context_precision", "precision", "recall", "f1")}}
+                                         "context_precision", "precision", "recall", "f1")},
+               # The same answer's figures under RAGChecker's convention, by RAGChecker's names.
+               **{f"ragchecker_{m}": "float64" for m in (
+                   "precision", "recall", "f1", "claim_recall", "context_precision", "context_utilization",
+                   "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant", "hallucination",
+                   "self_knowledge", "faithfulness")}}
 COMPARE_TYPES = {"cell_a": "str", "cell_b": "str", "kind": "str", "term": "str", "n": "int64", "a": "float64",
                  "b": "float64", "delta": "float64", "delta_lo": "float64", "delta_hi": "float64", "p": "float64",
                  "test": "str", "p_holm": "float64", "significant": "bool"}

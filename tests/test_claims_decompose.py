@@ -310,3 +310,23 @@ def test_decompose_dispatches_by_method_and_passes_options_on():
 def test_decompose_rejects_an_unknown_method_or_a_missing_llm(method, llm, message):
     with pytest.raises(ValueError, match=message):
         decompose("A是B。", method, llm)
+
+
+def test_llm_decomposes_a_long_answer_a_few_sentences_at_a_time():
+    """A paragraph is asked in runs of whole sentences of up to ``window`` characters, each cached on its own;
+    a run the model gives nothing for is kept whole, and spans point into the paragraph."""
+    first, second, third = "The Nile flows north.", "It empties into the Mediterranean Sea.", "It is long."
+    answer = f"{first} {second} {third}"
+    llm = ScriptedLLM({f"{first} {second}": '{"claims": ["The Nile flows north", "The Nile empties into the sea"]}'})
+    claims = llm_claims(answer, llm, window=60)
+    assert llm.asked == [f"{first} {second}", third]
+    assert texts(claims) == ["The Nile flows north", "The Nile empties into the sea", third]
+    assert (claims[0].start, claims[0].end) == (0, 20) and claims[1].start is None
+    assert answer[claims[2].start:claims[2].end] == third
+
+
+def test_llm_asks_a_short_answer_whole():
+    answer = "The Nile flows north. It empties into the Mediterranean Sea."
+    llm = ScriptedLLM()
+    assert texts(llm_claims(answer, llm)) == [answer]
+    assert llm.asked == [answer]

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import threading
 
+import numpy as np
 import pytest
 
 from workbench.claims.report import answer_claims, claims_by_cell
-from workbench.claims.runner import ClaimsConfig, list_answer, run_claims, sample_table
+from workbench.claims.reference import check_reference, reference_claims
+from workbench.claims.runner import ClaimsConfig, list_answer, run_claims
 from workbench.claims.types import Claim
-from workbench.claims.vote import ClaimResult
+
 from workbench.cli import main
 from workbench.models.cached import default_llm
 from workbench.runs.generation import GenerationConfig
@@ -48,17 +50,21 @@ def test_a_list_answer_is_its_items_each_with_its_span():
 
 
 def test_the_verdict_table_of_one_answer_follows_the_ragchecker_layout():
+    """A short gold answer: containment checks the three relations beside claim × unit, as it always did."""
     sample = Sample(1, "q", "who directed Kismet", ["William Dieterle"], {"William Dieterle": ["W. Dieterle"]},
                     [[10]], {})
     units = ["Kismet | directed_by | William Dieterle", "Kismet | release_year | 1944"]
-    results = [ClaimResult(Claim("Kismet was directed by W. Dieterle", 0, 10), True, 0, 1.0, [True, False], {}),
-               ClaimResult(Claim("Kismet is from 1950", 11, 20), False, None, None, [False, False], {})]
-    table = sample_table("Kismet was directed by W. Dieterle. Kismet is from 1950.", results, sample, units, [10, 11])
+    reference = reference_claims(sample, lambda text: [])
+    assert [(c.text, c.source) for c in reference] == [("William Dieterle", "item")]
+    checks = check_reference(sample, reference, ["Kismet was directed by W. Dieterle", "Kismet is from 1950"],
+                             "Kismet was directed by W. Dieterle. Kismet is from 1950.", units, judge=None)
+    table = checks.table(np.array([[True, False], [False, False]]), np.array([True, False]))
     assert table.claim_unit.tolist() == [[True, False], [False, False]]
     assert table.claim_correct.tolist() == [True, False]      # the alias counts as the gold answer
     assert table.gold_unit.tolist() == [[True, False]]
     assert table.gold_in_response.tolist() == [True]
     assert table.relevant.tolist() == [True, False]           # T10 is on the gold path
+    assert checks.answer2response[0] == {"containment": "E", "vote": "E"}
 
 
 def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdict(text_run):
@@ -169,8 +175,8 @@ def test_bad_claims_options_are_refused_by_name(tiny_store, capsys):
     assert "--verifiers: 'telepathy'" in capsys.readouterr().err
     assert main(["--db", db, "claims", "run", "r", "--verifiers", "embedding"]) == 2
     assert "embedding: no --embedding-model given" in capsys.readouterr().err
-    assert main(["--db", db, "claims", "run", "r", "--verifiers", "nli"]) == 2
-    assert "nli: unavailable" in capsys.readouterr().err
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "nli", "--nli-model", "missing.gguf"]) == 2
+    assert "missing.gguf" in capsys.readouterr().err
     assert main(["--db", db, "claims", "run", "r", "--cell", "k9-b1-score", "--verifiers", "lexical"]) == 2
     assert "--cell: k9-b1-score not in run 'r'" in capsys.readouterr().err
     assert tiny_store.conn.execute("SELECT count(*) FROM claim_jobs").fetchone()[0] == 0

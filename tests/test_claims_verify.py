@@ -7,9 +7,10 @@ import pytest
 from workbench.claims.types import Claim, Verdict
 from workbench.claims.verify import (JUDGE_SCHEMA, VERIFIERS, EmbeddingVerifier, LexicalVerifier, LLMJudgeVerifier,
                                      NLIVerifier, VerifierUnavailable, lexical_score, lexical_tokens,
-                                     make_verifiers, nli_status, parse_judgement)
+                                     make_verifiers, nli_messages, parse_judgement, NLI_OPTIONS)
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize, vote
 from workbench.models.base import ModelError
+from workbench.models.cached import default_llm
 from workbench.models.locate import default_model_path
 
 from conftest import ScriptedLLM
@@ -217,18 +218,75 @@ def test_parse_judgement(text, expected):
 
 # ---------------------------------------------------------------- nli and make_verifiers
 
-def test_nli_status_reasons(tmp_path):
-    ok, reason = nli_status(None)
-    assert not ok and reason.startswith("no --nli-model given")
-    ok, reason = nli_status(str(tmp_path / "missing"))
-    assert not ok and "not a local model directory" in reason
-    ok, reason = nli_status(str(tmp_path))               # a directory, but transformers is not installed here
-    assert (ok, reason) == (False, "the transformers package is not installed")
+class ChoosingLLM:
+    """A test double of ``CachedLLM.choose`` (the verifier's logic, not the model): a scripted label per pair."""
+
+    def __init__(self, labels: dict[tuple[str, str], str]):
+        self.labels, self.asked = labels, []
+
+    def choose(self, messages, options):
+        premise, hypothesis = messages[-1]["content"].removeprefix("Premise: ").split("\n\nHypothesis: ")
+        self.asked.append(premise)
+        return ScriptedLLM.Reply(self.labels[(premise, hypothesis)])
 
 
-def test_nli_verifier_never_constructs(tmp_path):
-    with pytest.raises(VerifierUnavailable, match="^nli: unavailable — the transformers package is not installed$"):
-        NLIVerifier(str(tmp_path))
+def test_nli_gives_three_way_verdicts_and_checks_premise_by_premise():
+    llm = ChoosingLLM({("u1", "a"): "Entailment", ("u1", "b"): "Contradiction",
+                       ("u2", "a"): "Neutral", ("u2", "b"): "Entailment"})
+    nli = NLIVerifier(llm)
+    pairs = [("a", "u1"), ("a", "u2"), ("b", "u1"), ("b", "u2")]       # claim-major, as a run lists them
+    verdicts = nli.verify_pairs(pairs)
+    assert [v.label for v in verdicts] == ["E", "N", "C", "E"]
+    assert [v.supported for v in verdicts] == [True, False, False, True]
+    assert [v.score for v in verdicts] == [1.0, 0.0, 0.0, 1.0]
+    # Premise-major: each premise's checks follow one another, so its KV prefix is reused.
+    assert llm.asked == ["u1", "u1", "u2", "u2"]
+    assert [v.label for v in nli.verify("a", ["u2", "u1"])] == ["N", "E"]
+
+
+def test_a_two_way_verdict_is_entailment_or_neutral_and_a_label_must_agree():
+    assert (Verdict("lexical", True, 0.9).label, Verdict("lexical", False, 0.1).label) == ("E", "N")
+    with pytest.raises(ValueError, match="label 'C' with supported=True"):
+        Verdict("nli", True, 1.0, "C")
+
+
+def test_nli_with_the_real_model_chooses_one_label_in_one_pass_and_reuses_the_premise(store):
+    """What holds on every CPU: one of the three labels per pair (which one is the CPU's), a second
+    check of the same premise evaluates only its hypothesis, and a rerun is served from the cache."""
+    llm = default_llm(store, n_ctx=1024)
+    try:
+        nli = NLIVerifier(llm)
+        premise = "[T1] Kismet | directed_by | William Dieterle"
+        first = nli.check(premise, "William Dieterle directed Kismet.")
+        full, evaluated = llm.prompt_tokens, llm.eval_tokens
+        assert first.label in ("E", "N", "C") and full == evaluated > 20
+        nli.check(premise, "Kismet was directed by Steven Spielberg in 1999.")
+        second_prompt, second_eval = llm.prompt_tokens - full, llm.eval_tokens - evaluated
+        assert second_eval < second_prompt / 2            # the system text and the premise were not evaluated again
+        assert (llm.model_calls, llm.cache_hits) == (2, 0)
+        again = nli.check(premise, "William Dieterle directed Kismet.")
+        assert again == first and (llm.model_calls, llm.cache_hits) == (2, 1)
+    finally:
+        llm.close()
+
+
+def test_a_one_pass_choice_is_what_greedy_generation_under_the_labels_grammar_writes(store):
+    """On any CPU: the label read from one forward pass equals the one the model generates, greedily, under a
+    grammar admitting only the three labels (both read the same logits; the choice takes the best token that
+    can begin each label, as the grammar's first step does)."""
+    grammar = "root ::= " + " | ".join(f'"{o}"' for o in NLI_OPTIONS)
+    pairs = [("[T1] Kismet | directed_by | William Dieterle", "William Dieterle directed Kismet."),
+             ("[T1] Kismet | directed_by | William Dieterle", "Kismet was released in 1999."),
+             ("准备两锅水：A 锅维持 100°C 沸水，B 锅维持 30°C 温水。", "重复转移操作共 10 次"),
+             ("The Nile flows into the Mediterranean Sea.", "The Nile flows into the Red Sea.")]
+    llm = default_llm(store, n_ctx=1024)
+    try:
+        for premise, hypothesis in pairs:
+            chosen = llm.choose(nli_messages(premise, hypothesis), NLI_OPTIONS).text
+            written = llm.ask(nli_messages(premise, hypothesis), max_tokens=8, grammar=grammar).text
+            assert written == chosen, (premise, hypothesis)
+    finally:
+        llm.close()
 
 
 def test_make_verifiers_builds_in_order():
@@ -245,8 +303,7 @@ def test_make_verifiers_builds_in_order():
     (["lexical", "lexical"], {}, ValueError, "'lexical' is listed more than once"),
     (["embedding"], {}, VerifierUnavailable, "^embedding: no --embedding-model given$"),
     (["llm_judge"], {}, VerifierUnavailable, "^llm_judge: no LLM given$"),
-    (["lexical", "nli"], {}, VerifierUnavailable, "^nli: unavailable — no --nli-model given"),
-    (["nli"], {"nli_model": "/no/such/dir"}, VerifierUnavailable, "^nli: unavailable — /no/such/dir: not a local"),
+    (["lexical", "nli"], {}, VerifierUnavailable, "^nli: no LLM given$"),
 ])
 def test_make_verifiers_errors(names, kwargs, error, pattern):
     with pytest.raises(error, match=pattern):

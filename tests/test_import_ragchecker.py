@@ -197,12 +197,12 @@ def test_what_the_import_writes(db, rc_file):
 
 def test_optional_fields_and_repeated_doc_ids(db, tmp_path, capsys):
     """A null query_id (RAGChecker's LlamaIndex integration writes one) is named by position; a
-    doc_id seen with two texts gives two chunks of one document; an output file's extra fields
-    (response_claims, metrics, ...) are ignored."""
+    doc_id seen with two texts gives two chunks of one document; other fields (metrics, ...) are
+    ignored. (An output file's claims and checks are kept: tests/test_ragchecker_checks.py.)"""
     results = [
         {"query_id": None, "query": "Q one?", "gt_answer": "A", "response": "A.",
          "retrieved_context": [{"doc_id": "doc", "text": "First passage."}],
-         "response_claims": [["A", "is", "B"]], "metrics": {"faithfulness": 1.0}},
+         "metrics": {"faithfulness": 1.0}, "extra": [1, 2]},
         {"query_id": 7, "query": "Q two?", "gt_answer": "B", "response": "B.",
          "retrieved_context": [{"doc_id": "doc", "text": "Second passage."}, {"doc_id": None, "text": "Loose."}]},
     ]

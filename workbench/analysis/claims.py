@@ -8,7 +8,7 @@ import pandas as pd
 
 from workbench.analysis.source import Db, reading
 from workbench.analysis.typed import FLOAT, INT, STR, typed_frame
-from workbench.claims.metrics import METRICS
+from workbench.claims.metrics import METRICS, RAGCHECKER_NAMES
 from workbench.claims.report import claim_runs, claim_values, latest_claim_run
 from workbench.store.db import Store
 from workbench.store.lookup import NotFound
@@ -16,9 +16,13 @@ from workbench.store.queries import Run, get_run, load_samples
 
 #: The columns of :func:`claims`. ``support_ratio`` is the answer's supported claims over its
 #: claims, and NaN when it has no claim. The rest are the RAGChecker-style metrics of
-#: :data:`workbench.claims.metrics.METRICS` for that answer, NaN where undefined.
+#: :data:`workbench.claims.metrics.METRICS` for that answer, NaN where undefined; then the same
+#: answer's figures under RAGChecker's own convention (``ragchecker_<its metric name>``: an empty
+#: set counts as 0, never NaN; NaN only for an answer checked before these were stored).
+RAGCHECKER_COLUMNS = tuple(f"ragchecker_{name}" for name in RAGCHECKER_NAMES)
 CLAIM_DTYPES: dict[str, object] = {
     "claim_run": INT, "cell_id": STR, "sample_id": STR, "support_ratio": FLOAT, **{m: FLOAT for m in METRICS},
+    **{c: FLOAT for c in RAGCHECKER_COLUMNS},
 }
 
 
@@ -50,5 +54,12 @@ def claim_records(store: Store, run: Run, claim_run: int | None = None) -> list[
     if chosen is None:
         return []
     ids = {s.sid: s.id for s in load_samples(store, run.dataset_id)}
-    return [{"claim_run": chosen, "cell_id": cell_id, "sample_id": ids[sid], **values}
+    return [_record(chosen, cell_id, ids[sid], values)
             for cell_id, by_sid in claim_values(store, chosen).items() for sid, values in by_sid.items()]
+
+
+def _record(claim_run: int, cell_id: str, sample_id: str, values: dict) -> dict[str, Any]:
+    theirs = values.get("ragchecker") or {}
+    return {"claim_run": claim_run, "cell_id": cell_id, "sample_id": sample_id,
+            **{k: v for k, v in values.items() if k != "ragchecker"},
+            **{f"ragchecker_{name}": theirs.get(name) for name in RAGCHECKER_NAMES}}

@@ -6,7 +6,7 @@ import time
 from typing import Sequence
 
 from workbench.claims.decompose import decompose
-from workbench.claims.verify import make_verifiers
+from workbench.claims.runner import open_verifiers
 from workbench.claims.vote import judge_claim, summarize
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset
@@ -58,10 +58,9 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
     if own:
         llm = default_llm(store, config.model, n_threads=threads)
     start = time.perf_counter()
+    opened: list = []
     try:
-        verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model,
-                                   nli_model=config.nli_model, lexical_threshold=config.lexical_threshold,
-                                   embedding_threshold=config.embedding_threshold)
+        verifiers, opened = open_verifiers(store, config, llm, n_threads=threads)
         kw = {"long_clause": config.long_clause} if config.decomposer == "hybrid" else {}
         claims = decompose(answer, config.decomposer, llm, **kw)
         results = [judge_claim(c, {v.name: v.verify(c.text, texts, question=question) for v in verifiers},
@@ -69,6 +68,9 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
         summary = summarize(answer, results, reject_below=config.reject_below)
     finally:
         calls, hits = (llm.model_calls, llm.cache_hits) if llm is not None else (0, 0)
+        for other in opened:
+            calls, hits = calls + other.model_calls, hits + other.cache_hits
+            other.close()
         if own:
             llm.close()
     rows = []

@@ -297,27 +297,49 @@ def _locate(needle: str, hay: str, after: int = 0) -> tuple[int, int] | None:
     return (index[i], index[i + len(target) - 1] + 1) if i >= 0 else None
 
 
-def llm_claims(answer: str, llm: LLM, *, max_tokens: int = 160) -> list[Claim]:
-    """Decompose ``answer`` with one grammar-constrained model call (``source="llm"``).
+def llm_claims(answer: str, llm: LLM, *, max_tokens: int = 160, window: int = 200) -> list[Claim]:
+    """Decompose ``answer`` with grammar-constrained model calls (``source="llm"``): one call for an
+    answer of up to ``window`` characters, else one per run of whole sentences of up to ``window``.
 
-    A claim's span is where its text occurs in the answer (searched forward from the
-    previous claim first, so a repeated phrase maps to its next occurrence), else where it
-    occurs up to NFKC and case, else ``None``. If the model gives no usable claim, a
-    non-empty answer becomes one claim, the whole stripped answer; an empty answer gives
-    ``[]`` without calling the model.
+    A paragraph asked at once overruns ``max_tokens`` and a small model loses its way in it;
+    a few sentences at a time it does neither (and a pronoun still finds its noun in the
+    sentence before), and each call is cached on its own. A claim's span is where its text
+    occurs in its part (searched forward from the previous claim first, so a repeated phrase
+    maps to its next occurrence), else where it occurs up to NFKC and case, else ``None``. A
+    part the model gives no usable claim for becomes one claim, the part itself; an empty
+    answer gives ``[]`` without calling the model.
     """
     if not answer.strip():
         return []
-    texts = _llm_texts(answer, llm, max_tokens)
-    if not texts:
-        a, b = _trim(answer, 0, len(answer))
-        return [Claim(answer[a:b], a, b, "llm")]
-    claims, after = [], 0
-    for text in texts:
-        start, end = _locate(text, answer, after) or (None, None)
-        after = end if end is not None else after
-        claims.append(Claim(text, start, end, "llm"))
+    parts = [_trim(answer, 0, len(answer))] if len(answer) <= window else _windows(answer, window)
+    claims: list[Claim] = []
+    for a, b in parts:
+        # A short answer is asked whole, as it always was (the same prompt, the same cache key).
+        texts = _llm_texts(answer if len(parts) == 1 else answer[a:b], llm, max_tokens)
+        if not texts:
+            claims.append(Claim(answer[a:b], a, b, "llm"))
+            continue
+        after = a
+        for text in texts:
+            span = _locate(text, answer[:b], after)
+            start, end = span or (None, None)
+            after = end if end is not None else after
+            claims.append(Claim(text, start, end, "llm"))
     return claims
+
+
+def _windows(answer: str, window: int) -> list[tuple[int, int]]:
+    """The answer's sentences (each with its full stop), consecutive ones merged into spans of up to
+    ``window`` characters (a longer sentence alone)."""
+    out: list[tuple[int, int]] = []
+    for a, b in _sentences(answer):
+        while b < len(answer) and answer[b] in "。！？!?.":
+            b += 1
+        if out and b - out[-1][0] <= window:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
 
 
 def _llm_texts(text: str, llm: LLM, max_tokens: int) -> list[str]:

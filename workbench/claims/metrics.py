@@ -8,12 +8,15 @@ field                   shape   true when                                   RAGC
 ======================  ======  ==========================================  ==================
 ``claim_unit[i, j]``    (I, J)  response claim i is supported by unit j     retrieved2response
 ``claim_correct[i]``    (I,)    response claim i is entailed by the gold    answer2response
-``gold_unit[g, j]``     (G, J)  gold answer item g is contained in unit j   retrieved2answer
-``gold_in_response[g]`` (G,)    gold answer item g is entailed by response  response2answer
+``gold_unit[g, j]``     (G, J)  reference claim g is entailed by unit j     retrieved2answer
+``gold_in_response[g]`` (G,)    reference claim g is entailed by response   response2answer
 ``relevant[j]``         (J,)    unit j is on a gold path (optional)         (none)
 ======================  ======  ==========================================  ==================
 
-Units j are the shown units (those visible in the evidence window).
+Units j are the shown units (those visible in the evidence window). The reference claims g
+are the gold answers of a short (KG) answer, "entailed" then meaning "contained" (one claim per
+answer with its aliases), or the claims a long reference answer is decomposed into
+(:mod:`workbench.claims.reference`).
 ``relevant`` overrides RAGChecker's notion of a relevant unit (one that contains some gold
 item, ``any_g gold_unit[g, j]``) when the gold units are known; without it that notion is
 used. See :data:`FORMULAS` for every metric in one line.
@@ -67,7 +70,7 @@ METRICS: tuple[str, ...] = (
     "f1",
 )
 
-#: One human-readable formula per metric (i: response claims, j: shown units, g: gold items).
+#: One human-readable formula per metric (i: response claims, j: shown units, g: reference claims).
 FORMULAS: dict[str, str] = {
     "faithfulness": "mean_i faithful_i, faithful_i = any_j claim_unit[i,j]",
     "hallucination": "mean_i (not faithful_i and not correct_i)",
@@ -79,10 +82,10 @@ FORMULAS: dict[str, str] = {
     "noise_sensitivity_irrelevant": "mean_i (irr_faithful_i and not rel_faithful_i and not "
                                     "correct_i), irr_faithful_i = any_j (not relevant_j and "
                                     "claim_unit[i,j])",
-    "claim_recall": "mean_g recalled_g (gold items contained in some shown unit)",
-    "context_precision": "mean_j any_g gold_unit[g,j] (shown units containing some gold item)",
-    "precision": "mean_i correct_i (response claims entailed by the gold answer)",
-    "recall": "mean_g in_response_g (gold items entailed by the response)",
+    "claim_recall": "mean_g recalled_g (reference claims entailed by some shown unit)",
+    "context_precision": "mean_j any_g gold_unit[g,j] (shown units entailing some reference claim)",
+    "precision": "mean_i correct_i (response claims entailed by the reference answer)",
+    "recall": "mean_g in_response_g (reference claims entailed by the response)",
     "f1": "2·precision·recall / (precision + recall); 0 if both are 0",
 }
 
@@ -221,3 +224,74 @@ def aggregate(
         est = bootstrap_mean(values, resamples=resamples, seed=seed, alpha=alpha, keys=[k for k, _ in defined])
         out[name] = CellMetric(len(values), est.value, est.lo, est.hi)
     return out
+
+
+# -- RAGChecker's own convention ---------------------------------------------------------------
+
+#: RAGChecker's metric names (``ragchecker/metrics.py``) and the workbench's name of each.
+RAGCHECKER_NAMES: dict[str, str] = {
+    "precision": "precision", "recall": "recall", "f1": "f1",
+    "claim_recall": "claim_recall", "context_precision": "context_precision",
+    "context_utilization": "context_utilization",
+    "noise_sensitivity_in_relevant": "noise_sensitivity_relevant",
+    "noise_sensitivity_in_irrelevant": "noise_sensitivity_irrelevant",
+    "hallucination": "hallucination", "self_knowledge": "self_knowledge", "faithfulness": "faithfulness",
+}
+#: RAGChecker's three groups of its overall report, in its order, named as its code names them
+#: (``ragchecker/metrics.py``; files written by older versions say ``overall``, ``retriever``, ``generator``).
+RAGCHECKER_GROUPS: dict[str, tuple[str, ...]] = {
+    "overall_metrics": ("precision", "recall", "f1"),
+    "retriever_metrics": ("claim_recall", "context_precision"),
+    "generator_metrics": ("context_utilization", "noise_sensitivity_in_relevant", "noise_sensitivity_in_irrelevant",
+                  "hallucination", "self_knowledge", "faithfulness"),
+}
+
+
+def ragchecker_metrics(s: SampleClaims) -> dict[str, float]:
+    """Every RAGChecker metric of one sample under RAGChecker's own convention, by its name.
+
+    As ``ragchecker/computation.py`` computes them, guard for guard: an empty input makes a
+    metric 0.0 (never undefined); a relevant unit is one that entails some reference claim
+    (``s.relevant`` is not used); the two noise sensitivities are exclusive.
+    """
+    a2r, r2a = s.claim_correct, s.gold_in_response        # answer2response (I,), response2answer (G,)
+    ret2r, ret2a = s.claim_unit, s.gold_unit              # retrieved2response (I, J), retrieved2answer (G, J)
+    n_claims, n_units = ret2r.shape
+    n_ref = ret2a.shape[0]
+    out: dict[str, float] = {}
+    out["precision"] = float(np.mean(a2r)) if len(a2r) > 0 else 0.0
+    out["recall"] = float(np.mean(r2a)) if len(r2a) > 0 else 0.0
+    p, r = out["precision"], out["recall"]
+    out["f1"] = 2 * p * r / (p + r) if p > 0 and r > 0 else 0.0
+    if n_ref > 0 and n_units > 0:
+        recalled = np.max(ret2a, axis=1)
+        out["claim_recall"] = float(np.mean(recalled))
+        out["context_precision"] = float(np.mean(np.max(ret2a, axis=0)))
+        out["context_utilization"] = (float(np.sum(recalled & r2a) / np.sum(recalled)) if np.sum(recalled) > 0
+                                      else 0.0)
+    else:
+        out["claim_recall"] = out["context_precision"] = out["context_utilization"] = 0.0
+    if n_claims > 0 and n_units > 0 and n_ref > 0:
+        relevant = np.max(ret2a, axis=0, keepdims=True)
+        relevant_faithful = np.max(relevant & ret2r, axis=1)
+        irrelevant_faithful = np.max(~relevant & ret2r, axis=1) & ~relevant_faithful
+        out["noise_sensitivity_in_relevant"] = float(np.mean(relevant_faithful & ~a2r))
+        out["noise_sensitivity_in_irrelevant"] = float(np.mean(irrelevant_faithful & ~a2r))
+    else:
+        out["noise_sensitivity_in_relevant"] = out["noise_sensitivity_in_irrelevant"] = 0.0
+    if n_claims > 0 and n_units > 0:
+        unfaithful = ~np.max(ret2r, axis=1)
+        out["hallucination"] = float(np.mean(unfaithful & ~a2r))
+        out["self_knowledge"] = float(np.mean(unfaithful & a2r))
+        out["faithfulness"] = float(np.mean(np.max(ret2r, axis=1)))
+    else:
+        out["hallucination"] = out["self_knowledge"] = out["faithfulness"] = 0.0
+    return {name: out[name] for name in RAGCHECKER_NAMES}
+
+
+def ragchecker_overall(per_query: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """RAGChecker's overall report: per group, each metric's mean over *all* queries × 100 (not rounded;
+    RAGChecker prints it rounded to one decimal)."""
+    return {group: {name: float(np.mean([q[name] for q in per_query])) * 100 if per_query else 0.0
+                    for name in names}
+            for group, names in RAGCHECKER_GROUPS.items()}

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from workbench.claims.metrics import METRICS, aggregate
+from workbench.claims.metrics import METRICS, RAGCHECKER_NAMES, aggregate, ragchecker_overall
 from workbench.store.db import Store
 from workbench.store.queries import Run
 
@@ -86,10 +86,16 @@ def claim_values(store: Store, claim_run: int) -> dict[str, dict[int, dict[str, 
 
 
 def answer_claims(store: Store, run: Run, cell_id: str, sid: int, claim_run: int | None = None) -> dict | None:
-    """The claims of one answer with their verdicts and attribution; None if unverified.
+    """The claims of one answer and of its reference, with every verdict; None if unverified.
 
-    ``verifiers`` gives, per verifier, whether any shown unit supported the claim and its
-    best score; the full claim × unit table stays in ``claim_verdicts``.
+    Each response claim has ``verifiers`` (per verifier: did any shown unit support it, its
+    best score), ``units`` (per shown unit, in the window's order: the vote's three-way label
+    and each verifier's), ``correct_by`` (per checker, its label against the reference answer)
+    and ``kind``: ``faithful`` (some unit entails it), else ``self_knowledge`` (correct though
+    no unit holds it) or ``hallucination``. ``reference`` lists the reference's claims, each
+    with ``in_response`` (the vote's label against the response), ``units`` (the vote per
+    unit), ``entailing`` (the units that entail it) and ``missed`` (not in the response);
+    it is None for a claim run made before reference claims were stored.
     """
     if claim_run is None:
         info = latest_claim_run(store, run)
@@ -103,10 +109,31 @@ def answer_claims(store: Store, run: Run, cell_id: str, sid: int, claim_run: int
         return None
     kind = store.conn.execute("SELECT unit_kind FROM datasets WHERE id = ?", (run.dataset_id,)).fetchone()[0]
     prefix = "T" if kind == "triple" else "C"
+    key = (claim_run, cell_id, sid)
+    visible = store.conn.execute("SELECT visible FROM events WHERE run_id = ? AND cell_id = ? AND sid = ?",
+                                 (run.id, cell_id, sid)).fetchone()
+    order = {uid: j for j, uid in enumerate(json.loads(visible[0]) if visible and visible[0] else [])}
+    per_unit: dict[int, dict[int, dict[str, str]]] = {}
+    for idx, uid, verifier, supported, label in store.conn.execute(
+            "SELECT idx, uid, verifier, supported, label FROM claim_verdicts WHERE claim_run_id = ? AND cell_id = ?"
+            " AND sid = ?", key):
+        # Rows written before verdicts had three-way labels read as E when supported, else N.
+        per_unit.setdefault(idx, {}).setdefault(uid, {})[verifier] = label or ("E" if supported else "N")
+    checks: dict[tuple[str, int], dict[int, dict[str, str]]] = {}
+    for relation, idx, uid, checker, label in store.conn.execute(
+            "SELECT relation, idx, uid, checker, label FROM claim_checks WHERE claim_run_id = ? AND cell_id = ?"
+            " AND sid = ?", key):
+        checks.setdefault((relation, idx), {}).setdefault(uid, {})[checker] = label
+
+    def units_of(by_uid: dict[int, dict[str, str]]) -> list[dict]:
+        return [{"uid": uid, "label": f"{prefix}{uid}", "vote": labels.get("vote", "N"),
+                 "by": {k: v for k, v in labels.items() if k != "vote"}}
+                for uid, labels in sorted(by_uid.items(), key=lambda kv: order.get(kv[0], len(order) + kv[0]))]
+
     claims = []
     for idx, text, start, end, source, supported, correct, best_uid, best_score in store.conn.execute(
             "SELECT idx, text, span_start, span_end, source, supported, correct, best_uid, best_score FROM claims"
-            " WHERE claim_run_id = ? AND cell_id = ? AND sid = ? ORDER BY idx", (claim_run, cell_id, sid)):
+            " WHERE claim_run_id = ? AND cell_id = ? AND sid = ? ORDER BY idx", key):
         best = None
         if best_uid is not None:
             head, relation, tail, chunk = store.conn.execute(
@@ -116,11 +143,54 @@ def answer_claims(store: Store, run: Run, cell_id: str, sid: int, claim_run: int
                     "text": chunk if chunk is not None else f"{head} | {relation} | {tail}"}
         per_verifier = {v: {"supported": bool(s), "score": sc} for v, s, sc in store.conn.execute(
             "SELECT verifier, max(supported), max(score) FROM claim_verdicts WHERE claim_run_id = ? AND cell_id = ?"
-            " AND sid = ? AND idx = ? AND verifier != 'vote' GROUP BY verifier", (claim_run, cell_id, sid, idx))}
+            " AND sid = ? AND idx = ? AND verifier != 'vote' GROUP BY verifier", (*key, idx))}
+        correct_by = checks.get(("answer2response", idx), {}).get(-1, {})
         claims.append({"idx": idx, "text": text, "span": None if start is None else [start, end], "source": source,
                        "supported": bool(supported), "correct": bool(correct), "best_unit": best,
-                       "verifiers": per_verifier})
+                       "verifiers": per_verifier, "units": units_of(per_unit.get(idx, {})),
+                       "correct_by": correct_by,
+                       "kind": "faithful" if supported else ("self_knowledge" if correct else "hallucination")})
     status, error, n, n_sup, ratio, rejected, filtered, metrics = job
     return {"claim_run": claim_run, "status": status, "error": error, "claims": claims, "n_claims": n,
             "n_supported": n_sup, "support_ratio": ratio, "rejected": None if rejected is None else bool(rejected),
-            "filtered_answer": filtered, "metrics": json.loads(metrics) if metrics else None}
+            "filtered_answer": filtered, "metrics": json.loads(metrics) if metrics else None,
+            "reference": _reference(store, key, sid, checks, units_of) if status == "done" else None}
+
+
+def _reference(store: Store, key: tuple, sid: int, checks: dict, units_of) -> list[dict] | None:
+    rows = store.conn.execute("SELECT idx, text, source FROM ref_claims WHERE claim_run_id = ? AND sid = ?"
+                              " ORDER BY idx", (key[0], sid)).fetchall()
+    if not rows or not any(relation == "response2answer" for relation, _ in checks):
+        return None
+    out = []
+    for idx, text, source in rows:
+        in_response = checks.get(("response2answer", idx), {}).get(-1, {})
+        units = units_of(checks.get(("retrieved2answer", idx), {}))
+        out.append({"idx": idx, "text": text, "source": source, "in_response": in_response.get("vote", "N"),
+                    "in_response_by": {k: v for k, v in in_response.items() if k != "vote"}, "units": units,
+                    "entailing": [u["label"] for u in units if u["vote"] == "E"],
+                    "missed": in_response.get("vote", "N") != "E"})
+    return out
+
+
+def ragchecker_by_cell(store: Store, run: Run, claim_run: int) -> dict[str, dict]:
+    """Per cell, RAGChecker's figures under RAGChecker's convention (an empty set counts as 0).
+
+    ``overall``: per group (RAGChecker's ``overall_metrics``, ``retriever_metrics``,
+    ``generator_metrics``), each metric's mean over *all* the cell's answers × 100, unrounded
+    (RAGChecker prints it rounded to one decimal). ``per_query``: each answer's values (0-1) by
+    sample id. ``differs``: how many answers have a metric that the workbench leaves undefined
+    (``None``, out of its mean) where RAGChecker counts 0. ``missing``: answers checked before
+    these figures were stored (a claim run made by an older version: run it again under a new config).
+    """
+    ids = dict(store.conn.execute("SELECT sid, id FROM samples WHERE dataset_id = ?", (run.dataset_id,)))
+    out: dict[str, dict] = {}
+    for cell_id, by_sid in claim_values(store, claim_run).items():
+        per_query = [{"sid": sid, "id": ids.get(sid), **v["ragchecker"]} for sid, v in by_sid.items()
+                     if v.get("ragchecker") is not None]
+        values = [{k: q[k] for k in RAGCHECKER_NAMES} for q in per_query]
+        differs = sum(1 for v in by_sid.values() if v.get("ragchecker") is not None
+                      and any(v.get(ours) is None for ours in RAGCHECKER_NAMES.values()))
+        out[cell_id] = {"answers": len(per_query), "missing": len(by_sid) - len(per_query), "differs": differs,
+                        "overall": ragchecker_overall(values), "per_query": per_query}
+    return out

@@ -18,12 +18,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.claims.decompose import DECOMPOSERS, decompose
-from workbench.claims.metrics import SampleClaims, sample_metrics
+from workbench.claims.record import job_metrics, write_job
+from workbench.claims.reference import check_reference, is_long, reference_claims
 from workbench.claims.types import Claim
 from workbench.claims.verify import VERIFIERS, make_verifiers
-from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize
-from workbench.metrics.scoring import normalize_answer
+from workbench.claims.vote import TIES, judge_claim, summarize, vote_label
+from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
+from workbench.models.locate import resolve_model
 from workbench.passes import CLAIMS_KEY_DIGITS, PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
@@ -40,9 +42,9 @@ class ClaimsConfig:
     lexical_threshold: float = 0.6
     embedding_threshold: float = 0.75
     long_clause: int = 40
-    model: str = "default"                  # the GGUF of the llm decomposer and the judge
+    model: str = "default"                  # the GGUF of the llm decomposer, the judge and (default) nli
     embedding_model: str | None = None
-    nli_model: str | None = None
+    nli_model: str | None = None            # another GGUF for nli (default: ``model``)
 
     def validate(self) -> None:
         """Reject a config that cannot work, naming the option."""
@@ -60,7 +62,19 @@ class ClaimsConfig:
 
     @property
     def needs_llm(self) -> bool:
-        return self.decomposer in ("llm", "hybrid") or "llm_judge" in self.verifiers
+        return (self.decomposer in ("llm", "hybrid") or "llm_judge" in self.verifiers
+                or ("nli" in self.verifiers and self.nli_model is None))
+
+    def check_models(self) -> None:
+        """Refuse, naming the option, a model file the config needs that is missing or not a GGUF."""
+        wanted = [("--model", self.model)] if self.needs_llm else []
+        if "nli" in self.verifiers and self.nli_model is not None:
+            wanted.append(("--nli-model", self.nli_model))
+        for option, spec in wanted:
+            try:
+                resolve_model(spec)
+            except ModelError as exc:
+                raise ValueError(f"{option}: {exc}") from None
 
     def key(self) -> str:
         """The claim run's identity among those over one run (``claim_runs.config_key``)."""
@@ -73,6 +87,23 @@ class ClaimsReport(PassReport):
 
     claim_run: int = 0
     claims: int = 0
+
+
+def open_verifiers(store: Store, config: ClaimsConfig, llm, *, n_threads: int | None = None) -> tuple[list, list]:
+    """The config's verifiers, and the models opened for them that the caller closes.
+
+    ``nli`` checks with ``config.nli_model`` when it names another GGUF (a model of its own,
+    loaded on first use), else with ``llm``, the decomposer's and the judge's.
+    """
+    opened = []
+    nli_llm = None
+    if "nli" in config.verifiers and config.nli_model is not None:
+        nli_llm = default_llm(store, config.nli_model, n_threads=n_threads)
+        opened.append(nli_llm)
+    verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model, nli_llm=nli_llm,
+                               lexical_threshold=config.lexical_threshold,
+                               embedding_threshold=config.embedding_threshold)
+    return verifiers, opened
 
 
 def claim_run_id(store: Store, run: Run, config: ClaimsConfig) -> int:
@@ -142,33 +173,6 @@ def list_answer(prediction: str | None) -> tuple[str, list[Claim] | None]:
     return "; ".join(c.text for c in claims), claims
 
 
-def _contains(haystack: str, needles: Sequence[str]) -> bool:
-    hay = normalize_answer(haystack)
-    return any(n and n in hay for n in needles)
-
-
-def gold_items(sample: Sample) -> list[list[str]]:
-    """Each gold answer with its aliases, normalized: the RAGChecker "ground-truth claims"."""
-    return [[x for x in (normalize_answer(a), *(normalize_answer(al) for al in sample.aliases.get(a, []))) if x]
-            for a in sample.answers]
-
-
-def sample_table(answer: str, results: Sequence[ClaimResult], sample: Sample, units: Sequence[str],
-                 uids: Sequence[int]) -> SampleClaims:
-    """The boolean matrices of one answer, in the RAGChecker layout (see ``claims.metrics``)."""
-    gold = gold_items(sample)
-    all_gold = [x for item in gold for x in item]
-    gold_uids = {u for path in sample.gold_paths for u in path}
-    claim_unit = np.array([r.unit_votes for r in results], dtype=bool).reshape(len(results), len(units))
-    return SampleClaims(
-        claim_unit=claim_unit,
-        claim_correct=np.array([_contains(r.claim.text, all_gold) for r in results], dtype=bool),
-        gold_unit=np.array([[_contains(u, item) for u in units] for item in gold], dtype=bool).reshape(
-            len(gold), len(units)),
-        gold_in_response=np.array([_contains(answer, item) for item in gold], dtype=bool),
-        relevant=np.array([u in gold_uids for u in uids], dtype=bool) if gold_uids else None)
-
-
 class _ClaimsWork(PassWork):
     """A claim run's jobs (the answers of its run) and how one is verified; all writes on the calling thread."""
 
@@ -177,6 +181,7 @@ class _ClaimsWork(PassWork):
         self.store, self.run, self.crid, self.config, self.llm, self.report = store, run, crid, config, llm, report
         self.verifiers, self.cells, self.limit = verifiers, cells, limit
         self._claims: dict[str, list[Claim]] = {}
+        self._refs: dict[int, list[Claim]] = {}
         self._verdicts: dict[tuple[str, str, str], object] = {}
         self._units: dict[int, str] = {}
 
@@ -224,6 +229,34 @@ class _ClaimsWork(PassWork):
             self._claims[answer] = decompose(answer, self.config.decomposer, self.llm, **kw)
         return self._claims[answer]
 
+    def prefetch(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """The checks of every (claim, premise) pair of an answer at once, for verifiers that order them
+        (premise first: each premise evaluated once)."""
+        for verifier in self.verifiers:
+            if not hasattr(verifier, "verify_pairs"):
+                continue
+            todo = list(dict.fromkeys(p for p in pairs if (verifier.name, *p) not in self._verdicts))
+            for (claim, premise), verdict in zip(todo, verifier.verify_pairs(todo)):
+                self._verdicts[(verifier.name, claim, premise)] = verdict
+
+    def judge(self, question: str) -> Callable[[str, Sequence[str]], list[dict[str, str]]]:
+        """The checker of a claim against premises: each verifier's label and the vote's, per premise."""
+        def check(claim: str, premises: Sequence[str]) -> list[dict[str, str]]:
+            per_verifier = self.verdicts(claim, question, premises)
+            out = []
+            for j in range(len(premises)):
+                column = [vs[j] for vs in per_verifier.values()]
+                out.append({**{name: vs[j].label for name, vs in per_verifier.items()},
+                            "vote": vote_label(column, self.config.ties)})
+            return out
+        return check
+
+    def reference(self, sample: Sample) -> list[Claim]:
+        """The sample's reference claims (decomposed once per pass when long)."""
+        if sample.sid not in self._refs:
+            self._refs[sample.sid] = reference_claims(sample, self.claims_of)
+        return self._refs[sample.sid]
+
     def verdicts(self, claim: str, question: str, units: Sequence[str]) -> dict[str, list]:
         out = {}
         for verifier in self.verifiers:
@@ -240,34 +273,24 @@ class _ClaimsWork(PassWork):
         sample = self.samples[sid]
         answer, items = list_answer(prediction)
         units = self.unit_texts(visible)
-        results = [judge_claim(c, self.verdicts(c.text, sample.question, units), self.config.ties)
-                   for c in (items if items is not None else self.claims_of(answer))]
+        claims = items if items is not None else self.claims_of(answer)
+        reference = self.reference(sample)
+        if is_long(sample):
+            # Every model check of this answer at once, premise by premise (the KV prefix of each reused).
+            ref_text = sample.answers[0]
+            self.prefetch([(c.text, u) for c in claims for u in units] + [(c.text, ref_text) for c in claims]
+                          + [(g.text, answer) for g in reference] + [(g.text, u) for g in reference for u in units])
+        else:
+            self.prefetch([(c.text, u) for c in claims for u in units])
+        results = [judge_claim(c, self.verdicts(c.text, sample.question, units), self.config.ties) for c in claims]
+        checks = check_reference(sample, reference, [c.text for c in claims], answer, units,
+                                 self.judge(sample.question))
         summary = summarize(answer, results, reject_below=self.config.reject_below)
-        metrics = sample_metrics(sample_table(answer, results, sample, units, visible))
-        gold = [x for item in gold_items(sample) for x in item]
-        claim_rows, verdict_rows = [], []
-        for idx, r in enumerate(results):
-            best_uid = visible[r.best_unit] if r.best_unit is not None else None
-            claim_rows.append((self.crid, cell_id, sid, idx, r.claim.text, r.claim.start, r.claim.end, r.claim.source,
-                               int(r.supported), int(_contains(r.claim.text, gold)), best_uid, r.best_score))
-            for name, verdicts in r.verdicts.items():
-                verdict_rows += [(self.crid, cell_id, sid, idx, uid, name, int(v.supported), float(v.score))
-                                 for uid, v in zip(visible, verdicts)]
-            verdict_rows += [(self.crid, cell_id, sid, idx, uid, "vote", int(vote), 1.0 if vote else 0.0)
-                             for uid, vote in zip(visible, r.unit_votes)]
-        n_supported = sum(r.supported for r in results)
+        gold_uids = {u for path in sample.gold_paths for u in path}
+        relevant = np.array([u in gold_uids for u in visible], dtype=bool) if gold_uids else None
+        metrics = job_metrics(results, checks, len(units), relevant)
         with self.store.transaction() as conn:
-            conn.execute("DELETE FROM claims WHERE claim_run_id = ? AND cell_id = ? AND sid = ?",
-                         (self.crid, cell_id, sid))
-            conn.execute("DELETE FROM claim_verdicts WHERE claim_run_id = ? AND cell_id = ? AND sid = ?",
-                         (self.crid, cell_id, sid))
-            conn.executemany("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", claim_rows)
-            conn.executemany("INSERT INTO claim_verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", verdict_rows)
-            conn.execute("UPDATE claim_jobs SET status = 'done', error = NULL, n_claims = ?, n_supported = ?,"
-                         " support_ratio = ?, rejected = ?, filtered_answer = ?, metrics = ?, finished_at = ?"
-                         " WHERE claim_run_id = ? AND cell_id = ? AND sid = ?",
-                         (len(results), n_supported, summary.support_ratio, int(summary.rejected),
-                          summary.filtered_answer, json.dumps(metrics), utcnow(), self.crid, cell_id, sid))
+            write_job(conn, self.crid, cell_id, sid, visible, results, checks, reference, summary, metrics)
         self.report.claims += len(results)
 
     def fail(self, job, message: str) -> None:
@@ -292,14 +315,14 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     or with ``wait`` is waited for (``on_wait`` hears why).
     """
     config.validate()
+    config.check_models()
     own_llm = llm is None and config.needs_llm
     if own_llm:
         llm = default_llm(store, config.model)   # loads the model on its first call only
+    opened: list = []
     try:
         # Everything that can refuse the options does so before anything is written.
-        verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model,
-                                   nli_model=config.nli_model, lexical_threshold=config.lexical_threshold,
-                                   embedding_threshold=config.embedding_threshold)
+        verifiers, opened = open_verifiers(store, config, llm)
         _check_cells(store, run, cells)
         crid = claim_run_id(store, run, config)
         report = ClaimsReport(run.name, claim_run=crid)
@@ -307,5 +330,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
         return drive(store, f"claims:{crid}", work, report, retry_errors=retry_errors, stop=stop, progress=progress,
                      wait=wait, on_wait=on_wait)
     finally:
+        for other in opened:
+            other.close()
         if own_llm:
             llm.close()

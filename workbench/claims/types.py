@@ -22,13 +22,29 @@ class Claim:
     source: str = "rule"        # "rule" | "llm" | "item" (an item of a list answer)
 
 
+#: The three-way labels of a check (RAGChecker's Entailment, Neutral, Contradiction); only E supports.
+LABELS = ("E", "N", "C")
+LABEL_NAMES = {"E": "Entailment", "N": "Neutral", "C": "Contradiction"}
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """One verifier's judgement of one (claim, context unit) pair."""
+    """One verifier's judgement of one (claim, premise) pair: a context unit, the reference or the response.
 
-    verifier: str               # "lexical" | "embedding" | "llm_judge" | "nli"
+    ``label`` is three-way (:data:`LABELS`). A two-way verifier says E or N: it cannot tell a
+    contradiction from a claim the premise does not address.
+    """
+
+    verifier: str               # "lexical" | "embedding" | "llm_judge" | "nli" | "vote" | ...
     supported: bool
     score: float                # in [0, 1]; higher means better support
+    label: str = ""             # E | N | C; left empty, E when supported, else N
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", "E" if self.supported else "N")
+        elif self.label not in LABELS or (self.label == "E") != self.supported:
+            raise ValueError(f"Verdict label {self.label!r} with supported={self.supported}")
 
 
 class LLM(Protocol):

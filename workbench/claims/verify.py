@@ -7,18 +7,17 @@ one verdict per unit, in the units' order. Aggregation across verifiers is in
 - ``lexical``: a token-overlap entailment proxy, see :func:`lexical_score`.
 - ``embedding``: cosine similarity of mean-pooled llama.cpp embeddings (a GGUF the user names).
 - ``llm_judge``: one grammar-constrained yes/no call to the local model per (claim, unit).
-- ``nli``: a slot for a local NLI model. No NLI runtime is wired: see :func:`nli_status`.
+- ``nli``: a three-way checker (entailment, neutral, contradiction) read from the local
+  model's next-token logits in one forward pass, premise first so checks share a KV prefix.
 
 Nothing here ever downloads a model.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import unicodedata
-from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -224,50 +223,70 @@ class LLMJudgeVerifier:
 
 # ---------------------------------------------------------------- nli
 
-def nli_status(model_path: str | None) -> tuple[bool, str]:
-    """Whether an NLI verifier could run: ``(available, reason)``.
+#: What the NLI checker chooses among, in this order (their first tokens differ in the models we know;
+#: :meth:`~workbench.models.llamacpp.LlamaCppBackend.choose` refuses a model where they do not).
+#: The checker's labels, as RefChecker and RAGChecker write them (each starts with its own token).
+NLI_OPTIONS = ("Entailment", "Neutral", "Contradiction")
+_NLI_LABEL = {"Entailment": "E", "Neutral": "N", "Contradiction": "C"}
+_NLI_SYSTEM = (
+    "You check whether a premise entails a hypothesis, as a natural language inference model does. "
+    "Entailment: the premise states or directly implies the hypothesis. Contradiction: the premise "
+    "states or implies that it is false. Neutral: the premise does not say. Decide from the premise "
+    "alone, ignoring what you know yourself. Reply with one word: Entailment, Neutral or Contradiction."
+)
 
-    Available only when ``model_path`` names an existing local directory and ``transformers``
-    can be imported. Nothing is ever downloaded, so a model name is not enough.
-    """
-    if not model_path:
-        return False, "no --nli-model given (a local model directory is needed; nothing is downloaded)"
-    path = Path(model_path).expanduser()
-    if not path.is_dir():
-        return False, f"{path}: not a local model directory"
-    if importlib.util.find_spec("transformers") is None:
-        return False, "the transformers package is not installed"
-    return True, f"{path}: local model directory and transformers found"
+
+def nli_messages(premise: str, hypothesis: str) -> list[dict[str, str]]:
+    """The chat messages of one check; the premise comes first, so checks of one premise share a prefix."""
+    return [{"role": "system", "content": _NLI_SYSTEM},
+            {"role": "user", "content": f"Premise: {premise}\n\nHypothesis: {hypothesis}"}]
 
 
 class NLIVerifier:
-    """The ``nli`` slot. Construction always raises :class:`VerifierUnavailable`.
+    """A three-way checker (RefChecker/RAGChecker's): Entailment, Neutral or Contradiction per (claim, premise).
 
-    No NLI runtime is wired into the workbench: this machine has neither an NLI model nor
-    ``transformers``, and an inference path that was never run would be untested code. When
-    :func:`nli_status` reports a usable model the error says so, rather than pretending to verify.
+    The local GGUF (``llm``: SmolLM2 by default, or the GGUF ``--nli-model`` names) reads the
+    premise and the hypothesis; the label is the one of the three whose first token has the
+    highest next-token logit: one forward pass, no generation
+    (:meth:`~workbench.models.cached.CachedLLM.choose`), cached like every model call.
+    :meth:`verify_pairs` checks premise by premise, so each premise is evaluated once and every
+    claim about it reuses its KV prefix. Score: 1.0 for entailment, else 0.0.
     """
 
     name = "nli"
 
-    def __init__(self, model_path: str | None):
-        available, reason = nli_status(model_path)
-        if not available:
-            raise VerifierUnavailable(f"nli: unavailable — {reason}")
-        raise VerifierUnavailable("nli: a local NLI model was found but no runtime is wired yet")
+    def __init__(self, llm: LLM):
+        self.llm = llm
+
+    def check(self, premise: str, hypothesis: str) -> Verdict:
+        """The three-way verdict on one pair."""
+        label = _NLI_LABEL[self.llm.choose(nli_messages(premise, hypothesis), NLI_OPTIONS).text]
+        return Verdict(self.name, label == "E", 1.0 if label == "E" else 0.0, label)
+
+    def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
+        """One verdict per unit, the unit being the premise."""
+        return [self.check(unit, claim) for unit in units]
+
+    def verify_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[Verdict]:
+        """The verdicts of ``(claim, premise)`` pairs, in their order, checked premise by premise."""
+        out: list[Verdict | None] = [None] * len(pairs)
+        for i in sorted(range(len(pairs)), key=lambda i: (pairs[i][1], i)):
+            claim, premise = pairs[i]
+            out[i] = self.check(premise, claim)
+        return out
 
 
 # ---------------------------------------------------------------- factory
 
 def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_model: str | None = None,
-                   nli_model: str | None = None, lexical_threshold: float = 0.6,
+                   nli_llm: LLM | None = None, lexical_threshold: float = 0.6,
                    embedding_threshold: float = 0.75) -> list:
     """Build the named verifiers, in order.
 
     Raises ``ValueError`` for an unknown or repeated name (a repeat would count twice in the
     vote) or an empty list, and :class:`VerifierUnavailable` when ``embedding`` has no model,
-    ``llm_judge`` no LLM, or ``nli`` no usable local model. Every name is checked before any
-    verifier is built.
+    ``llm_judge`` no LLM, or ``nli`` no model (``nli_llm``, else ``llm``). Every name is checked
+    before any verifier is built.
     """
     names = list(names)
     if not names:
@@ -282,8 +301,8 @@ def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_mo
         raise VerifierUnavailable("embedding: no --embedding-model given")
     if "llm_judge" in names and llm is None:
         raise VerifierUnavailable("llm_judge: no LLM given")
-    if "nli" in names:
-        NLIVerifier(nli_model)      # always raises for now (see NLIVerifier): fail before loading anything
+    if "nli" in names and (nli_llm or llm) is None:
+        raise VerifierUnavailable("nli: no LLM given")
     out = []
     for name in names:
         if name == "lexical":
@@ -292,4 +311,6 @@ def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_mo
             out.append(EmbeddingVerifier(embedding_model, embedding_threshold))
         elif name == "llm_judge":
             out.append(LLMJudgeVerifier(llm))
+        elif name == "nli":
+            out.append(NLIVerifier(nli_llm or llm))
     return out

@@ -43,12 +43,22 @@ def vote(verdicts: Sequence[Verdict], ties: str = "unsupported") -> bool:
     return ties == "supported"
 
 
+def vote_label(verdicts: Sequence[Verdict], ties: str = "unsupported") -> str:
+    """The three-way label of the vote: E when :func:`vote` supports, else C where more verifiers
+    said contradiction than neutral, else N."""
+    if vote(verdicts, ties):
+        return "E"
+    contradictions = sum(1 for v in verdicts if v.label == "C")
+    neutral = sum(1 for v in verdicts if v.label == "N")
+    return "C" if contradictions > neutral else "N"
+
+
 @dataclass(frozen=True)
 class ClaimResult:
     """One claim judged against the units of its context window.
 
-    ``unit_votes[i]`` is the vote over verifiers for unit ``i``; ``verdicts`` maps each
-    verifier to its own verdict per unit. ``best_unit`` (the attribution) and ``best_score``
+    ``unit_votes[i]`` is the vote over verifiers for unit ``i`` (``unit_labels[i]`` its
+    three-way label); ``verdicts`` maps each verifier to its own verdict per unit. ``best_unit`` (the attribution) and ``best_score``
     (that unit's mean score across verifiers) are ``None`` when the claim is unsupported.
     """
 
@@ -58,6 +68,7 @@ class ClaimResult:
     best_score: float | None
     unit_votes: list[bool]
     verdicts: dict[str, list[Verdict]]
+    unit_labels: list[str] | None = None
 
 
 def judge_claim(claim: Claim, verdicts: dict[str, list[Verdict]], ties: str = "unsupported") -> ClaimResult:
@@ -75,18 +86,20 @@ def judge_claim(claim: Claim, verdicts: dict[str, list[Verdict]], ties: str = "u
         raise ValueError(f"verifiers judged different numbers of units: {lengths}")
     n_units = next(iter(lengths.values()))
     unit_votes: list[bool] = []
+    unit_labels: list[str] = []
     best_unit: int | None = None
     best_score: float | None = None
     for i in range(n_units):
         column = [vs[i] for vs in verdicts.values()]
         supported = vote(column, ties)
         unit_votes.append(supported)
+        unit_labels.append(vote_label(column, ties))
         mean = sum(v.score for v in column) / len(column)
         # Strictly greater: an equal later unit never displaces an earlier one.
         if supported and (best_score is None or mean > best_score):
             best_unit, best_score = i, mean
     return ClaimResult(claim, best_unit is not None, best_unit, best_score, unit_votes,
-                       {name: list(vs) for name, vs in verdicts.items()})
+                       {name: list(vs) for name, vs in verdicts.items()}, unit_labels)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def cmd_claims_run(args) -> int:
 def cmd_claims_report(args) -> int:
     """RAGChecker-style metrics per cell of a claim run, with bootstrap intervals."""
     from workbench.claims.metrics import FORMULAS, METRICS
-    from workbench.claims.report import claim_runs, claims_by_cell
+    from workbench.claims.report import claim_runs, claims_by_cell, ragchecker_by_cell
     from workbench.cli.judge import estimates_table
     from workbench.judges.report import estimates_json, labelled_estimates
     from workbench.runs.report import cell_order
@@ -68,9 +68,11 @@ def cmd_claims_report(args) -> int:
                          f"(it has {', '.join(str(r.id) for r in runs)})")
     by_cell = claims_by_cell(store, run, info.id, resamples=args.resamples, seed=args.seed)
     labelled = labelled_estimates(store, "claims", run.name, claim_run=info.id)
+    ragchecker = ragchecker_by_cell(store, run, info.id)
     if args.json:
         emit_json({"claim_run": info.id, "config": info.config, "jobs": info.jobs, "done": info.done,
-                   "cells": by_cell, "human_labels": None if labelled is None else estimates_json(labelled)})
+                   "cells": by_cell, "ragchecker": ragchecker,
+                   "human_labels": None if labelled is None else estimates_json(labelled)})
         return OK
     cfg = info.config
     print(f"run {run.name} · claim run {info.id}: {cfg['decomposer']} + {','.join(cfg['verifiers'])} "
@@ -83,11 +85,36 @@ def cmd_claims_report(args) -> int:
                     [[c, "", str(by_cell[c]["jobs"]), *(fmt_estimate(_est(by_cell[c].get(n))) for n in names)]
                      for c in cell_order(store, run) if c in by_cell]))
     print("\n" + "\n".join(f"  {_SHORT.get(n, n)} = {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
+    _print_ragchecker(ragchecker, [c for c in cell_order(store, run) if c in ragchecker])
     if labelled is not None:
         print(f"\nwith human labels (`workbench judge report claims {run.name}`): faithfulness over claims, the share "
               "of all claims\nsupported by a shown unit, judged and corrected (95% CLT intervals, uniform labels only)")
         print(estimates_table(labelled))
     return OK
+
+
+def _print_ragchecker(by_cell: dict, cells: list[str]) -> None:
+    """RAGChecker's own figures: its convention, its groups, ×100 to one decimal as it prints them."""
+    from workbench.claims.metrics import RAGCHECKER_GROUPS, RAGCHECKER_NAMES
+
+    cells = [c for c in cells if by_cell[c]["answers"]]
+    if not cells:
+        return
+    print("\nRAGChecker's convention: an empty set counts as 0 and every answer is in the mean; ×100 as it prints "
+          "them\n(`--json`: unrounded, and per query). `differ`: answers with a metric the tables above leave "
+          "undefined (—).")
+    groups = list(RAGCHECKER_GROUPS.items())
+    for part in (groups[:2], groups[2:]):
+        names = [(group, name) for group, metrics in part for name in metrics]
+        head = ["cell", "", "answers", "differ",
+                *(_SHORT.get(RAGCHECKER_NAMES[name], RAGCHECKER_NAMES[name]) for _, name in names)]
+        rows = [[c, "", str(by_cell[c]["answers"]), str(by_cell[c]["differs"]),
+                 *(f"{by_cell[c]['overall'][group][name]:.1f}" for group, name in names)] for c in cells]
+        print()
+        print(table(head, rows))
+    missing = sum(by_cell[c]["missing"] for c in cells)
+    if missing:
+        print(f"{missing:,} answers were checked by an older version, which stored no RAGChecker figures: not counted")
 
 
 _SHORT = {"faithfulness": "faithful", "hallucination": "halluc", "self_knowledge": "self_know",
@@ -130,12 +157,28 @@ def _render_claims(detail: dict) -> str:
         mark = "✔ supported  " if c["supported"] else "✘ unsupported"
         votes = ", ".join(f"{v} {'yes' if x['supported'] else 'no'} {x['score']:.2f}"
                           for v, x in c["verifiers"].items())
-        lines.append(f"{c['idx'] + 1}. {mark} {c['text']}   [{votes}]")
+        kind = {"hallucination": " · hallucination", "self_knowledge": " · self-knowledge"}.get(c.get("kind"), "")
+        correct = c.get("correct_by", {}).get("vote")
+        lines.append(f"{c['idx'] + 1}. {mark} {c['text']}   [{votes}]"
+                     + (f" · vs reference {correct}" if correct else "") + kind)
+        if c.get("units"):
+            lines.append("     units " + " ".join(f"{u['label']}:{u['vote']}" for u in c["units"]))
         if c["best_unit"]:
             b = c["best_unit"]
             lines.append(f"     ← [{b['label']}] {' '.join(b['text'].split())[:160]}")
     if detail["filtered_answer"]:
         lines.append(f"filtered answer: {detail['filtered_answer']}")
+    reference = detail.get("reference")
+    if reference:
+        missed = sum(g["missed"] for g in reference)
+        lines.append(f"reference: {len(reference)} claims, {len(reference) - missed} in the response, {missed} missed"
+                     " (E entailed, N neutral, C contradicted)")
+        for g in reference:
+            held = ", ".join(g["entailing"]) or "no unit"
+            lines.append(f"R{g['idx'] + 1}. in response {g['in_response']}{' · missed' if g['missed'] else ''}"
+                         f"   {g['text']}   [held by {held}]")
+            if g["units"]:
+                lines.append("     units " + " ".join(f"{u['label']}:{u['vote']}" for u in g["units"]))
     return "\n".join(lines)
 
 
@@ -170,9 +213,11 @@ def register(subparsers, parents: SharedParents) -> None:
     verify.add_argument("--lexical-threshold", type=number(0, 1), default=0.6, help="lexical coverage for support (0.6)")
     verify.add_argument("--embedding-threshold", type=number(0, 1), default=0.75, help="cosine for support (0.75)")
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
-    verify.add_argument("--model", default="default", help="GGUF of the LLM decomposer and judge (default SmolLM2)")
+    verify.add_argument("--model", default="default",
+                        help="GGUF of the LLM decomposer, the judge and nli (default SmolLM2)")
     verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")
-    verify.add_argument("--nli-model", help="local NLI model for the nli verifier (never downloaded)")
+    verify.add_argument("--nli-model", help="another GGUF chat model for the nli verifier (default: --model); it "
+                                            "chooses Entailment, Neutral or Contradiction from its next-token logits")
 
     p = subparsers.add_parser("claims", parents=[parents.db], help="claim decomposition and atomic verification")
     psub = p.add_subparsers(dest="claims_verb", metavar="VERB", required=True)

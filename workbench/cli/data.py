@@ -63,6 +63,18 @@ def _import_ragchecker(args) -> int:
     print(f"run {report.run}: 1 cell k{report.k}-b{report.budget}-score (K = the most contexts of a query, "
           f"B = the longest evidence, nothing cut), {report.scored:,} of {report.events:,} responses "
           f"scored ({report.score})")
+    if report.claim_run is not None:
+        print(f"claim run {report.claim_run}: RAGChecker's claims and checks of {report.checked:,} responses kept "
+              f"(decomposer import, verifier ragchecker)")
+        if report.file_figures:
+            agree = report.file_figures - len(report.figure_mismatches)
+            print(f"the file's own figures: {agree:,} of {report.file_figures:,} equal those its labels give"
+                  + ("" if not report.figure_mismatches else " (differences on stderr)"))
+        for line in report.figure_mismatches:
+            print(f"warning: {line}", file=sys.stderr)
+        print(f"next: workbench claims report {report.run}; or check it yourself: workbench claims run {report.run}"
+              f" --decomposer llm --verifiers nli")
+        return OK
     print(f"next: workbench claims run {report.run} --decomposer rule --verifiers lexical;"
           f" workbench claims report {report.run}; workbench ledger {report.run}")
     return OK

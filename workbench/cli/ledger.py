@@ -4,6 +4,7 @@ plots, and the export of events or the ledger as CSV or JSONL."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
@@ -140,6 +141,7 @@ examples:
   workbench export ledger demo --out ledger.csv
   workbench export samples demo --cell k5-b128-linear --quadrant dissipation --out dissipation.jsonl
   workbench export claims demo --out claims.parquet
+  workbench export claims rc --to ragchecker --out checking_outputs.json   (RAGChecker's own format)
   duckdb -c "SELECT format, avg(S_llm) FROM 'ledger.parquet' WHERE kind = 'retrieval' GROUP BY 1"
 
 --format defaults to the file's extension: .csv, .parquet or .pq, and jsonl for anything else.
@@ -160,11 +162,13 @@ def cmd_export(args) -> int:
 
     store = store_of(args)
     run = get_run(store, args.run)
+    fmt = args.format or _format_of(args.out)
+    if fmt == "ragchecker":
+        return _export_ragchecker(args, store, run)
     options = ExportOptions(score=args.score, resamples=args.resamples, seed=args.seed,
                             exclude_tags=args.exclude_tag or (), cell=args.cell, quadrant=args.quadrant or "all",
                             claim_run=args.claim_run)
     check_export(store, args.what, run, options)
-    fmt = args.format or _format_of(args.out)
     chunks = (parquet_chunks(*export_parquet(store, args.what, run, options)) if fmt == "parquet"
               else render(export_records(store, args.what, run, options), fmt))
     if str(args.out) == "-":
@@ -174,6 +178,36 @@ def cmd_export(args) -> int:
         return OK
     size = write_atomic(args.out, chunks, force=args.force)
     print(f"wrote {args.out} ({size:,} bytes, {fmt})")
+    return OK
+
+
+def _export_ragchecker(args, store, run) -> int:
+    """``export claims --to ragchecker``: one cell's checked answers as RAGChecker's checking-outputs JSON."""
+    from workbench.analysis.claims import chosen_claim_run
+    from workbench.claims.ragchecker_doc import checking_outputs
+    from workbench.data.outfile import write_atomic
+    from workbench.runs.report import first_cell
+
+    if args.what != "claims":
+        raise ValueError(f"--to ragchecker writes claims (`workbench export claims {run.name} --to ragchecker`), "
+                         f"not {args.what}")
+    if args.quadrant:
+        raise ValueError("--quadrant applies to `export samples` only")
+    claim_run = chosen_claim_run(store, run, args.claim_run)
+    if claim_run is None:
+        raise ValueError(f"run {run.name!r} has no claim run yet (`workbench claims run {run.name}`)")
+    cell = args.cell or first_cell(store, run)
+    document, left_out = checking_outputs(store, run, claim_run, cell)
+    data = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+    if str(args.out) == "-":
+        raw_stream(sys.stdout).buffer.write(data)
+    else:
+        write_atomic(args.out, [data], force=args.force)
+        print(f"wrote {args.out} ({len(data):,} bytes, ragchecker): claim run {claim_run}, cell {cell}, "
+              f"{len(document['results']):,} answers")
+    if left_out:
+        print(f"warning: {left_out:,} answers of cell {cell} are not verified (or failed) and are not in the file",
+              file=sys.stderr)
     return OK
 
 
@@ -229,9 +263,10 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("what", choices=("events", "ledger", "samples", "claims"))
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     add_out(p, "file to write, or - for stdout")
-    p.add_argument("--format", choices=("csv", "jsonl", "parquet"),
-                   help="default: from the file extension (.csv, .parquet, .pq), else jsonl")
-    p.add_argument("--cell", help="samples: the cell (default: the run's first)")
+    p.add_argument("--format", "--to", dest="format", choices=("csv", "jsonl", "parquet", "ragchecker"),
+                   help="default: from the file extension (.csv, .parquet, .pq), else jsonl; ragchecker (claims "
+                        "only): RAGChecker's checking-outputs JSON of one cell, which its metric code reads")
+    p.add_argument("--cell", help="samples, and claims --to ragchecker: the cell (default: the run's first)")
     p.add_argument("--quadrant", help="samples: only this quadrant of the samples view: dissipation, leakage, "
                                       "interface, retrieval-miss, right, unscored, error, unsupported (default: all)")
     p.add_argument("--claim-run", type=int, help="claims: the claim run id (default: the latest)")

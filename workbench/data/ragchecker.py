@@ -24,8 +24,12 @@ Without gold paths H_set and H_vis are 0 for every sample, so the ledger terms b
 paths is real: S_llm, K_eff, the evidence tokens, and every claim metric over the retrieved
 contexts (``workbench claims run``).
 
-Other fields (a RAGChecker *output* file's ``response_claims``, ``retrieved2response``,
-``metrics``, ...) are ignored: the workbench does its own claim checking. A ``query_id`` that is
+A RAGChecker *output* file (a checking-outputs file: with ``response_claims``,
+``answer2response``, ``retrieved2response``, ...) keeps its claims and checks: in the same
+transaction they become a claim run over the run (decomposer ``import``, verifier
+``ragchecker``; :mod:`workbench.claims.imported`), so ``claims report`` gives RAGChecker's
+figures without a model. The file's own ``metrics`` (per result and overall) are compared with
+those recomputed from its labels, and any difference is reported. A ``query_id`` that is
 null or missing (RAGChecker's LlamaIndex integration writes null) is the result's 0-based
 position, with a warning. Bad input is refused as ``file:line: field: reason``, the line being
 where the offending ``results[i]`` entry starts, and nothing is written.
@@ -41,6 +45,8 @@ from pathlib import Path
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import ImportReport, claim_dataset_name, name_taken
+from workbench.claims.imported import IMPORTED, CheckedAnswer, write_imported
+from workbench.claims.metrics import RAGCHECKER_NAMES, ragchecker_overall
 from workbench.data.ragchecker_file import Result, read_results
 from workbench.errors import BadInput
 from workbench.evidence import DEFAULT_TOKENIZER
@@ -77,6 +83,10 @@ class RagCheckerReport(ImportReport):
     k: int = 0
     budget: int = 0
     run_warnings: list[str] = field(default_factory=list)
+    claim_run: int | None = None      # an output file's checks, kept as this claim run
+    checked: int = 0                  # answers whose claims and checks came with the file
+    file_figures: int = 0             # the file's own metric values compared with the recomputed ones
+    figure_mismatches: list[str] = field(default_factory=list)
 
 
 def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str = DEFAULT_SCORE,
@@ -110,7 +120,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
     _check_run_name(store.conn, name, existing)
 
     display = str(path)
-    results, warnings = read_results(data, display)
+    results, warnings, file_overall = read_results(data, display)
     plan = _Plan(results, display)
     # B: the longest rendered evidence, so that no window is cut (the file says what was shown).
     budget, evidence = uncut_evidence(SweepConfig(ks=(plan.k,), budgets=(1,), formats=(FORMAT,), tokenizer=tokenizer),
@@ -138,6 +148,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
             (name, ds_id, RETRIEVER, canonical_json(stored_config), "external", utcnow())).lastrowid
         events = write_uncut_run(conn, run_id, config, evidence, answers)
+        claim_run, computed = _write_checks(conn, run_id, results) if results[0].checks is not None else (None, {})
         # What the run was made from (`runs show`): the imported file's content, hashed like any run's inputs.
         insert_manifest(conn, run_id, plan_manifest(store, name=name, dataset_id=ds_id, dataset_name=name,
                                                     identity=stored_config, recorded="when imported"))
@@ -145,7 +156,42 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
         dataset=name, dataset_id=ds_id, unit_kind="chunk", units=len(plan.units), samples=len(results),
         retrievals=len(results), retrievers=[RETRIEVER], warnings=warnings, replaced=replaced,
         run=name, cells=1, events=events, scored=len(results), score=score, k=plan.k, budget=budget,
-        run_warnings=run_warnings)
+        run_warnings=run_warnings, claim_run=claim_run, checked=len(computed),
+        **(_compare_figures(results, computed, file_overall) if computed else {}))
+
+
+def _write_checks(conn, run_id: int, results: list[Result]) -> tuple[int, dict[int, dict[str, float]]]:
+    """An output file's claims and checks as a claim run over the run's one cell (its visible units being
+    the retrieved contexts in the file's order)."""
+    (cell_id,) = conn.execute("SELECT cell_id FROM cells WHERE run_id = ?", (run_id,)).fetchone()
+    visible = {sid: json.loads(v) for sid, v in conn.execute("SELECT sid, visible FROM events WHERE run_id = ?",
+                                                               (run_id,))}
+    answers = [CheckedAnswer(sid, r.response, visible[sid], *(getattr(r.checks, f) for f in (
+        "response_claims", "gt_answer_claims", "answer2response", "response2answer", "retrieved2response",
+        "retrieved2answer"))) for sid, r in enumerate(results, start=1)]
+    return write_imported(conn, run_id, cell_id, answers)
+
+
+def _compare_figures(results: list[Result], computed: dict[int, dict[str, float]],
+                     file_overall: dict[str, float]) -> dict:
+    """The file's own figures against those recomputed from its labels: per result to 1e-9, overall
+    (RAGChecker prints ×100 rounded to one decimal) to its printed precision."""
+    compared, mismatches = 0, []
+    for sid, r in enumerate(results, start=1):
+        for name, value in (r.metrics or {}).items():
+            if name in RAGCHECKER_NAMES:
+                compared += 1
+                if abs(value - computed[sid][name]) > 1e-9:
+                    mismatches.append(f"results[{r.index}] {name}: the file says {value!r}, its labels give "
+                                      f"{computed[sid][name]!r}")
+    overall = {k: v for group in ragchecker_overall([computed[sid] for sid in sorted(computed)]).values()
+               for k, v in group.items()}
+    for name, value in file_overall.items():
+        if name in overall:
+            compared += 1
+            if abs(value - round(overall[name], 1)) > 1e-9:
+                mismatches.append(f"overall {name}: the file says {value!r}, its labels give {overall[name]:.4f}")
+    return {"file_figures": compared, "figure_mismatches": mismatches}
 
 
 def _check_run_name(conn, name: str, own_dataset: tuple | None) -> None:
@@ -176,6 +222,12 @@ def _unchanged(store: Store, name: str, dataset_id: int) -> RagCheckerReport:
         row = store.conn.execute("SELECT count(*), count(score), count(DISTINCT cell_id) FROM events e"
                                  " JOIN runs r ON r.id = e.run_id WHERE r.name = ?", (run[0],)).fetchone()
         report.events, report.scored, report.cells = row
+        checked = store.conn.execute(
+            "SELECT c.id, count(j.sid) FROM claim_runs c JOIN runs r ON r.id = c.run_id JOIN claim_jobs j"
+            " ON j.claim_run_id = c.id WHERE r.name = ? AND c.config_key = ? GROUP BY c.id", (run[0], IMPORTED.key())
+        ).fetchone()
+        if checked:
+            report.claim_run, report.checked = checked
     return report
 
 

@@ -65,6 +65,17 @@ class Generation:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Which of some options a model would write next (:meth:`LlamaCppBackend.choose`), from one forward pass."""
+
+    index: int                      # the chosen option
+    scores: tuple[float, ...]       # each option's first-token logit
+    prompt_tokens: int = 0
+    eval_tokens: int = 0            # what was evaluated: the prompt less the prefix the KV cache held
+    seconds: float = 0.0
+
+
 class Backend(Protocol):
     """What the executor needs from a generator."""
 

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from workbench.models.base import COMPLETION_TEMPLATE, Backend, Prompt, Sampling
+from workbench.models.base import COMPLETION_TEMPLATE, Backend, ModelError, Prompt, Sampling
 from workbench.models.registry import BackendSpec, ExecOptions, make_backend
 from workbench.store.db import Store, utcnow
 
@@ -64,6 +64,9 @@ class CachedLLM:
         self.seed = seed
         self.model_calls = 0
         self.cache_hits = 0
+        # Of the one-pass choices made (not replayed): prompt tokens, and those really evaluated.
+        self.prompt_tokens = 0
+        self.eval_tokens = 0
         self.on_wait: Callable[[str], None] | None = None
         self.stop: threading.Event | None = None
         self._lock = threading.Lock()
@@ -102,6 +105,35 @@ class CachedLLM:
                  generation.seconds, generation.finish_reason, utcnow()))
         self.model_calls += 1
         return Call(generation.text, key, False, generation.seconds)
+
+    def choose(self, messages: Sequence[dict[str, str]], options: Sequence[str]) -> Call:
+        """Which of ``options`` the model writes next (one forward pass, no generation), cached like ``ask``.
+
+        The chosen option is the call's text; the cache key holds the options, so the same
+        prompt asked to choose among others is another call. Needs a backend with ``choose``
+        (llama.cpp in-process).
+        """
+        backend = self.backend
+        if not hasattr(backend, "choose"):
+            raise ModelError(f"the {backend.name} backend cannot score options in one pass (a local GGUF can)")
+        prompt = backend.render(messages)
+        key = prompt_key(backend, prompt, {"choose": list(options)}, None)
+        row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            self.cache_hits += 1
+            return Call(row[0], key, True, row[1])
+        with self._lock:
+            choice = backend.choose(prompt, options)
+        self.eval_tokens += choice.eval_tokens
+        self.prompt_tokens += choice.prompt_tokens
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, backend.model_id, options[choice.index], choice.prompt_tokens, 0, choice.seconds, "choice",
+                 utcnow()))
+        self.model_calls += 1
+        return Call(options[choice.index], key, False, choice.seconds)
 
     def close(self) -> None:
         if self._backend is not None:

@@ -18,8 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from workbench.models import slot as model_slot
-from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
+from workbench.models.base import Choice, Generation, ModelError, Prompt, PromptError, Sampling
 from workbench.models.locate import resolve_model
 from workbench.utf8 import complete_utf8_prefix
 
@@ -42,8 +44,6 @@ def perturbation() -> tuple[str, Callable] | None:
     seed = os.environ.get(PERTURB_ENV)
     if not seed:
         return None
-    import numpy as np
-
     base = int(hashlib.sha256(seed.encode()).hexdigest()[:15], 16)
 
     def noise(input_ids, scores):
@@ -122,6 +122,7 @@ class LlamaCppBackend:
             raise
         self._set_up_template(chat)
         self._grammars: dict[str, object] = {}
+        self._option_tokens: dict[tuple[str, ...], list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def _set_up_template(self, chat: bool) -> None:
@@ -197,6 +198,56 @@ class LlamaCppBackend:
         return Generation(text=choice["text"], prompt_tokens=usage.get("prompt_tokens", len(tokens)),
                           completion_tokens=usage.get("completion_tokens", 0), eval_tokens=len(tokens) - reused,
                           seconds=seconds, finish_reason=choice.get("finish_reason"))
+
+    def choose(self, prompt: Prompt, options: Sequence[str]) -> Choice:
+        """Which of ``options`` the model would write next: one forward pass, no generation.
+
+        The prompt is evaluated (only what the KV cache does not already hold: a prompt that
+        shares its start with the previous one reuses it) and the next-token logits are read
+        as a grammar allowing exactly the options would read them at its first step: an
+        option's score is the highest logit of any token that can begin it ("E", "En", "Ent"
+        for "Entailment"). Greedy, as generation is, the best option is chosen, so the choice
+        is the option that greedy generation under that grammar would write. The options must
+        start with different characters (a token that could begin several counts for none).
+        """
+        tokens = self._tokens(prompt)
+        allowed = self._first_tokens(options)
+        if len(tokens) >= self.n_ctx:
+            raise PromptError(f"prompt is {len(tokens)} tokens; it exceeds n_ctx {self.n_ctx}")
+        with self._lock:
+            # At least the last token is evaluated: its logits are the ones read.
+            reused = min(self._reusable_prefix(tokens), len(tokens) - 1)
+            start = time.perf_counter()
+            self.llm.n_tokens = reused
+            self.llm.eval(tokens[reused:])
+            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
+            if self._processors is not None:
+                for process in self._processors:
+                    logits = process(np.asarray(tokens), logits)
+            seconds = time.perf_counter() - start
+        scores = [float(np.max(logits[ids])) for ids in allowed]
+        best = max(range(len(options)), key=lambda i: scores[i])
+        return Choice(best, tuple(scores), prompt_tokens=len(tokens), eval_tokens=len(tokens) - reused,
+                      seconds=seconds)
+
+    def _first_tokens(self, options: Sequence[str]) -> list[np.ndarray]:
+        """Per option, the ids of the tokens whose bytes begin it (found once per option set: one pass
+        over the vocabulary)."""
+        key = tuple(options)
+        if key not in self._option_tokens:
+            if any(not o for o in options) or len({o[0] for o in options}) != len(options):
+                raise ModelError(f"{self.path}: the options {list(options)} must be non-empty and start with "
+                                 "different characters")
+            encoded = [o.encode("utf-8") for o in options]
+            ids: list[list[int]] = [[] for _ in options]
+            for token in range(self.llm.n_vocab()):
+                piece = self.llm.detokenize([token])
+                begins = [i for i, option in enumerate(encoded) if piece and option.startswith(piece)]
+                # A piece of one UTF-8 byte can begin two options that share it: it decides nothing.
+                if len(begins) == 1:
+                    ids[begins[0]].append(token)
+            self._option_tokens[key] = [np.array(x, dtype=np.int64) for x in ids]
+        return self._option_tokens[key]
 
     def _logits_processors(self):
         if self._processors is None:

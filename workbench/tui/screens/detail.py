@@ -1,16 +1,22 @@
-"""Sample detail: question, answers, gold paths, the window with its cut, prompt, output and score."""
+"""Sample detail: question, answers, gold paths, the window with its cut, prompt, output, score and claims."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.geometry import Region
 from textual.widgets import Header, Static
 
 from workbench.browse import sample_detail
 from workbench.pipelines.report import chain_for_sample
 from workbench.store.queries import get_run
 from workbench.tui.base import WorkbenchScreen
+from workbench.tui.claims_view import (WIDE, Cursor, clamp_cursor, claim_counts, move_cursor, other_side,
+                                       render_claims)
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
@@ -22,6 +28,7 @@ STATE_STYLE = {"visible": "", "cut": "yellow", "hidden": "dim"}
 # Compact groups whose second key is shown as "/→": the footer reads "←/→ Cell", "j/k Sample".
 CELL_KEYS = Binding.Group("Cell", compact=True)
 SAMPLE_KEYS = Binding.Group("Sample", compact=True)
+CLAIM_KEYS = Binding.Group("Claim", compact=True)
 
 
 def _detail(store, run_name, sid, cell_id):
@@ -32,8 +39,8 @@ def _chain_for(store, run_name, sid):
     return chain_for_sample(store, get_run(store, run_name).dataset_id, sid)
 
 
-def render_detail(d) -> str:
-    """The detail as Rich markup (also used by the README's text capture)."""
+def render_head(d) -> str:
+    """Everything the detail shows above its Claims section, as Rich markup."""
     e = d.event
     s = d.sample
     out = [f"[b]{escape(s.id)}[/b]  {escape(s.question)}",
@@ -49,8 +56,28 @@ def render_detail(d) -> str:
     out += render_window(d)
     out += ["", "[b]Prompt[/b]", *render_prompt(d)]
     out += ["", *render_answer(d)]
-    out += ["", *render_claims(d.claims)]
     return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class DetailView:
+    """The detail drawn ``width`` cells wide, and the rows its cursor's claim takes in it."""
+
+    text: Content
+    cursor_rows: tuple[int, int] | None = None  # (first row, how many rows), counted in wrapped rows
+
+
+def render_detail(d, width: int = 100, cursor: Cursor | None = None, columns: bool = False) -> DetailView:
+    """The whole detail ``width`` cells wide: the Claims section last, its response and reference
+    claims side by side when ``columns``, the claim at ``cursor`` highlighted."""
+    head = Content.from_markup(render_head(d))
+    claims = render_claims(d.claims, width, cursor, columns)
+    text = Content("\n").join([head, Content(""), *claims.rows])
+    if claims.cursor_rows is None:
+        return DetailView(text)
+    # The claim rows come wrapped already (one screen row each); the head is wrapped as the Static will.
+    first, rows = claims.cursor_rows
+    return DetailView(text, (len(head.wrap(width)) + 1 + first, rows))
 
 
 def render_window(d) -> list[str]:
@@ -84,31 +111,9 @@ def render_answer(d) -> list[str]:
             + (f"   citations {escape(e['citations'])}" if e["citations"] else "")]
 
 
-def render_claims(claims: dict | None) -> list[str]:
-    """The Claims view: each claim coloured by its verdict, with the unit it is attributed to."""
-    if claims is None:
-        return ["[b]Claims[/b] [dim]— not verified (`workbench claims run`)[/dim]"]
-    if claims["status"] != "done":
-        return [f"[b]Claims[/b] [red]{escape(claims['error'] or claims['status'])}[/red]"]
-    ratio = claims["support_ratio"]
-    head = (f"[b]Claims[/b]  support {'—' if ratio is None else f'{ratio:.2f}'} "
-            f"({claims['n_supported']}/{claims['n_claims']})" + ("  [red]rejected[/red]" if claims["rejected"] else ""))
-    out = [head]
-    for c in claims["claims"]:
-        colour, mark = ("green", "✔") if c["supported"] else ("red", "✘")
-        votes = " ".join(f"{v}:{'y' if x['supported'] else 'n'}" for v, x in c["verifiers"].items())
-        out.append(f"  [{colour}]{mark} {escape(c['text'])}[/{colour}]  [dim]{votes}"
-                   + ("  gold" if c["correct"] else "") + "[/dim]")
-        if c["best_unit"]:
-            b = c["best_unit"]
-            out.append(f"      [dim]← {escape(b['label'])} {escape(' '.join(b['text'].split())[:120])}[/dim]")
-    if claims["filtered_answer"]:
-        out.append(f"  filtered: {escape(claims['filtered_answer'])}")
-    return out
-
-
 class SampleDetailScreen(WorkbenchScreen):
-    """One sample in one cell; ←/→ switch cells, j/k move through the samples page."""
+    """One sample in one cell; ←/→ switch cells, j/k move through the samples page, ]/[ through the
+    claims (the response's, then the reference's) and o to the same place in the other list."""
 
     # Grouped so the footer has room for N and c; ←/→ take priority over the scroll view's own
     # (hidden, and useless here: the text wraps) left/right, which would otherwise hide them.
@@ -118,6 +123,9 @@ class SampleDetailScreen(WorkbenchScreen):
         Binding("right", "cell(1)", "Next cell", priority=True, group=CELL_KEYS, key_display="/→"),
         Binding("j", "sample(1)", "Next sample", group=SAMPLE_KEYS),
         Binding("k", "sample(-1)", "Prev sample", group=SAMPLE_KEYS, key_display="/k"),
+        Binding("right_square_bracket", "claim(1)", "Next claim", group=CLAIM_KEYS, key_display="]"),
+        Binding("left_square_bracket", "claim(-1)", "Prev claim", group=CLAIM_KEYS, key_display="/["),
+        Binding("o", "other_side", "Other side"),
         *[Binding(k, f"tag('{t}')", t, group=TAG_GROUP) for k, t in TAG_KEYS.items()],
         Binding("N", "note", "Note"),
         Binding("c", "chain", "SearChain"),
@@ -127,6 +135,8 @@ class SampleDetailScreen(WorkbenchScreen):
         super().__init__()
         self.run_name, self.sid, self.cell_id, self.sids = run_name, sid, cell_id, sids
         self.detail = None
+        # The highlighted claim (RESPONSE or REFERENCE, index); None until ], [ or o is pressed.
+        self.claim_cursor: Cursor | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -142,8 +152,11 @@ class SampleDetailScreen(WorkbenchScreen):
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "detail":
-            self.detail = message.payload
-            self.query_one("#detail", Static).update(render_detail(self.detail))
+            old, self.detail = self.detail, message.payload
+            same = old is not None and (old.sample.id, old.cell_id) == (self.detail.sample.id, self.detail.cell_id)
+            # A retag reloads the same answer: its claims are the same, so the cursor stays on its claim.
+            self.claim_cursor = clamp_cursor(self.claim_cursor, claim_counts(self.detail.claims)) if same else None
+            self.redraw()
         elif message.what == "tag":
             tag, now = message.payload
             self.notify(f"{'tagged' if now else 'untagged'} {tag}")
@@ -155,6 +168,48 @@ class SampleDetailScreen(WorkbenchScreen):
                 self.notify("no SearChain run has this sample (`workbench searchain run`)")
             else:
                 self.app.push_screen(ChainTreeScreen(message.payload, self.sid))
+
+    def on_resize(self) -> None:
+        # The claims are wrapped to the width and go side by side on a wide screen: drawn again once laid out.
+        if self.detail is not None:
+            self.call_after_refresh(self.redraw, show_cursor=True)
+
+    def _text_width(self) -> int:
+        static = self.query_one("#detail", Static)
+        return static.content_region.width or max(self.size.width - 4, 20)
+
+    def redraw(self, *, show_cursor: bool = False) -> None:
+        """Draw the detail at the current width; with ``show_cursor``, scroll the cursor's claim into view."""
+        if self.detail is None:
+            return
+        view = render_detail(self.detail, self._text_width(), self.claim_cursor, self.size.width >= WIDE)
+        self.query_one("#detail", Static).update(view.text)
+        if show_cursor and view.cursor_rows:
+            self.call_after_refresh(self._show_rows, *view.cursor_rows)
+
+    def _show_rows(self, first: int, rows: int) -> None:
+        scroll = self.query_one(VerticalScroll)
+        top, height = scroll.scroll_y, scroll.scrollable_content_region.height
+        if top <= first and first + rows <= top + height:
+            return
+        # Centred, not just scrolled into view: the claims around it (and the other list beside it) show too.
+        scroll.scroll_to_region(Region(0, first, 1, rows), center=True, animate=False, immediate=True)
+
+    def action_claim(self, step: int) -> None:
+        self._move_cursor(move_cursor(self.claim_cursor, self._counts(), step))
+
+    def action_other_side(self) -> None:
+        self._move_cursor(other_side(self.claim_cursor, self._counts()))
+
+    def _counts(self) -> tuple[int, int]:
+        return claim_counts(self.detail.claims if self.detail else None)
+
+    def _move_cursor(self, cursor: Cursor | None) -> None:
+        if cursor is None:
+            self.notify("no claims in this answer (`workbench claims run`)")
+            return
+        self.claim_cursor = cursor
+        self.redraw(show_cursor=True)
 
     def action_cell(self, step: int) -> None:
         if self.detail:
