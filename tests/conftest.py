@@ -42,6 +42,18 @@ def private_model_slot(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path / "model.lock"))
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    """Where this test session converts embedding models: once per session, never the user's data dir."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(autouse=True)
+def private_model_cache(model_cache, monkeypatch):
+    """The embedding models every test (and the CLI processes it starts) converts go to the session's cache."""
+    monkeypatch.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
+
+
 @pytest.fixture
 def store(tmp_path):
     """An empty, migrated workbench database in a temp dir."""

@@ -18,6 +18,7 @@ from workbench.claims.runner import ClaimsConfig, list_answer, run_claims
 from workbench.claims.types import Claim
 
 from workbench.cli import main
+from workbench.models.locate import default_model_path
 from workbench.models.cached import default_llm
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.executor import execute
@@ -173,8 +174,11 @@ def test_bad_claims_options_are_refused_by_name(tiny_store, capsys):
     db = str(tiny_store.path)
     assert main(["--db", db, "claims", "run", "r", "--verifiers", "lexical,telepathy"]) == 2
     assert "--verifiers: 'telepathy'" in capsys.readouterr().err
-    assert main(["--db", db, "claims", "run", "r", "--verifiers", "embedding"]) == 2
-    assert "embedding: no --embedding-model given" in capsys.readouterr().err
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "embedding", "--embedding-model", "nope.gguf"]) == 2
+    assert "--embedding-model: " in capsys.readouterr().err
+    smollm2 = str(default_model_path())             # a chat model: it writes, it does not embed
+    assert main(["--db", db, "claims", "run", "r", "--verifiers", "embedding", "--embedding-model", smollm2]) == 2
+    assert "not an embedding model" in capsys.readouterr().err
     assert main(["--db", db, "claims", "run", "r", "--verifiers", "nli", "--nli-model", "missing.gguf"]) == 2
     assert "missing.gguf" in capsys.readouterr().err
     assert main(["--db", db, "claims", "run", "r", "--cell", "k9-b1-score", "--verifiers", "lexical"]) == 2

@@ -11,6 +11,7 @@ from workbench.claims.verify import (JUDGE_SCHEMA, VERIFIERS, EmbeddingVerifier,
 from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize, vote
 from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
+from workbench.models.embedder import CachedEmbedder
 from workbench.models.locate import default_model_path
 
 from conftest import ScriptedLLM
@@ -301,7 +302,7 @@ def test_make_verifiers_builds_in_order():
     (["lexical", "bleu"], {}, ValueError, r"unknown verifier 'bleu'; choose from lexical, embedding, llm_judge, nli"),
     ([], {}, ValueError, "no verifiers requested"),
     (["lexical", "lexical"], {}, ValueError, "'lexical' is listed more than once"),
-    (["embedding"], {}, VerifierUnavailable, "^embedding: no --embedding-model given$"),
+    (["embedding"], {}, VerifierUnavailable, "^embedding: no embedding model given$"),
     (["llm_judge"], {}, VerifierUnavailable, "^llm_judge: no LLM given$"),
     (["lexical", "nli"], {}, VerifierUnavailable, "^nli: no LLM given$"),
 ])
@@ -313,26 +314,29 @@ def test_make_verifiers_errors(names, kwargs, error, pattern):
 
 # ---------------------------------------------------------------- embedding (real model)
 
-def test_embedding_verifier_with_the_default_model():
-    verifier = make_verifiers(["embedding"], embedding_model=str(default_model_path()))[0]
-    assert isinstance(verifier, EmbeddingVerifier)
+def test_embedding_verifier_with_the_shipped_model_needs_no_flag(store):
+    embedder = CachedEmbedder(store)                                   # all-MiniLM-L6-v2, converted once
+    verifier = make_verifiers(["embedding"], embedder=embedder)[0]
+    assert isinstance(verifier, EmbeddingVerifier) and verifier.threshold == 0.75     # seed 003's threshold
     text = "Tom Hanks starred in Forrest Gump"
     units = [text, "红烧肉要先焯水"]
     same, other = verifier.verify(text, units)
     assert same.verifier == "embedding"
-    assert same.score == pytest.approx(1.0, abs=1e-3) and same.supported
-    assert 0.0 <= other.score < same.score
-    # The claim and both units were embedded once; a second claim over the same units adds only itself.
-    assert len(verifier._vectors) == 2
+    assert same.score == pytest.approx(1.0, abs=1e-5) and same.supported
+    assert 0.0 <= other.score < 0.75 and not other.supported
+    # The claim and both units were embedded once; a second claim over the same units embeds only itself.
+    assert embedder.embedded == 2
     verifier.verify("Forrest Gump", units)
-    assert len(verifier._vectors) == 3
+    assert embedder.embedded == 3
+    embedder.close()
+    # Kept in the store: another verifier over the same texts loads no model at all.
+    again = CachedEmbedder(store)
+    make_verifiers(["embedding"], embedder=again)[0].verify("Forrest Gump", units)
+    assert again.embedded == 0 and again._embedder is None
 
 
-def test_embedding_verifier_missing_or_broken_model(tmp_path):
-    with pytest.raises(ModelError, match="not found"):
-        EmbeddingVerifier(str(tmp_path / "nope.gguf"))
-    broken = tmp_path / "broken.gguf"
-    broken.write_bytes(default_model_path().read_bytes()[:4096])      # GGUF magic, truncated body
-    verifier = EmbeddingVerifier(str(broken))                          # loading is lazy ...
-    with pytest.raises(ModelError, match="could not load the embedding model"):
-        verifier.verify("c", ["u"])                                    # ... and fails clearly on first use
+def test_embedding_verifier_missing_or_unfit_model(store, tmp_path):
+    with pytest.raises(ModelError, match="nope.gguf"):
+        CachedEmbedder(store, str(tmp_path / "nope.gguf"))
+    with pytest.raises(ModelError, match="not an embedding model"):
+        CachedEmbedder(store, str(default_model_path()))             # a chat model

@@ -202,9 +202,9 @@ def test_an_export_can_keep_one_kind_or_one_run_and_refuses_names_it_does_not_kn
     assert {line["kind"] for line in read_lines(out)} == {"dedup_pair"}
     assert export_labels(db, out, run="sweep", kinds=["claim", "dedup_pair"], force=True) == 3
     assert {line["kind"] for line in read_lines(out)} == {"claim"}
-    with pytest.raises(NotFound, match="no run or dedup run named 'nope' .*known: review, sweep"):
+    with pytest.raises(NotFound, match="no run, dedup run or dataset named 'nope' .*known: review, sweep; datasets: metaqa"):
         export_labels(db, out, run="nope")
-    with pytest.raises(BadInput, match="'claims' is not one of claim, dedup_pair, answer"):
+    with pytest.raises(BadInput, match="'claims' is not one of claim, dedup_pair, answer, relevance"):
         export_labels(db, out, kinds=["claims"])
 
 
@@ -345,8 +345,8 @@ GOOD = json.dumps(answer_line())
     pytest.param(b'{"kind": "answer", "run": "sweep", "annotator": "\xff"}', "$: not valid UTF-8", id="not-utf8"),
     pytest.param(b'{"kind": "answer", "run": ', "$: malformed JSON", id="bad-json"),
     pytest.param(b'["answer", "sweep"]', "$: expected a JSON object, got array", id="not-an-object"),
-    pytest.param(claim_line(kind=...), "$.kind: missing (one of claim, dedup_pair, answer)", id="no-kind"),
-    pytest.param(claim_line(kind="claims"), "$.kind: 'claims' is not one of claim, dedup_pair, answer", id="bad-kind"),
+    pytest.param(claim_line(kind=...), "$.kind: missing (one of claim, dedup_pair, answer, relevance)", id="no-kind"),
+    pytest.param(claim_line(kind="claims"), "$.kind: 'claims' is not one of claim, dedup_pair, answer, relevance", id="bad-kind"),
     pytest.param(claim_line(lable=True), "$.lable: unknown key in a claim label (its keys: kind, run,", id="typo-key"),
     pytest.param(answer_line(text="x"), "$.text: unknown key in a answer label", id="key-of-another-kind"),
     pytest.param(claim_line(label=1), "$.label: expected true or false, got number", id="label-1"),

@@ -61,6 +61,17 @@ def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_d
     assert execute_dedup(store, name).jobs == 0
 
 
+def test_the_embedding_mode_needs_no_model_argument_and_embeds_each_context_once(store, kg_dir):
+    import_kg(store, kg_dir, "tiny")
+    name, _, stats = plan_dedup(store, "tiny", DedupConfig(modes=("embedding",)), "by-embedding")
+    report = execute_dedup(store, name)
+    assert report.errors == 0 and report.done == stats["candidate_pairs"] and report.model_calls == 0
+    rows = store.conn.execute("SELECT is_coreferent, confidence FROM dedup_verdicts WHERE status = 'done'").fetchall()
+    assert len(rows) == report.done and all(c in (0, 1) and 0.0 <= p <= 1.0 for c, p in rows)
+    embedded = store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    assert 0 < embedded <= 2 * stats["candidate_pairs"]           # a context shared by two pairs is embedded once
+
+
 def test_decisions_override_the_threshold_merges_are_transitive_and_reverting_recomputes(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, _, _ = plan_dedup(store, "tiny", DedupConfig(modes=("graph",)), "manual")

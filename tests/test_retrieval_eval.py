@@ -93,23 +93,3 @@ def test_llm_questions_from_the_real_default_model_parse(store):
         assert again == store.conn.execute("SELECT count(*) FROM samples WHERE id LIKE 'llm:%'").fetchone()[0] - added
     finally:
         real.close()
-
-
-def test_dense_retrieval_with_a_named_gguf_model(store, tmp_path):
-    from workbench.models.locate import default_model_path
-
-    # A small corpus: embedding every chunk of the sample with a CPU model takes minutes.
-    for name, body in (("红烧肉", "五花肉 冰糖 老抽 炖煮"), ("冰粉", "冰粉粉 红糖水 山楂"), ("热干面", "碱水面 芝麻酱 萝卜干")):
-        (tmp_path / "corpus" / "dishes" / "x").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "corpus" / "dishes" / "x" / f"{name}.md").write_text(f"# {name}的做法\n\n{body}\n",
-                                                                        encoding="utf-8")
-    import_corpus(store, tmp_path / "corpus", "hc")
-    filename_questions(store, "hc")
-    report = retrieve(store, "hc", k=5, dense_model=str(default_model_path()))
-    assert report.retriever == "dense" and report.index_built and report.mode == "dense"
-    again = retrieve(store, "hc", k=5, dense_model=str(default_model_path()))
-    assert again.unchanged and not again.index_built  # the saved index is reused
-    result = evaluate_retrieval(store, "hc", "dense", ks=(5,), resamples=50)
-    assert result.levels["doc"]["overall"][("recall", 5)].value is not None
-    with pytest.raises(Exception, match="model file not found"):
-        retrieve(store, "hc", dense_model="/nope/embed.gguf")

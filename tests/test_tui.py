@@ -229,6 +229,24 @@ async def test_retrieval_screen_shows_curves_and_opens_a_miss(corpus_db):
         await wait_for(pilot, lambda: "chunk-level" in heading(app))
 
 
+async def test_n_shows_the_next_stored_retriever_of_the_corpus(corpus_db):
+    from workbench.retrieval.runs import retrieve
+
+    store = open_store(corpus_db)
+    retrieve(store, name="bigrams", mode="bigram", k=10)         # a second retriever on the same corpus
+    store.close()
+    app = WorkbenchApp(corpus_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
+        assert app.screen.report.retriever == "bm25" and "(n: next of 2)" in heading(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bigrams")
+        assert "bigrams" in heading(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bm25")
+
+
 async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monkeypatch):
     # Quitting removes the screens a tick before the poll timer stops: a database write seen
     # in that tick has no screen to tell, and must not raise (CI saw ScreenStackError).

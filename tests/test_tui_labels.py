@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_METAQA, copy_db, write_jsonl
+from relevancekit import DATASET, build_tiny, scripted_llm
 from tuikit import SIZE, SMALL, heading, screen_text, settled_after, snap_app, until_loaded, wait_for
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.importer import import_dataset
@@ -15,6 +16,7 @@ from workbench.data.predictions import import_predictions
 from workbench.judges.items import population
 from workbench.judges.queue import label_queue
 from workbench.judges.report import judge_report
+from workbench.retrieval.relevance import judge_relevance
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.queries import get_run, load_samples
@@ -269,7 +271,12 @@ async def test_empty_states_say_what_to_do(claims_db, tmp_path):
         screen = await until_loaded(pilot, "labels")
         assert screen.view.kind == "answers"
         assert "no scored answers yet" in str(screen.query_one("#card").render())
-        await pilot.press("t")                  # answers → claims
+        await pilot.press("t")                  # answers → relevance: no chunk relevance judged here
+        await until_loaded(pilot, "labels")
+        assert screen.view.kind == "relevance"
+        assert "No chunk relevance judged yet" in str(screen.query_one("#card").render())
+        assert "workbench retrieval judge DATASET" in str(screen.query_one("#card").render())
+        await pilot.press("t")                  # → claims
         await until_loaded(pilot, "labels")
         assert screen.view.kind == "claims"
         assert "run `workbench claims run plain` first" in str(screen.query_one("#card").render())
@@ -349,6 +356,53 @@ async def test_dedup_review_labels_pairs_apart_from_the_decisions(judged_db):
         assert _decisions(judged_db) == {(*p[1], mode): "rejected"}
         assert _pair_labels(judged_db) == {p[0]: (False, ANNOTATOR, "browse"), p[1]: (False, ANNOTATOR, "browse"),
                                            p[2]: (True, ANNOTATOR, "browse")}
+
+
+@pytest.fixture
+def relevance_db(tmp_path) -> Path:
+    """A small chunk dataset whose bm25 top 3 a scripted judge judged (tests/relevancekit.py): no run, no dedup run."""
+    store = open_store(tmp_path / "relevance.db")
+    try:
+        import_dataset(store, build_tiny(tmp_path / "tiny"), DATASET)
+        assert judge_relevance(store, DATASET, "bm25", k=3, llm=scripted_llm(store)).done == 8
+    finally:
+        store.close()
+    return store.path
+
+
+async def test_chunk_relevance_is_labelled_by_keyboard_and_the_report_follows(relevance_db):
+    items = _queue(relevance_db, "relevance", run=DATASET)
+    keys = ["y", "n", "s", "y", "z", "n"]
+    expected = _expected(items, keys)
+    app = WorkbenchApp(relevance_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_loaded(pilot)
+        await pilot.press("T")
+        screen = await until_loaded(pilot, "labels")
+        assert screen.view.kind == "relevance"              # no run, no dedup run: the judged chunks
+        assert f"retrieved chunks (t) · dataset {DATASET} · annotator {ANNOTATOR} · labelled 0 of 8" in heading(app)
+        first = items[0]
+        await wait_for(pilot, lambda: "Passage" in str(screen.query_one("#card").render()), what="the pair's card")
+        card = str(screen.query_one("#card").render())
+        question, chunk = first.text.split(" → ")
+        assert f"Question {question}" in card and chunk in card and "bm25 #" in card
+        assert "Is this passage relevant to answering the question?" in card
+        assert "judges hidden until you label" in card and "smollm2-135m" not in card
+        await pilot.press("w")
+        assert "judges: smollm2-135m" in str(screen.query_one("#card").render())
+        await pilot.press("w")
+        for key in keys:
+            await pilot.press(key)
+        await until_loaded(pilot, "labels")
+        assert "labelled 3 of 8" in heading(app)
+        assert "relevant" in str(screen.query_one("#last").render())
+        panel = _report(app)
+        assert "smollm2-135m" in panel and "κ" in panel and "precision of retrieved chunks" in panel
+        assert "3 labelled of 8" in panel
+    stored = {(sid, uid): (bool(label), annotator, via) for sid, uid, annotator, label, via
+              in _rows(relevance_db, "SELECT sid, uid, annotator, label, via FROM relevance_labels")}
+    assert stored == {(k.sid, k.uid): (label, ANNOTATOR, "uniform") for k, (label, _) in expected.items()}
+    assert len(stored) == 3
 
 
 def test_snapshot_labels_at_80x24(snap_compare, claims_db):

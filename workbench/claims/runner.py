@@ -24,7 +24,9 @@ from workbench.claims.types import Claim
 from workbench.claims.verify import VERIFIERS, make_verifiers
 from workbench.claims.vote import TIES, judge_claim, summarize, vote_label
 from workbench.models.base import ModelError
+from workbench.models.bert_gguf import resolve_embedding_model
 from workbench.models.cached import default_llm
+from workbench.models.embedder import CachedEmbedder
 from workbench.models.locate import resolve_model
 from workbench.passes import CLAIMS_KEY_DIGITS, PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.store.db import Store, utcnow
@@ -36,14 +38,14 @@ class ClaimsConfig:
     """What determines a claim run's results (its key); execution settings are not part of it."""
 
     decomposer: str = "hybrid"
-    verifiers: tuple[str, ...] = ("lexical", "llm_judge")
+    verifiers: tuple[str, ...] = ("lexical", "embedding", "llm_judge")
     ties: str = "unsupported"
     reject_below: float = 0.5
     lexical_threshold: float = 0.6
     embedding_threshold: float = 0.75
     long_clause: int = 40
     model: str = "default"                  # the GGUF of the llm decomposer, the judge and (default) nli
-    embedding_model: str | None = None
+    embedding_model: str | None = None     # None: all-MiniLM-L6-v2 (shipped)
     nli_model: str | None = None            # another GGUF for nli (default: ``model``)
 
     def validate(self) -> None:
@@ -75,6 +77,11 @@ class ClaimsConfig:
                 resolve_model(spec)
             except ModelError as exc:
                 raise ValueError(f"{option}: {exc}") from None
+        if "embedding" in self.verifiers:
+            try:
+                resolve_embedding_model(self.embedding_model)
+            except ModelError as exc:
+                raise ValueError(f"--embedding-model: {exc}") from None
 
     def key(self) -> str:
         """The claim run's identity among those over one run (``claim_runs.config_key``)."""
@@ -87,6 +94,8 @@ class ClaimsReport(PassReport):
 
     claim_run: int = 0
     claims: int = 0
+    embedded: int | None = None             # the embedding verifier: texts embedded now ...
+    embeddings_cached: int | None = None    # ... and read from the store
 
 
 def open_verifiers(store: Store, config: ClaimsConfig, llm, *, n_threads: int | None = None) -> tuple[list, list]:
@@ -96,11 +105,14 @@ def open_verifiers(store: Store, config: ClaimsConfig, llm, *, n_threads: int | 
     loaded on first use), else with ``llm``, the decomposer's and the judge's.
     """
     opened = []
-    nli_llm = None
+    nli_llm = embedder = None
+    if "embedding" in config.verifiers:
+        embedder = CachedEmbedder(store, config.embedding_model, n_threads=n_threads)
+        opened.append(embedder)
     if "nli" in config.verifiers and config.nli_model is not None:
         nli_llm = default_llm(store, config.nli_model, n_threads=n_threads)
         opened.append(nli_llm)
-    verifiers = make_verifiers(config.verifiers, llm=llm, embedding_model=config.embedding_model, nli_llm=nli_llm,
+    verifiers = make_verifiers(config.verifiers, llm=llm, embedder=embedder, nli_llm=nli_llm,
                                lexical_threshold=config.lexical_threshold,
                                embedding_threshold=config.embedding_threshold)
     return verifiers, opened
@@ -327,8 +339,12 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
         crid = claim_run_id(store, run, config)
         report = ClaimsReport(run.name, claim_run=crid)
         work = _ClaimsWork(store, run, crid, config, llm, verifiers, report, cells, limit)
-        return drive(store, f"claims:{crid}", work, report, retry_errors=retry_errors, stop=stop, progress=progress,
-                     wait=wait, on_wait=on_wait)
+        report = drive(store, f"claims:{crid}", work, report, retry_errors=retry_errors, stop=stop,
+                       progress=progress, wait=wait, on_wait=on_wait)
+        for other in opened:
+            if isinstance(other, CachedEmbedder):
+                report.embedded, report.embeddings_cached = other.embedded, other.cached
+        return report
     finally:
         for other in opened:
             other.close()

@@ -5,7 +5,7 @@ one verdict per unit, in the units' order. Aggregation across verifiers is in
 :mod:`workbench.claims.vote`.
 
 - ``lexical``: a token-overlap entailment proxy, see :func:`lexical_score`.
-- ``embedding``: cosine similarity of mean-pooled llama.cpp embeddings (a GGUF the user names).
+- ``embedding``: cosine similarity of llama.cpp embeddings (all-MiniLM-L6-v2, shipped; or a model the user names).
 - ``llm_judge``: one grammar-constrained yes/no call to the local model per (claim, unit).
 - ``nli``: a three-way checker (entailment, neutral, contradiction) read from the local
   model's next-token logits in one forward pass, premise first so checks share a KV prefix.
@@ -23,7 +23,6 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from workbench.claims.types import LLM, Verdict
-from workbench.models.base import ModelError
 from workbench.retrieval.text import tokenize
 
 VERIFIERS = ("lexical", "embedding", "llm_judge", "nli")
@@ -97,48 +96,23 @@ class LexicalVerifier:
 # ---------------------------------------------------------------- embedding
 
 class EmbeddingVerifier:
-    """Cosine similarity of mean-pooled llama.cpp embeddings; supported when ≥ ``threshold``.
+    """Cosine similarity of an embedding model's vectors (all-MiniLM-L6-v2 by default); supported when ≥ ``threshold``.
 
-    ``model_path`` is resolved like every model option (``default`` or a GGUF path); a missing
-    or non-GGUF file raises :class:`ModelError` at once, an unloadable one on first use. The
-    model is loaded once, on first use. Vectors are cached by text, since the same units
-    recur across the claims of an answer. The score is the cosine clipped to ``[0, 1]``
-    (a negative cosine is no support at all). Texts past the context are truncated.
+    The vectors come from a :class:`~workbench.models.embedder.CachedEmbedder`: kept in the
+    store by text, so a unit shared by many claims, or a re-run, is embedded once. The score
+    is the cosine clipped to ``[0, 1]`` (a negative cosine is no support at all). The default
+    threshold, 0.75, is seed 003's.
     """
 
     name = "embedding"
 
-    def __init__(self, model_path: str, threshold: float = 0.75, *, n_ctx: int = 512):
-        from workbench.models.locate import resolve_model
-
-        self.model_path = str(resolve_model(model_path))
+    def __init__(self, embedder, threshold: float = 0.75):
+        self.embedder = embedder
         self.threshold = threshold
-        self.n_ctx = n_ctx
-        self._llm = None
-        self._vectors: dict[str, np.ndarray] = {}
-
-    def _model(self):
-        if self._llm is None:
-            try:
-                import llama_cpp
-            except ImportError as exc:
-                raise ModelError(f"{self.model_path}: llama-cpp-python is not installed ({exc})") from exc
-            try:
-                self._llm = llama_cpp.Llama(model_path=self.model_path, embedding=True, n_ctx=self.n_ctx,
-                                            verbose=False, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ModelError(f"{self.model_path}: llama.cpp could not load the embedding model ({exc})") from exc
-        return self._llm
 
     def vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Unit-length vectors of ``texts``; only texts not seen before are embedded."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if missing:
-            for text, vec in zip(missing, self._model().embed(missing, truncate=True)):
-                v = np.asarray(vec, dtype=np.float32)
-                norm = float(np.linalg.norm(v))
-                self._vectors[text] = v / norm if norm else v
-        return [self._vectors[t] for t in texts]
+        """Unit-length vectors of ``texts``."""
+        return list(self.embedder.vectors(list(texts)))
 
     def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
         """One verdict per unit; ``question`` is not used."""
@@ -278,13 +252,13 @@ class NLIVerifier:
 
 # ---------------------------------------------------------------- factory
 
-def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_model: str | None = None,
+def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedder=None,
                    nli_llm: LLM | None = None, lexical_threshold: float = 0.6,
                    embedding_threshold: float = 0.75) -> list:
     """Build the named verifiers, in order.
 
     Raises ``ValueError`` for an unknown or repeated name (a repeat would count twice in the
-    vote) or an empty list, and :class:`VerifierUnavailable` when ``embedding`` has no model,
+    vote) or an empty list, and :class:`VerifierUnavailable` when ``embedding`` has no embedder,
     ``llm_judge`` no LLM, or ``nli`` no model (``nli_llm``, else ``llm``). Every name is checked
     before any verifier is built.
     """
@@ -297,8 +271,8 @@ def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_mo
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"verifier {repeated[0]!r} is listed more than once")
-    if "embedding" in names and not embedding_model:
-        raise VerifierUnavailable("embedding: no --embedding-model given")
+    if "embedding" in names and embedder is None:
+        raise VerifierUnavailable("embedding: no embedding model given")
     if "llm_judge" in names and llm is None:
         raise VerifierUnavailable("llm_judge: no LLM given")
     if "nli" in names and (nli_llm or llm) is None:
@@ -308,7 +282,7 @@ def make_verifiers(names: Sequence[str], *, llm: LLM | None = None, embedding_mo
         if name == "lexical":
             out.append(LexicalVerifier(lexical_threshold))
         elif name == "embedding":
-            out.append(EmbeddingVerifier(embedding_model, embedding_threshold))
+            out.append(EmbeddingVerifier(embedder, embedding_threshold))
         elif name == "llm_judge":
             out.append(LLMJudgeVerifier(llm))
         elif name == "nli":

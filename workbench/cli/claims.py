@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 
 from workbench.claims.decompose import DECOMPOSERS
 from workbench.claims.vote import TIES
@@ -38,13 +37,22 @@ def cmd_claims_run(args) -> int:
     config = _config(args)
     llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
         if config.needs_llm else None
-    code = run_pass("claims", "answers",
-                    partial(run_claims, store, run, config, cells=args.cell, limit=args.limit, llm=llm,
-                            retry_errors=args.retry_errors), as_json=args.json,
-                    resume_hint=f"workbench claims run {run.name}", llm=llm, wait=args.wait)
+    reports = []
+
+    def execute(**kwargs):
+        reports.append(run_claims(store, run, config, cells=args.cell, limit=args.limit, llm=llm,
+                                  retry_errors=args.retry_errors, **kwargs))
+        return reports[-1]
+
+    code = run_pass("claims", "answers", execute, as_json=args.json, resume_hint=f"workbench claims run {run.name}",
+                    llm=llm, wait=args.wait)
     if not args.json:
         answers, claims = verified_totals(store, run, config.key())
-        print(f"claim run over {run.name}: {answers:,} answers verified, {claims:,} claims", file=sys.stderr)
+        embedded = ""
+        if reports and reports[-1].embedded is not None:
+            embedded = (f"; embedding: {reports[-1].embedded:,} texts embedded, "
+                        f"{reports[-1].embeddings_cached:,} from the store")
+        print(f"claim run over {run.name}: {answers:,} answers verified, {claims:,} claims{embedded}", file=sys.stderr)
     return code
 
 
@@ -204,8 +212,9 @@ def register(subparsers, parents: SharedParents) -> None:
     """Add ``claims run|report|show|check`` to the CLI."""
     verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass])
     verify.add_argument("--decomposer", choices=DECOMPOSERS, default="hybrid", help="claim decomposer (default hybrid)")
-    verify.add_argument("--verifiers", default="lexical,llm_judge",
-                        help="comma list of lexical,embedding,llm_judge,nli (default lexical,llm_judge)")
+    verify.add_argument("--verifiers", default="lexical,embedding,llm_judge",
+                        help="comma list of lexical,embedding,llm_judge,nli (default lexical,embedding,llm_judge: "
+                             "seed 003's vote with a token-overlap proxy for nli)")
     verify.add_argument("--ties", choices=TIES, default="unsupported",
                         help="a tied vote between verifiers counts as (default unsupported)")
     verify.add_argument("--reject-below", type=number(0, 1), default=0.5,
@@ -215,7 +224,9 @@ def register(subparsers, parents: SharedParents) -> None:
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
     verify.add_argument("--model", default="default",
                         help="GGUF of the LLM decomposer, the judge and nli (default SmolLM2)")
-    verify.add_argument("--embedding-model", help="GGUF for the embedding verifier")
+    verify.add_argument("--embedding-model",
+                        help="the embedding verifier's model: default (all-MiniLM-L6-v2, shipped), a BERT checkpoint "
+                             "(directory or .zip, converted once) or an embedding GGUF")
     verify.add_argument("--nli-model", help="another GGUF chat model for the nli verifier (default: --model); it "
                                             "chooses Entailment, Neutral or Contradiction from its next-token logits")
 

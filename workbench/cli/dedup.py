@@ -178,7 +178,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
     q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
     q.add_argument("--max-tokens", type=int, default=64, help="tokens per verdict (64)")
-    q.add_argument("--embedding-model", help="GGUF for the embedding mode")
+    q.add_argument("--embedding-model", help="the embedding mode's model: default (all-MiniLM-L6-v2, shipped), a BERT "
+                                              "checkpoint (directory or .zip) or an embedding GGUF")
     q.add_argument("--embedding-threshold", type=number(0, 1), default=0.9, help="cosine for the embedding mode (0.9)")
     q.set_defaults(func=cmd_dedup_run)
 

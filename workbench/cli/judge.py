@@ -14,11 +14,12 @@ from workbench.cli.shared import emit_json, store_of
 from workbench.cli.types import INT64_MAX, count, number
 from workbench.tables import fmt_estimate, fmt_number, table
 
-KINDS = ("claims", "dedup", "answers")
+KINDS = ("claims", "dedup", "answers", "relevance")
 
 REPORT_EPILOG = """\
 what it says:
-  per judge (each claim verifier and their vote; each dedup mode; the answer scorer), against
+  per judge (each claim verifier and their vote; each dedup mode; the answer scorer; each model
+  that judged the relevance of retrieved chunks), against
   the human label of every labelled item (the majority of its annotators):
     TN FP FN TP      the confusion matrix, the human label as the truth
     accuracy, κ      Cohen's kappa with a 95% bootstrap CI over items: agreement beyond chance
@@ -30,31 +31,37 @@ what it says:
     PPI              prediction-powered (power-tuned, PPI++): the judge's estimate corrected
                      by its error on the labelled items; unbiased, narrower than human when the
                      judge is good. λ: how much of the judge it uses (0: none, the human estimate)
-  a claim verifier's verdict on a claim is "supported on at least one shown unit".
+  a claim verifier's verdict on a claim is "supported on at least one shown unit"; relevance is
+  judged of (question, retrieved chunk) pairs of a dataset (`workbench retrieval judge`).
 
 examples:
   workbench judge report claims demo
-  workbench judge report dedup films-dedup --threshold 0.7 --json"""
+  workbench judge report dedup films-dedup --threshold 0.7 --json
+  workbench judge report relevance hc --retriever bm25"""
 
 
 def cmd_judge_report(args) -> int:
     """Each judge against the human labels, and the judged metric corrected by them."""
     from workbench.judges.report import AGREEMENT_COLUMNS, METRIC, agreement_cells, judge_report, report_json
 
+    _check_retriever(args)
     store = store_of(args)
     report = judge_report(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold,
-                          resamples=args.resamples, seed=args.seed)
+                          retriever=args.retriever, resamples=args.resamples, seed=args.seed)
     if args.json:
         emit_json(report_json(report))
         return OK
-    what = {"claim": "claims", "dedup_pair": "candidate pairs", "answer": "answers"}[report.kind]
+    what = {"claim": "claims", "dedup_pair": "candidate pairs", "answer": "answers",
+            "relevance": "judged (question, chunk) pairs"}[report.kind]
     print(f"judges of {report.run} · {report.source}")
     who = ", ".join(f"{a} {n}" for a, n in report.annotators.items()) or "nobody yet"
     print(f"{report.items:,} {what} · {report.labelled_items:,} labelled ({report.uniform_items:,} from the uniform "
           f"queue) · {report.labels:,} labels by {who}")
     notes = [f"{report.ties} split evenly between annotators (left out of agreement)" if report.ties else "",
              f"{report.stale} claim labels whose claim text has changed (not used)" if report.stale else "",
-             f"{report.unmatched} labels of items no longer judged (not used)" if report.unmatched else ""]
+             (f"{report.unmatched} labels of items no longer judged" + (
+                 f" or not judged of {args.retriever}'s results" if args.retriever else "") + " (not used)")
+             if report.unmatched else ""]
     for note in filter(None, notes):
         print(f"  note: {note}")
     if not report.labelled_items:
@@ -71,10 +78,17 @@ def cmd_judge_report(args) -> int:
     scope = {"claim": "the share of all claims supported by a shown unit",
              "dedup_pair": f"the share of each mode's merges (same, confidence ≥ {report.threshold}) that are "
                            "the same entity; naive = the mode's mean stated probability",
-             "answer": "the share of answers that are correct; naive = the scorer's mean score"}[report.kind]
+             "answer": "the share of answers that are correct; naive = the scorer's mean score",
+             "relevance": "the share of judged (question, retrieved chunk) pairs that are relevant; naive = the "
+                          "judge's share"}[report.kind]
     print(f"\n{metric}: {scope} (95% CLT intervals, uniform labels only)")
     print(estimates_table(report.estimates))
     return OK
+
+
+def _check_retriever(args) -> None:
+    if args.retriever is not None and args.kind != "relevance":
+        raise ValueError(f"--retriever: only relevance is judged per retriever, not {args.kind}")
 
 
 def estimates_table(estimates) -> str:
@@ -90,8 +104,10 @@ def cmd_judge_queue(args) -> int:
     from workbench.judges.queue import label_queue
     from workbench.store.labels import default_annotator
 
+    _check_retriever(args)
     store = store_of(args)
-    pop = population(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold)
+    pop = population(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold,
+                     retriever=args.retriever)
     annotator = args.annotator or default_annotator()
     queue = label_queue(store.conn, pop, annotator, order=args.order, seed=args.seed)
     shown = queue.head(store, args.limit)     # with their texts: an answer's is read from its event
@@ -132,7 +148,8 @@ one JSON object a line, e.g.
    "text": "…", "label": true, "annotator": "ana", "via": "uniform", "labelled_at": "…"}
   {"kind": "dedup_pair", "run": "films-dedup", "a": "J. Ford", "b": "John Ford", "label": true, …}
   {"kind": "answer", "run": "demo", "sample_id": "q12", "cell_id": "k5-b128-linear", "label": false, …}
-label: true = supported by a shown unit / the same entity / a correct answer. via: how the item
+  {"kind": "relevance", "dataset": "hc", "sample_id": "filename:zh:…", "chunk_id": "…#2", "label": true, …}
+label: true = supported by a shown unit / the same entity / a correct answer / a relevant chunk. via: how the item
 was chosen (uniform, disagreement, browse; default import): only uniform labels feed the
 prediction-powered estimates. An import is one transaction: a bad line (named FILE:LINE) writes
 nothing, and re-importing the same labels changes nothing."""
@@ -146,11 +163,14 @@ def register(subparsers, parents: SharedParents) -> None:
 
     def population_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("kind", choices=KINDS, help="what was judged: claims (verifiers), dedup (modes), "
-                                                   "answers (the scorer)")
-        q.add_argument("run", nargs="?", help="run name (a dedup run's for dedup; default: the latest)")
+                                                   "answers (the scorer), relevance (of retrieved chunks)")
+        q.add_argument("run", nargs="?", help="run name (a dedup run's for dedup, a dataset's for relevance; "
+                                              "default: the latest)")
         q.add_argument("--claim-run", type=int, help="claims: the claim run id (default: the latest)")
         q.add_argument("--threshold", type=number(0, 1), default=0.5,
                        help="dedup: a mode merges a pair it calls the same at this confidence (default 0.5)")
+        q.add_argument("--retriever", help="relevance: only the pairs judged of this retriever's results "
+                                           "(default: every retriever's)")
 
     q = psub.add_parser("report", parents=[parents.db], epilog=REPORT_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -176,8 +196,8 @@ def register(subparsers, parents: SharedParents) -> None:
     e = lsub.add_parser("export", parents=[parents.db], epilog=LABELS_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter, help="write labels as JSON Lines")
     add_out(e, "the JSONL file to write")
-    e.add_argument("--kind", choices=("claim", "dedup_pair", "answer"), help="only this kind of label")
-    e.add_argument("--run", help="only the labels of this run (or dedup run)")
+    e.add_argument("--kind", choices=("claim", "dedup_pair", "answer", "relevance"), help="only this kind of label")
+    e.add_argument("--run", help="only the labels of this run (or dedup run, or dataset: its relevance labels)")
     e.set_defaults(func=cmd_labels_export, readonly=True)
     i = lsub.add_parser("import", parents=[parents.db], epilog=LABELS_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
+from pathlib import Path
 from dataclasses import asdict
 
 from workbench.cli.common import SharedParents, add_json, add_resamples, add_out
 from workbench.cli.exit_codes import OK
+from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
 from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts, name_or_path
+from workbench.compare.render import fmt_delta, fmt_p
+from workbench.models.base import ModelError
+from workbench.retrieval.runs import RETRIEVERS
 from workbench.tables import fmt_estimate, table
 
 
@@ -41,11 +47,18 @@ def cmd_corpus_import(args) -> int:
 
 
 def cmd_retrieve(args) -> int:
-    """Run BM25 (or a dense retriever) over a dataset's units for every question and store the results."""
+    """Run a built-in retriever (BM25, dense or hybrid) over a dataset's units for every question; store the results."""
     from workbench.retrieval.runs import retrieve
 
-    report = retrieve(store_of(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
-                      dense_model=args.dense_model, replace=args.replace)
+    retriever, model = args.retriever, args.embedding_model
+    if args.dense_model:          # the older spelling: dense retrieval with this model
+        retriever, model = ("dense" if retriever == "bm25" else retriever), model or args.dense_model
+    try:
+        report = retrieve(store_of(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
+                          retriever=retriever, embedding_model=model, replace=args.replace, n_threads=args.threads,
+                          on_wait=say)
+    except ModelError as exc:
+        raise ValueError(f"--embedding-model: {exc}") from None
     if report.replaced is not None:
         print(f"replaced retriever {report.retriever} of {report.dataset}: deleted "
               f"{report.replaced['retrieval_rows']:,} retrieval rows ({report.replaced['runs_planned_on_them']:,} "
@@ -53,10 +66,16 @@ def cmd_retrieve(args) -> int:
     if args.json:
         emit_json(asdict(report))
         return OK
-    index = "built" if report.index_built else "loaded (corpus unchanged)"
     state = "unchanged" if report.unchanged else "stored"
-    print(f"{report.dataset}: retriever {report.retriever} ({report.mode} tokens): {report.queries:,} questions "
-          f"{state}; index {index} at {report.index_dir}")
+    parts = []
+    if report.index_dir is not None:
+        parts.append(f"BM25 index {'built' if report.index_built else 'loaded (corpus unchanged)'} at {report.index_dir}")
+    if report.embedding_model is not None:
+        parts.append(f"embedded {report.embedded:,} texts, {report.cached:,} from the cache "
+                     f"({Path(report.embedding_model).name})")
+    tokens = f"; {report.mode} tokens" if report.mode else ""
+    print(f"{report.dataset}: retriever {report.retriever} ({report.method}{tokens}): "
+          f"{report.queries:,} questions {state}; " + "; ".join(parts))
     return OK
 
 
@@ -83,27 +102,27 @@ def cmd_questions_generate(args) -> int:
 
 
 def cmd_retrieval_eval(args) -> int:
-    """IR metrics at each cut-off, doc and chunk level, with bootstrap intervals and the misses."""
+    """IR metrics at each cut-off, doc and chunk level, with bootstrap intervals and the misses; several retrievers side by side."""
     from workbench.metrics.ir import METRICS
     from workbench.retrieval.evaluate import evaluate_retrieval
 
-    report = evaluate_retrieval(store_of(args), args.dataset, args.retriever, args.k, resamples=args.resamples)
+    names = [r for r in args.retriever.split(",") if r]
+    if len(names) > 1:
+        return _compare_retrievers(args, names)
+    store = store_of(args)
+    report = evaluate_retrieval(store, args.dataset, names[0] if names else "bm25", args.k, resamples=args.resamples)
     if args.json:
-        def named(d):
-            return {f"{m}@{k}": est for (m, k), est in d.items()}
-
-        emit_json({"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
-                   "levels": {lvl: {"overall": named(d["overall"]),
-                                    **{g: {label: named(v) for label, v in d[g].items()}
-                                       for g in ("by_strategy", "by_category")}}
-                              for lvl, d in report.levels.items()},
-                   "per_question": {lvl: pq.as_dict() for lvl, pq in report.per_query.items()},
-                   "misses": report.misses})
+        emit_json({**_eval_json(report), "judged": judged_json(store, report.dataset, report.retriever, report.ks,
+                                                              resamples=args.resamples)})
         return OK
     print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
     for level, data in report.levels.items():
         rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
         print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+    judged = judged_rows(store, report.dataset, report.retriever, report.ks, resamples=args.resamples)
+    if judged is not None:
+        title, rows = judged
+        print(f"\n{title}\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
     k = 5 if 5 in report.ks else max(report.ks)
     for group in ("by_strategy", "by_category"):
         parts = [f"{label} {fmt_estimate(v[('recall', k)], 2)}"
@@ -113,6 +132,56 @@ def cmd_retrieval_eval(args) -> int:
     for miss in report.misses[: args.misses]:
         print(f"  {miss['question']}  gold {miss['gold']}  got {', '.join(miss['retrieved']) or '—'}")
     return OK
+
+
+def _eval_json(report) -> dict:
+    def named(d):
+        return {f"{m}@{k}": est for (m, k), est in d.items()}
+
+    return {"dataset": report.dataset, "retriever": report.retriever, "n": report.n,
+            "levels": {lvl: {"overall": named(d["overall"]),
+                             **{g: {label: named(v) for label, v in d[g].items()}
+                                for g in ("by_strategy", "by_category")}}
+                       for lvl, d in report.levels.items()},
+            "per_question": {lvl: pq.as_dict() for lvl, pq in report.per_query.items()},
+            "misses": report.misses}
+
+
+def _compare_retrievers(args, names: list[str]) -> int:
+    from workbench.metrics.ir import METRICS
+    from workbench.data.importer import count_noun
+    from workbench.retrieval.compare import compare_retrievers
+
+    c = compare_retrievers(store_of(args), args.dataset, names, args.k, resamples=args.resamples)
+    base = c.retrievers[0]
+    if args.json:
+        emit_json({"dataset": c.dataset, "retrievers": list(c.retrievers), "n": c.n,
+                   "evals": {r: _eval_json(e) for r, e in c.evals.items()},
+                   "deltas": {r: {lvl: {f"{m}@{k}": {"baseline": d.baseline, "other": d.other, "delta": d.delta,
+                                                     "p": d.p} for (m, k), d in per.items()}
+                                  for lvl, per in levels.items()} for r, levels in c.deltas.items()},
+                   "flips": c.flips})
+        return OK
+    print(f"{c.dataset} · {', '.join(c.retrievers)} · {c.n:,} questions · 95% bootstrap CI; "
+          f"Δ = retriever − {base}, paired over the same questions")
+    for level in c.evals[base].levels:
+        rows = [[f"{m}@{k}"] + [fmt_estimate(c.evals[r].levels[level]["overall"][(m, k)]) for r in c.retrievers]
+                for m in METRICS for k in c.ks]
+        print(f"\n{level}-level\n" + table(["metric"] + list(c.retrievers), rows))
+        rows = [[f"{m}@{k}"] + [_delta_cell(c.deltas[r][level][(m, k)]) for r in c.retrievers[1:]]
+                for m in METRICS for k in c.ks]
+        print("\n" + table([f"Δ vs {base}"] + list(c.retrievers[1:]), rows))
+    k = max(c.ks)
+    for other in c.retrievers[1:]:
+        flips, p = c.flips[other], c.deltas[other]["doc"][("hit_rate", k)].p
+        print(f"\ndoc-level hit@{k}, {other} vs {base}: {count_noun(len(flips['gained']), 'question')} found by "
+              f"{other} only, {len(flips['lost']):,} by {base} only (McNemar p {fmt_p(p)})")
+    return OK
+
+
+def _delta_cell(d) -> str:
+    """A paired difference with its interval, and McNemar's p where there is one (hit rate)."""
+    return fmt_delta(d) + ("" if d.p is None else f" p {fmt_p(d.p)}")
 
 
 def register(subparsers, parents: SharedParents) -> None:
@@ -134,14 +203,25 @@ def register(subparsers, parents: SharedParents) -> None:
     q.set_defaults(func=cmd_corpus_import)
 
     p = subparsers.add_parser("retrieve", parents=[parents.db],
-                              help="run the built-in BM25 retriever over a dataset's units for every question")
+                              help="run a built-in retriever (bm25, dense, hybrid) over a dataset's units for every "
+                                   "question",
+                              epilog="dense embeds every unit once with all-MiniLM-L6-v2 (shipped; nothing is "
+                                     "downloaded) and keeps the vectors in the database: a re-run embeds nothing, a "
+                                     "changed corpus only its changed units. hybrid fuses the BM25 and dense rankings "
+                                     "(reciprocal rank fusion, k = 60).")
     p.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
+    p.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
+                   help="bm25 (default), dense (cosine of embeddings), hybrid (RRF of the two)")
     p.add_argument("--name", type=chosen_name,
-                   help="retriever name to store the results under (default bm25, or dense)")
-    p.add_argument("--dense-model", help="dense retrieval with this GGUF model's embeddings (nothing is downloaded; "
-                                          "without it, BM25 runs)")
+                   help="retriever name to store the results under (default: the --retriever)")
+    p.add_argument("--embedding-model",
+                   help="dense, hybrid: default (all-MiniLM-L6-v2), a BERT checkpoint (directory or .zip, converted "
+                        "once) or an embedding GGUF")
+    p.add_argument("--dense-model", help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=count(1, 1024), help="CPU threads for the embedding model (default: all cores)")
     p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
-    p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto", help="tokenizer")
+    p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto",
+                   help="BM25 tokenizer (bm25, hybrid)")
     p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
     add_json(p, help=None)
     p.set_defaults(func=cmd_retrieve)
@@ -150,7 +230,9 @@ def register(subparsers, parents: SharedParents) -> None:
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     q = psub.add_parser("eval", parents=[parents.db], help="Recall/Precision/Hit/MRR/F1/nDCG at k, doc and chunk level")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
-    q.add_argument("--retriever", default="bm25")
+    q.add_argument("--retriever", default="bm25",
+                   help="retriever name (default bm25); a comma list (bm25,dense,hybrid) compares them side by side, "
+                        "with paired differences against the first and the questions they flip")
     q.add_argument("--k", type=counts(1, MAX_K), default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
     add_resamples(q, help=None)
     q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
@@ -161,6 +243,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--retriever", help="only this retriever (default: all)")
     add_out(q, "JSONL file to write, or - for stdout")
     q.set_defaults(func=cmd_retrieval_export, readonly=True)
+    register_relevance(psub, parents)
 
     p = subparsers.add_parser("questions", parents=[parents.db], help="generate questions for a Markdown corpus")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")

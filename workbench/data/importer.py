@@ -77,6 +77,8 @@ def dataset_contents(conn, dataset_id: int) -> dict[str, int]:
         "searchain_runs": one("SELECT count(*) FROM pipeline_runs WHERE dataset_id = ?"),
         "tags": one("SELECT count(*) FROM tags WHERE dataset_id = ?"),
         "notes": one("SELECT count(*) FROM notes WHERE dataset_id = ?"),
+        "relevance_runs": one("SELECT count(*) FROM relevance_runs WHERE dataset_id = ?"),
+        "relevance_labels": one("SELECT count(*) FROM relevance_labels WHERE dataset_id = ?"),
     }
 
 
@@ -90,7 +92,8 @@ def describe_dataset_contents(c: dict[str, int]) -> str:
     """``20 samples, 1,234 units, 1 run (5 events, 5 answered), 0 claim runs, 0 SearChain runs``.
 
     Runs and what hangs on them are always named, even at zero: they are what a user would
-    miss; documents, retrieval rows, tags and notes only when there are some.
+    miss; documents, retrieval rows, tags, notes and chunk relevance (judged runs, human
+    labels) only when there are some.
     """
     parts = [count_noun(c["samples"], "sample"), count_noun(c["units"], "unit")]
     if c["documents"]:
@@ -102,6 +105,10 @@ def describe_dataset_contents(c: dict[str, int]) -> str:
         runs += f" ({count_noun(c['events'], 'event')}, {c['answered_events']:,} answered)"
     parts += [runs, count_noun(c["claim_runs"], "claim run"), count_noun(c["searchain_runs"], "SearChain run")]
     parts += [count_noun(c[k], k[:-1]) for k in ("tags", "notes") if c[k]]
+    if c.get("relevance_runs"):
+        parts.append(count_noun(c["relevance_runs"], "relevance run"))
+    if c.get("relevance_labels"):
+        parts.append(count_noun(c["relevance_labels"], "human relevance label"))
     return ", ".join(parts)
 
 

@@ -1,13 +1,17 @@
 """Human labels as JSON Lines: ``judge labels export`` writes them, ``judge labels import`` reads them back.
 
 A label file names its items by what a person can read and another machine also has: the
-run's name, the dataset's sample id, the cell id, a dedup run's entities by their names.
-Ids are this database's own and never appear in a file. One JSON object per line::
+run's name, the dataset's sample id, the cell id, a dedup run's entities by their names, a
+dataset's name and chunk id. Ids are this database's own and never appear in a file. One JSON
+object per line::
 
     {"kind": "claim", "run": R, "sample_id": S, "cell_id": C, "claim": 0, "text": T, "label": true,
      "annotator": "ana", "via": "uniform", "labelled_at": "2026-11-24T02:00:00+00:00"}
     {"kind": "dedup_pair", "run": DEDUP_RUN, "a": NAME, "b": NAME, "label": true, "annotator": ..., ...}
     {"kind": "answer", "run": R, "sample_id": S, "cell_id": C, "label": true, "annotator": ..., ...}
+    {"kind": "relevance", "dataset": D, "sample_id": S, "chunk_id": C, "label": true, "annotator": ..., ...}
+
+A relevance label is of a (question, chunk) pair of a dataset, whichever retriever ranked it.
 
 ``via`` (default ``import``) and ``labelled_at`` (default: the time of the import) may be
 left out; any other key is refused, so a misspelt one cannot pass unnoticed. A claim label
@@ -35,9 +39,10 @@ from workbench.data.outfile import write_atomic
 from workbench.data.fields import check_name, check_str, json_type
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
+from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
-from workbench.store.labels import (KINDS, VIAS, AnswerKey, ClaimKey, Label, PairKey, all_labels, kind_of, labels_of,
-                                    stored_label, write_label)
+from workbench.store.labels import (KINDS, VIAS, AnswerKey, ClaimKey, Label, PairKey, RelevanceKey, all_labels, kind_of,
+                                    labels_of, stored_label, write_label)
 from workbench.store.lookup import NotFound
 
 __all__ = ["FIELDS", "LabelImport", "export_labels", "import_labels", "label_records"]
@@ -47,10 +52,11 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "claim": ("kind", "run", "sample_id", "cell_id", "claim", "text", "label", "annotator", "via", "labelled_at"),
     "dedup_pair": ("kind", "run", "a", "b", "label", "annotator", "via", "labelled_at"),
     "answer": ("kind", "run", "sample_id", "cell_id", "label", "annotator", "via", "labelled_at"),
+    "relevance": ("kind", "dataset", "sample_id", "chunk_id", "label", "annotator", "via", "labelled_at"),
 }
 _OPTIONAL = ("via", "labelled_at")
 _DEFAULT_VIA = "import"
-_NOUN = {"claim": "claim", "dedup_pair": "pair", "answer": "answer"}
+_NOUN = {"claim": "claim", "dedup_pair": "pair", "answer": "answer", "relevance": "question and chunk"}
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -94,10 +100,11 @@ def export_labels(store: Store, out: str | Path, *, kinds: Sequence[str] | None 
 
 def label_records(conn: sqlite3.Connection, *, kinds: Sequence[str] | None = None,
                   run: str | None = None) -> Iterator[dict[str, Any]]:
-    """The labels (of ``kinds``, of the run or dedup run ``run``) as the objects a label file holds.
+    """The labels (of ``kinds``, of the run, dedup run or dataset ``run``) as the objects a label file holds.
 
     Checks its arguments at once (an unknown kind is :class:`BadInput`, an unknown run
-    ``NotFound``); the records come lazily, to be read inside one snapshot.
+    ``NotFound``); the records come lazily, to be read inside one snapshot. A dataset's name
+    selects its relevance labels.
     """
     wanted = tuple(KINDS if kinds is None else kinds)
     for kind in wanted:
@@ -113,10 +120,13 @@ def _selected(conn: sqlite3.Connection, kinds: tuple[str, ...], run: str | None)
         return (label for label in all_labels(conn) if kind_of(label.key) in kinds)
     run_row = conn.execute("SELECT id FROM runs WHERE name = ?", (run,)).fetchone()
     dedup_row = conn.execute("SELECT id FROM dedup_runs WHERE name = ?", (run,)).fetchone()
-    if run_row is None and dedup_row is None:
+    dataset_row = conn.execute("SELECT id FROM datasets WHERE name = ?", (run,)).fetchone()
+    if run_row is None and dedup_row is None and dataset_row is None:
         known = [n for (n,) in conn.execute("SELECT name FROM runs UNION SELECT name FROM dedup_runs ORDER BY 1")]
-        raise NotFound(f"no run or dedup run named {run!r} (known: {', '.join(known) or 'none'})")
-    owners = {"claim": run_row, "answer": run_row, "dedup_pair": dedup_row}
+        datasets = [n for (n,) in conn.execute("SELECT name FROM datasets ORDER BY 1")]
+        raise NotFound(f"no run, dedup run or dataset named {run!r} (known: {', '.join(known) or 'none'}; "
+                       f"datasets: {', '.join(datasets) or 'none'})")
+    owners = {"claim": run_row, "answer": run_row, "dedup_pair": dedup_row, "relevance": dataset_row}
 
     def gen() -> Iterator[Label]:
         for kind in KINDS:      # the order of all_labels
@@ -134,6 +144,8 @@ class _Names:
         self.dedup_runs: dict[int, tuple[str, int]] = {}
         self.samples: dict[tuple[int, int], str] = {}
         self.entities: dict[tuple[int, int], str] = {}
+        self.datasets: dict[int, tuple[str]] = {}
+        self.chunks: dict[tuple[int, int], tuple[str]] = {}
 
     def _one(self, cache: dict, key, sql: str, params: tuple):
         if key not in cache:
@@ -144,9 +156,18 @@ class _Names:
         return self._one(self.runs, run_id, "SELECT name, dataset_id FROM runs WHERE id = ?", (run_id,))
 
     def sample_id(self, run_id: int, sid: int) -> str:
-        dataset_id = self.run(run_id)[1]
+        return self.dataset_sample(self.run(run_id)[1], sid)
+
+    def dataset_sample(self, dataset_id: int, sid: int) -> str:
         return self._one(self.samples, (dataset_id, sid), "SELECT id FROM samples WHERE dataset_id = ? AND sid = ?",
                          (dataset_id, sid))[0]
+
+    def dataset(self, dataset_id: int) -> str:
+        return self._one(self.datasets, dataset_id, "SELECT name FROM datasets WHERE id = ?", (dataset_id,))[0]
+
+    def chunk_id(self, dataset_id: int, uid: int) -> str:
+        return self._one(self.chunks, (dataset_id, uid), "SELECT chunk_id FROM units WHERE dataset_id = ? AND uid = ?",
+                         (dataset_id, uid))[0]
 
     def dedup_run(self, dedup_run_id: int) -> tuple[str, int]:
         return self._one(self.dedup_runs, dedup_run_id, "SELECT name, kg_id FROM dedup_runs WHERE id = ?",
@@ -163,6 +184,9 @@ class _Names:
         if isinstance(key, PairKey):
             rec.update(run=self.dedup_run(key.dedup_run_id)[0], a=self.entity(key.dedup_run_id, key.a),
                        b=self.entity(key.dedup_run_id, key.b))
+        elif isinstance(key, RelevanceKey):
+            rec.update(dataset=self.dataset(key.dataset_id), sample_id=self.dataset_sample(key.dataset_id, key.sid),
+                       chunk_id=self.chunk_id(key.dataset_id, key.uid))
         else:
             rec.update(run=self.run(key.run_id)[0], sample_id=self.sample_id(key.run_id, key.sid), cell_id=key.cell_id)
             if isinstance(key, ClaimKey):
@@ -177,8 +201,8 @@ def import_labels(store: Store, path: str | Path, *, replace: bool = False) -> L
     """Import a label file in one transaction; all or nothing.
 
     Raises :class:`InputRejected` (``file:line: field: reason``, nothing written) on any bad
-    line: bad JSON or UTF-8, a missing, misspelt or mistyped key, a run, sample, cell, entity
-    or candidate pair that does not exist here, one item labelled twice differently by the
+    line: bad JSON or UTF-8, a missing, misspelt or mistyped key, a run, dataset, sample, cell,
+    chunk, entity or candidate pair that does not exist here, one item labelled twice differently by the
     same annotator, or a label the store holds differently (unless ``replace``: then the
     file's verdict, text and time win, and how the item was first chosen, ``via``, is kept).
     """
@@ -311,7 +335,8 @@ def _check_time(value: Any):
     return None
 
 
-_CHECKS = {"kind": check_str, "run": check_str, "sample_id": check_str, "cell_id": check_str, "claim": _check_index,
+_CHECKS = {"kind": check_str, "run": check_str, "dataset": check_str, "chunk_id": check_str,
+           "sample_id": check_str, "cell_id": check_str, "claim": _check_index,
            "text": check_str, "a": check_str, "b": check_str, "label": _check_bool, "annotator": _check_annotator,
            "via": _check_via, "labelled_at": _check_time}
 
@@ -361,9 +386,11 @@ class _Resolver:
             self.cache[key] = self.conn.execute(sql, params).fetchone()
         return self.cache[key]
 
-    def key(self, kind: str, rec: dict, problem) -> ClaimKey | PairKey | AnswerKey | None:
+    def key(self, kind: str, rec: dict, problem) -> ClaimKey | PairKey | AnswerKey | RelevanceKey | None:
         if kind == "dedup_pair":
             return self._pair(rec, problem)
+        if kind == "relevance":
+            return self._relevance(rec, problem)
         run = self._one(("run", rec["run"]), "SELECT r.id, r.dataset_id, d.name FROM runs r"
                         " JOIN datasets d ON d.id = r.dataset_id WHERE r.name = ?", (rec["run"],))
         if run is None:
@@ -411,6 +438,31 @@ class _Resolver:
         else:
             problem("$.claim", f"no claim {key.idx}: {answer} has claims 0 to {n[1]}")
         return False
+
+    def _relevance(self, rec: dict, problem) -> RelevanceKey | None:
+        """A (question, chunk) pair of a dataset: both must be in it (no verdict is needed: a human may label
+        a pair no judge has judged yet)."""
+        dataset = self._one(("dataset", rec["dataset"]), "SELECT id, unit_kind FROM datasets WHERE name = ?",
+                            (rec["dataset"],))
+        if dataset is None:
+            also = (" (that is a run: relevance labels name a dataset)" if self._one(
+                ("run-name", rec["dataset"]), "SELECT 1 FROM runs WHERE name = ?", (rec["dataset"],)) else "")
+            problem("$.dataset", f"unknown dataset {rec['dataset']!r}{also}")
+            return None
+        dataset_id = dataset[0]
+        sample = self._one(("sample", dataset_id, rec["sample_id"]),
+                           "SELECT sid FROM samples WHERE dataset_id = ? AND id = ?", (dataset_id, rec["sample_id"]))
+        if sample is None:
+            problem("$.sample_id", f"unknown sample id {rec['sample_id']!r} in dataset {rec['dataset']!r}")
+        unit = self._one(("chunk", dataset_id, rec["chunk_id"]),   # by the units' key (an index), then exactly
+                         "SELECT uid FROM units WHERE dataset_id = ? AND key = ? AND chunk_id = ?",
+                         (dataset_id, normalize_text(rec["chunk_id"]), rec["chunk_id"]))
+        if unit is None:
+            problem("$.chunk_id", f"unknown chunk id {rec['chunk_id']!r} in dataset {rec['dataset']!r}"
+                    + (" (it holds triples)" if dataset[1] == "triple" else ""))
+        if sample is None or unit is None:
+            return None
+        return RelevanceKey(dataset_id, sample[0], unit[0])
 
     def _dedup_run(self, name: str):
         return self._one(("dedup_run", name), "SELECT r.id, r.kg_id, k.name FROM dedup_runs r"

@@ -8,7 +8,9 @@ A card holds what the judge was shown, so the human judges the same question the
 - a **dedup pair**: both names and, per mode, the two contexts exactly as that mode's judge
   saw them, with its verdict, confidence and rationale;
 - an **answer**: the question, the gold answers with their aliases, the model's answer and
-  the scorer's score.
+  the scorer's score;
+- a **relevance** pair: the question and the retrieved chunk, as the judge read them, with the
+  chunk's document and where each retriever ranked it (:class:`RelevanceCard`).
 
 Each card also carries the judges' verdicts; a labelling screen hides them until the item is
 labelled, so they cannot anchor the human.
@@ -22,12 +24,17 @@ from workbench.browse import sample_detail
 from workbench.claims.report import answer_claims
 from workbench.kg.merges import proposals
 from workbench.kg.runner import dedup_run_by_id
+from workbench.retrieval.relevance import JudgedPair, judged_pair
 from workbench.store.db import Store
-from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey
+from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey, RelevanceKey
 from workbench.store.lookup import NotFound
 from workbench.store.queries import run_by_id
 
-__all__ = ["ClaimCard", "PairCard", "PairView", "AnswerCard", "claim_card", "pair_card", "answer_card", "card"]
+__all__ = ["ClaimCard", "PairCard", "PairView", "AnswerCard", "RelevanceCard", "claim_card", "pair_card",
+           "answer_card", "relevance_card", "card"]
+
+#: A (question, retrieved chunk) pair as a human labelling its relevance sees it.
+RelevanceCard = JudgedPair
 
 
 @dataclass(frozen=True)
@@ -144,10 +151,17 @@ def answer_card(store: Store, key: AnswerKey) -> AnswerCard:
                       run.config.get("score", "acc"))
 
 
-def card(store: Store, key: ItemKey) -> ClaimCard | PairCard | AnswerCard:
+def relevance_card(store: Store, key: RelevanceKey) -> RelevanceCard:
+    """The card of a (question, chunk) pair: the question, the chunk, its ranks and the judges' verdicts."""
+    return judged_pair(store, key)
+
+
+def card(store: Store, key: ItemKey) -> ClaimCard | PairCard | AnswerCard | RelevanceCard:
     """The card of any item key."""
     if isinstance(key, ClaimKey):
         return claim_card(store, key)
     if isinstance(key, PairKey):
         return pair_card(store, key)
+    if isinstance(key, RelevanceKey):
+        return relevance_card(store, key)
     return answer_card(store, key)

@@ -11,6 +11,10 @@
   is the judge's own call, before any reviewer decision.
 - **answers** of a run: every scored event. The judge is the run's scorer; its verdict is
   score ≥ 0.5, its score the event's score.
+- **relevance** of retrieved chunks in a dataset: every (question, chunk) pair the local model
+  judged (``workbench retrieval judge``), over every retriever (or one's). The judges are the
+  judging models (a judge per config key: model, prompt, passage cut); a judge's verdict is
+  "relevant", its score the verdict's stored score. Labels hang on the dataset.
 
 A population is held in columns (numpy arrays), not item objects: a run of 5M answers is a
 few arrays, and a report reads the judges' columns whole. Items are in key order; an item's
@@ -30,21 +34,24 @@ import numpy as np
 from workbench.claims.report import latest_claim_run
 from workbench.kg.merges import is_merged
 from workbench.kg.runner import get_dedup_run
+from workbench.retrieval.relevance import judge_names, judged_verdicts, latest_relevance_dataset, relevance_runs
 from workbench.store.db import Store
-from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey
+from workbench.store.labels import AnswerKey, ClaimKey, ItemKey, PairKey, RelevanceKey, owner_of
 from workbench.store.lookup import NotFound
-from workbench.store.queries import Run, get_run
+from workbench.store.queries import Run, get_dataset, get_run
 
 __all__ = ["JudgedItem", "Population", "ItemView", "claim_population", "pair_population", "answer_population",
-           "population", "uniform_rank", "uniform_ranks", "VOTE", "POPULATION_KINDS"]
+           "relevance_population", "population", "uniform_rank", "uniform_ranks", "VOTE", "POPULATION_KINDS"]
 
 VOTE = "vote"
 #: The kinds a report or a queue is asked for on the command line, and the label kind each holds.
-POPULATION_KINDS = {"claims": "claim", "dedup": "dedup_pair", "answers": "answer"}
+POPULATION_KINDS = {"claims": "claim", "dedup": "dedup_pair", "answers": "answer", "relevance": "relevance"}
 
 # The composite key packs an item's key fields into one int64 (cells by their sorted code):
-# claims (cell 15 bits, sid 32, idx 16), answers (cell, sid), pairs (a 31 bits, b 31).
+# claims (cell 15 bits, sid 32, idx 16), answers (cell, sid), pairs (a 31 bits, b 31),
+# relevance (sid 31 bits, uid 32).
 _CELL_BITS, _SID_BITS, _IDX_BITS = 15, 32, 16
+_UID_BITS = 32
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,13 @@ class JudgedItem:
     key: ItemKey
     verdicts: dict[str, bool]
     scores: dict[str, float]
-    text: str                                   # the claim, "name a ~ name b", or the answer
+    text: str                                   # the claim, "name a ~ name b", the answer, or "question → chunk id"
     merges: dict[str, bool] = field(default_factory=dict)   # dedup only: per mode, the judge merges it
 
     @property
     def sample(self) -> tuple[str, int] | None:
-        """(cell_id, sid) of a claim or an answer; None for a dedup pair."""
-        return None if isinstance(self.key, PairKey) else (self.key.cell_id, self.key.sid)
+        """(cell_id, sid) of a claim or an answer; None for a dedup pair or a relevance pair."""
+        return None if isinstance(self.key, (PairKey, RelevanceKey)) else (self.key.cell_id, self.key.sid)
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,9 @@ class Population:
     pairs' names; answers' texts are read when items are materialized (:meth:`texts_of`).
     """
 
-    kind: str                   # claim | dedup_pair | answer (the label kind)
-    run: str                    # the run's name (a dedup run's for pairs)
-    owner_id: int               # runs.id (dedup_runs.id for pairs): where the labels hang
+    kind: str                   # claim | dedup_pair | answer | relevance (the label kind)
+    run: str                    # the run's name (a dedup run's for pairs, the dataset's for relevance)
+    owner_id: int               # runs.id (dedup_runs.id for pairs, datasets.id for relevance): where the labels hang
     judges: tuple[str, ...]     # in report order; claims end with the vote
     source: str                 # what was judged, for a report's header
     fields: dict[str, np.ndarray]
@@ -104,6 +111,8 @@ class Population:
         f = self.fields
         if self.kind == "dedup_pair":
             return PairKey(self.owner_id, int(f["a"][i]), int(f["b"][i]))
+        if self.kind == "relevance":
+            return RelevanceKey(self.owner_id, int(f["sid"][i]), int(f["uid"][i]))
         cell = self.cells[int(f["cell"][i])]
         if self.kind == "claim":
             return ClaimKey(self.owner_id, cell, int(f["sid"][i]), int(f["idx"][i]))
@@ -117,7 +126,7 @@ class Population:
         cols: dict[str, list[int]] = {name: [] for name in self.fields}
         ok = np.ones(len(keys), dtype=bool)
         for n, key in enumerate(keys):
-            if getattr(key, "run_id", getattr(key, "dedup_run_id", None)) != self.owner_id:
+            if owner_of(key) != self.owner_id:
                 ok[n] = False
             for name in cols:
                 value = code.get(key.cell_id, -1) if name == "cell" else getattr(key, name)
@@ -183,12 +192,15 @@ class ItemView(Sequence[JudgedItem]):
 def _pack(kind: str, fields: dict[str, np.ndarray]) -> np.ndarray:
     if kind == "dedup_pair":
         return (fields["a"].astype(np.int64) << 31) | fields["b"].astype(np.int64)
+    if kind == "relevance":
+        return (fields["sid"].astype(np.int64) << _UID_BITS) | fields["uid"].astype(np.int64)
     packed = fields["cell"].astype(np.int64) << (_SID_BITS + _IDX_BITS) | fields["sid"].astype(np.int64) << _IDX_BITS
     return packed | fields["idx"].astype(np.int64) if kind == "claim" else packed
 
 
 def _check_ranges(kind: str, fields: dict[str, np.ndarray], cells: Sequence[str]) -> None:
-    limits = ({"a": 31, "b": 31} if kind == "dedup_pair" else {"sid": _SID_BITS, "idx": _IDX_BITS})
+    limits = ({"a": 31, "b": 31} if kind == "dedup_pair" else {"sid": 31, "uid": _UID_BITS} if kind == "relevance"
+              else {"sid": _SID_BITS, "idx": _IDX_BITS})
     for name, bits in limits.items():
         if name in fields and len(fields[name]) and (fields[name].min() < 0 or fields[name].max() >= 1 << bits):
             raise ValueError(f"a {name} outside 0..2^{bits} cannot be keyed")
@@ -220,11 +232,13 @@ def uniform_ranks(population: Population, seed: int) -> np.ndarray:
     first, which measures their agreement), and that new items join without reshuffling the
     others. Cells enter by a hash of their id, not their position.
     """
-    kind_word = {"claim": 1, "dedup_pair": 2, "answer": 3}[population.kind]
+    kind_word = {"claim": 1, "dedup_pair": 2, "answer": 3, "relevance": 4}[population.kind]
     h = _mix(_mix(np.full(len(population), np.uint64(seed & 0xFFFFFFFFFFFFFFFF))) ^ np.uint64(kind_word))
     f = population.fields
     if population.kind == "dedup_pair":
         parts = [f["a"], f["b"]]
+    elif population.kind == "relevance":
+        parts = [f["sid"], f["uid"]]
     else:
         words = np.array([_cell_word(c) for c in population.cells], dtype=np.uint64)
         parts = [words[f["cell"]] if len(words) else np.zeros(0, np.uint64), f["sid"]]
@@ -239,6 +253,8 @@ def uniform_rank(seed: int, key: ItemKey) -> int:
     """One item's place in the uniform queue (as :func:`uniform_ranks`, for a key on its own)."""
     if isinstance(key, PairKey):
         pop = _single("dedup_pair", {"a": np.array([key.a]), "b": np.array([key.b])}, ())
+    elif isinstance(key, RelevanceKey):
+        pop = _single("relevance", {"sid": np.array([key.sid]), "uid": np.array([key.uid])}, ())
     else:
         fields = {"cell": np.array([0]), "sid": np.array([key.sid])}
         if isinstance(key, ClaimKey):
@@ -379,13 +395,53 @@ def _scored(store: Store, run_id: int, cell: str) -> tuple[np.ndarray, np.ndarra
     return sid, score
 
 
+def relevance_population(store: Store, dataset: str | None = None, *, retriever: str | None = None) -> Population:
+    """The (question, chunk) pairs of a dataset (the latest judged when None) whose relevance the local model
+    judged, for every retriever or ``retriever``'s; one judge per judging config, each pair's newest verdict."""
+    if dataset is not None:
+        get_dataset(store, dataset)     # NotFound names the known datasets
+    runs = relevance_runs(store, dataset, retriever)
+    if not runs:
+        name = dataset if dataset is not None else latest_relevance_dataset(store)
+        of = f"retriever {retriever!r} in " if retriever is not None else ""
+        raise NotFound(f"no relevance judged for {of}dataset {name!r} yet: run `workbench retrieval judge {name}"
+                       f"{f' --retriever {retriever}' if retriever else ''}` first")
+    names = judge_names(runs)
+    judges = tuple(dict.fromkeys(names[r.config_key] for r in sorted(runs, key=lambda r: r.id)))
+    verdicts = judged_verdicts(store, runs)
+    pairs = sorted({(v.sid, v.uid) for v in verdicts})
+    at = {pair: i for i, pair in enumerate(pairs)}
+    n = len(pairs)
+    said = {j: np.zeros(n, dtype=bool) for j in judges}
+    scores = {j: np.zeros(n) for j in judges}
+    judged = {j: np.zeros(n, dtype=bool) for j in judges}
+    for v in verdicts:                  # oldest run first: a newer verdict on a pair replaces an older one
+        i, j = at[(v.sid, v.uid)], names[v.config_key]
+        said[j][i], scores[j][i], judged[j][i] = v.relevant, v.score, True
+    fields = {"sid": np.array([s for s, _ in pairs], dtype=np.int64), "uid": np.array([u for _, u in pairs],
+                                                                                       dtype=np.int64)}
+    _check_ranges("relevance", fields, ())
+    first = runs[0]
+    questions = dict(store.conn.execute("SELECT sid, question FROM samples WHERE dataset_id = ?", (first.dataset_id,)))
+    chunks = dict(store.conn.execute("SELECT uid, chunk_id FROM units WHERE dataset_id = ?", (first.dataset_id,)))
+    what = ", ".join(f"{r.retriever} top {r.k}" for r in runs) if retriever is None else \
+        ", ".join(f"top {r.k}" for r in runs)
+    source = (f"relevance of {retriever + ' ' if retriever else ''}retrieved chunks ({what}; judged by "
+              f"{', '.join(judges)})")
+    return Population("relevance", first.dataset, first.dataset_id, judges, source, fields, said, scores, judged, (),
+                      [f"{questions.get(s, '?')} → {chunks.get(u, u)}" for s, u in pairs])
+
+
 def population(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
-               threshold: float = 0.5) -> Population:
-    """The population of ``kind`` (``claims``, ``dedup`` or ``answers``) in ``run``."""
+               threshold: float = 0.5, retriever: str | None = None) -> Population:
+    """The population of ``kind`` (``claims``, ``dedup``, ``answers`` or ``relevance``) in ``run`` (for relevance:
+    the dataset, and only ``retriever``'s pairs if given)."""
     if kind == "claims":
         return claim_population(store, run, claim_run)
     if kind == "dedup":
         return pair_population(store, run, threshold=threshold)
     if kind == "answers":
         return answer_population(store, run)
+    if kind == "relevance":
+        return relevance_population(store, run, retriever=retriever)
     raise ValueError(f"kind {kind!r} is not one of {', '.join(POPULATION_KINDS)}")

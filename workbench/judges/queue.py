@@ -6,7 +6,7 @@
   Skipping an item leaves it for later; an annotator who skips the hard ones makes the
   sample less uniform, so the report counts the uniform labels it uses.
 - ``disagreement`` shows only the items whose judges disagree (claims: the verifiers; dedup
-  pairs: the modes), the most split first. It finds a judge's failures fast and makes κ
+  pairs: the modes; relevance: the judging models), the most split first. It finds a judge's failures fast and makes κ
   look worse than it is; its labels are kept out of every prediction-powered estimate.
 """
 

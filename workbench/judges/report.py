@@ -19,7 +19,9 @@ For a population (:mod:`workbench.judges.items`) and its labels:
   - dedup pairs: **pair precision** of each mode's own merges (coreferent at confidence ≥ the
     threshold): the share of merged pairs that are the same entity; the judge's estimate is
     its mean stated probability of "same" over those pairs;
-  - answers: **accuracy**, the share of answers that are correct (the scorer's score).
+  - answers: **accuracy**, the share of answers that are correct (the scorer's score);
+  - relevance: **precision of the retrieved chunks**, the share of the judged (question, retrieved
+    chunk) pairs that are relevant (the judge's estimate: its verdicts).
 
   Every metric is a share, so its estimates are clipped to [0, 1].
 """
@@ -39,9 +41,10 @@ from workbench.judges.items import (POPULATION_KINDS, VOTE, Population, answer_p
 from workbench.kg.runner import get_dedup_run
 from workbench.metrics.agreement import Agreement, agreement
 from workbench.metrics.ppi import PPIEstimates, ppi_mean
+from workbench.retrieval.relevance import latest_relevance_dataset
 from workbench.store.db import Store
 from workbench.store.labels import ClaimKey, Label, label_count, labels_of
-from workbench.store.queries import get_run
+from workbench.store.queries import get_dataset, get_run
 from workbench.tables import fmt_estimate, fmt_number
 
 __all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeReport", "judge_report",
@@ -50,7 +53,8 @@ __all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeRepor
 
 BINARY = (False, True)
 #: The judged metric a prediction-powered estimate corrects, per label kind.
-METRIC = {"claim": "faithfulness over claims", "dedup_pair": "pair precision of merges", "answer": "accuracy"}
+METRIC = {"claim": "faithfulness over claims", "dedup_pair": "pair precision of merges", "answer": "accuracy",
+          "relevance": "precision of retrieved chunks"}
 
 
 @dataclass(frozen=True)
@@ -169,10 +173,12 @@ def report_on(store: Store, pop: Population, *, resamples: int = 2000, seed: int
 
 
 def judge_report(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
-                 threshold: float = 0.5, resamples: int = 2000, seed: int = 0) -> JudgeReport:
-    """The judge report of ``kind`` (``claims``, ``dedup`` or ``answers``) in ``run``."""
-    return report_on(store, population(store, kind, run, claim_run=claim_run, threshold=threshold),
-                     resamples=resamples, seed=seed)
+                 threshold: float = 0.5, retriever: str | None = None, resamples: int = 2000,
+                 seed: int = 0) -> JudgeReport:
+    """The judge report of ``kind`` (``claims``, ``dedup``, ``answers`` or ``relevance``) in ``run`` (for relevance:
+    the dataset, ``retriever``'s pairs only if given)."""
+    return report_on(store, population(store, kind, run, claim_run=claim_run, threshold=threshold,
+                                       retriever=retriever), resamples=resamples, seed=seed)
 
 
 def cell_estimates(store: Store, run: str, cell_id: str) -> list[MetricEstimate]:
@@ -235,12 +241,15 @@ def report_json(report: JudgeReport) -> dict:
 
 
 def labelled_estimates(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
-                       threshold: float = 0.5) -> list[MetricEstimate] | None:
-    """The prediction-powered estimates of ``kind`` in ``run``; None when it has no label of that kind
-    (checked first, so a report without labels reads nothing more)."""
+                       threshold: float = 0.5, retriever: str | None = None) -> list[MetricEstimate] | None:
+    """The prediction-powered estimates of ``kind`` in ``run`` (the dataset for relevance); None when it has
+    no label of that kind (checked first, so a report without labels reads nothing more)."""
     pop_kind = POPULATION_KINDS[kind]
-    owner = (get_dedup_run(store, run).id if kind == "dedup" else get_run(store, run).id)
+    if kind == "relevance" and run is None:
+        run = latest_relevance_dataset(store)
+    owner = (get_dedup_run(store, run).id if kind == "dedup" else get_dataset(store, run).id if kind == "relevance"
+             else get_run(store, run).id)
     if not label_count(store.conn, pop_kind, owner):
         return None
-    pop = population(store, kind, run, claim_run=claim_run, threshold=threshold)
+    pop = population(store, kind, run, claim_run=claim_run, threshold=threshold, retriever=retriever)
     return _estimates(pop, _matched(pop, labels_of(store.conn, pop.kind, pop.owner_id))[0])

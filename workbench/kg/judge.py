@@ -90,25 +90,20 @@ def _clip(x: float) -> float:
 
 
 class EmbeddingJudge:
-    """Embedding-only mode: cosine of the two entities' contexts (name + relations) from a GGUF model."""
+    """Embedding-only mode: cosine of the two entities' contexts (name + relations), thresholded.
 
-    def __init__(self, model_path: str, threshold: float = 0.9):
-        from workbench.models.locate import resolve_model
+    ``embedder`` is a :class:`~workbench.models.embedder.CachedEmbedder` (vectors kept in the store).
+    """
 
-        self.path, self.threshold = str(resolve_model(model_path)), threshold
-        self._llm = None
-        self._cache: dict[str, np.ndarray] = {}
+    def __init__(self, embedder, threshold: float = 0.9):
+        self.embedder, self.threshold = embedder, threshold
 
     def _vector(self, text: str) -> np.ndarray:
-        if text not in self._cache:
-            if self._llm is None:
-                from workbench.retrieval.dense import DenseIndex
+        return self.embedder.vectors([text])[0].astype(np.float64)
 
-                self._llm = DenseIndex._model(self.path)
-            v = np.asarray(self._llm.embed(text, truncate=True), dtype=np.float64).reshape(-1)
-            norm = np.linalg.norm(v)
-            self._cache[text] = v / norm if norm else v
-        return self._cache[text]
+    def close(self) -> None:
+        """Free the embedding model."""
+        self.embedder.close()
 
     def judge(self, text_a: str, text_b: str) -> Verdict:
         cos = float(self._vector(text_a) @ self._vector(text_b))

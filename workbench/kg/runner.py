@@ -17,6 +17,7 @@ from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, g
 from workbench.kg.context import ContextConfig, collect_context
 from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messages, parse_verdict
 from workbench.models.cached import default_llm
+from workbench.models.embedder import CachedEmbedder
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
 from workbench.store.db import Store, utcnow
@@ -35,7 +36,7 @@ class DedupConfig:
     use_neighbours: bool = True
     model: str = "default"
     max_tokens: int = 64
-    embedding_model: str | None = None
+    embedding_model: str | None = None     # None: all-MiniLM-L6-v2 (shipped)
     embedding_threshold: float = 0.9
 
     def validate(self) -> None:
@@ -44,8 +45,6 @@ class DedupConfig:
                 raise ValueError(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
         if not self.modes:
             raise ValueError("--modes: give at least one of " + ", ".join(MODES))
-        if "embedding" in self.modes and not self.embedding_model:
-            raise ValueError("--modes embedding needs --embedding-model PATH.gguf")
         if self.max_relations < 0 or self.max_text_chunks < 0 or self.chunk_max_chars < 1:
             raise ValueError("--max-relations and --max-text-chunks must be ≥ 0, --chunk-max-chars ≥ 1")
 
@@ -212,12 +211,14 @@ class _DedupWork(PassWork):
         if self.llm is None and any(m != "embedding" for m in config.modes):
             self.own_llm = True
             self.llm = default_llm(self.store, config.model)
-        self.embedder = (EmbeddingJudge(config.embedding_model, config.embedding_threshold) if config.embedding_model
-                         else None)
+        self.embedder = (EmbeddingJudge(CachedEmbedder(self.store, config.embedding_model),
+                                        config.embedding_threshold) if "embedding" in config.modes else None)
 
     def close(self) -> None:
         if self.own_llm:
             self.llm.close()
+        if self.embedder is not None:
+            self.embedder.close()
 
     def describe(self, job: tuple[int, int, str]) -> str:
         a, b, mode = job

@@ -166,6 +166,14 @@ def latest_corpus(store: Store) -> str | None:
     return row[0] if row else None
 
 
+def stored_retrievers(store: Store, dataset: str) -> list[str]:
+    """The retrievers with results stored for ``dataset``: ``bm25`` first when present, then by name."""
+    ds = get_dataset(store, dataset)
+    names = [r for (r,) in store.conn.execute("SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ?"
+                                              " ORDER BY retriever", (ds.id,))]
+    return sorted(names, key=lambda r: (r != "bm25", r))
+
+
 def document_preview(store: Store, dataset: str, doc_id: str, chars: int = 400) -> str:
     """A document's title and the beginning of its text, for triaging a miss."""
     ds = get_dataset(store, dataset)

@@ -1,34 +1,45 @@
-"""Built-in retrieval runs: BM25 over a dataset's units, stored like imported retrieval.jsonl.
+"""Built-in retrieval runs: BM25, dense or hybrid over a dataset's units, stored like imported retrieval.jsonl.
 
-The index is persisted under ``<db>.indexes/`` keyed by the corpus fingerprint, so it
-is rebuilt only when the dataset's units change. Every sample's question is a query;
+The BM25 index is persisted under ``<db>.indexes/`` keyed by the corpus fingerprint, so it
+is rebuilt only when the dataset's units change; dense vectors live in the store's
+``embeddings`` table, so only changed units are embedded again. Every sample's question is a query;
 the ranked units land in ``retrievals`` under the retriever's name, in one transaction.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Sequence, TextIO
 
 from workbench.data.importer import count_noun
 from workbench.errors import BadInput
 from workbench.evidence.stored import load_units
+from workbench.models.embedder import CachedEmbedder
 from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_text
+from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
+
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+#: How deep each side of ``hybrid`` ranks before the fusion keeps the top k.
+HYBRID_DEPTH = 100
 
 
 @dataclass
 class RetrievalRunReport:
     dataset: str
-    retriever: str
+    retriever: str                           # the name the results are stored under
     queries: int
-    index_built: bool
-    index_dir: str
-    mode: str
+    index_built: bool                        # the BM25 index (bm25, hybrid) was built, not loaded
+    index_dir: str | None
+    mode: str | None                         # BM25's tokenizer (bm25, hybrid)
+    method: str = "bm25"                     # bm25 | dense | hybrid
+    embedding_model: str | None = None       # dense, hybrid: the GGUF
+    embedded: int | None = None              # dense, hybrid: texts embedded now (units and questions)
+    cached: int | None = None                # ... and read from the cache
     unchanged: bool = False
     replaced: dict[str, int] | None = None   # the old results replaced: rows, and runs planned on them
 
@@ -51,46 +62,63 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto") -> tuple[BM25I
     return index, True, directory
 
 
-def open_dense_index(store: Store, dataset_id: int, model: str):
-    """The dataset's dense index for ``model`` (a GGUF path): loaded when the corpus is unchanged."""
-    from workbench.models.locate import resolve_model
-    from workbench.retrieval.dense import META_NAME, DenseIndex
+def dense_search(store: Store, dataset_id: int, questions: Sequence[str], k: int, model: str | None,
+                 *, n_threads: int | None = None, on_wait=None) -> tuple[list, CachedEmbedder]:
+    """Cosine top ``k`` of every question over the dataset's units, vectors from the store's cache.
 
-    path = str(resolve_model(model))
+    Returns the rankings and the embedder, whose ``embedded`` / ``cached`` say what was computed.
+    """
     docs = _docs(store, dataset_id)
-    fp = fingerprint(docs)
-    tag = hashlib.sha256(path.encode()).hexdigest()[:8]
-    directory = Path(f"{store.path}.indexes") / f"dense-{dataset_id}-{tag}-{fp[:16]}"
-    if (directory / META_NAME).is_file():
-        return DenseIndex.load(directory), False, directory
-    index = DenseIndex.build(docs, path, fp)
-    index.save(directory)
-    return index, True, directory
+    embedder = CachedEmbedder(store, model, n_threads=n_threads, on_wait=on_wait)
+    try:
+        vectors = embedder.vectors([text for _, text in docs])
+        queries = embedder.vectors(list(questions))
+    finally:
+        embedder.close()
+    return cosine_top_k(queries, vectors, [uid for uid, _ in docs], k), embedder
 
 
 def retrieve(store: Store, dataset: str | None = None, *, name: str | None = None, k: int = 50, mode: str = "auto",
-             dense_model: str | None = None, replace: bool = False) -> RetrievalRunReport:
-    """Run BM25 (or, with ``dense_model``, dense retrieval) for every question; store the top ``k``.
+             retriever: str = "bm25", embedding_model: str | None = None, replace: bool = False,
+             n_threads: int | None = None, on_wait=None) -> RetrievalRunReport:
+    """Run a built-in retriever for every question; store the top ``k`` as retriever ``name``.
 
-    The results are stored as retriever ``name`` (default ``bm25``, or ``dense``).
+    ``retriever``: ``bm25``; ``dense`` (cosine over ``embedding_model``'s vectors, default
+    all-MiniLM-L6-v2); ``hybrid`` (reciprocal rank fusion of the two, each ranked to
+    ``max(k, HYBRID_DEPTH)``). ``name`` defaults to the retriever's.
     """
     if k < 1:
         raise ValueError("--k must be at least 1")
-    name = name or ("dense" if dense_model else "bm25")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"--retriever: {retriever!r} is not one of {', '.join(RETRIEVERS)}")
+    name = name or retriever
     ds = get_dataset(store, dataset)
     samples = load_samples(store, ds.id)
     if not samples:
         raise ValueError(f"dataset {ds.name!r} has no questions to retrieve for")
-    if dense_model:
-        index, built, directory = open_dense_index(store, ds.id, dense_model)
-        mode = "dense"
-    else:
+    questions = [s.question for s in samples]
+    depth = k if retriever == "bm25" else max(k, HYBRID_DEPTH)
+    built, directory, embedder = False, None, None
+    if retriever in ("bm25", "hybrid"):
         index, built, directory = open_index(store, ds.id, mode)
         mode = index.mode
-    results = index.search_many([s.question for s in samples], k)
+        lexical = index.search_many(questions, k if retriever == "bm25" else depth)
+    if retriever in ("dense", "hybrid"):
+        dense, embedder = dense_search(store, ds.id, questions, k if retriever == "dense" else depth,
+                                       embedding_model, n_threads=n_threads, on_wait=on_wait)
+    if retriever == "bm25":
+        results = lexical
+    elif retriever == "dense":
+        results, mode = dense, None
+    else:
+        results = [reciprocal_rank_fusion([[u for u, _ in a], [u for u, _ in b]], k) for a, b in zip(lexical, dense)]
+    report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory) if directory else None, mode,
+                                method=retriever)
+    if embedder is not None:
+        report.embedding_model = str(embedder.path)
+        report.embedded, report.cached = embedder.embedded, embedder.cached
     rows = [(ds.id, name, s.sid, json.dumps([int(u) for u, _ in ranked]), json.dumps([float(x) for _, x in ranked]))
             for s, ranked in zip(samples, results)]
-    report = RetrievalRunReport(ds.name, name, len(samples), built, str(directory), mode)
     # Compared under the write lock: results another process stored meanwhile are never replaced unseen.
     with store.transaction() as conn:
         existing = conn.execute("SELECT sid, uids, scores FROM retrievals WHERE dataset_id = ? AND retriever = ?",

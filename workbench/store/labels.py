@@ -1,6 +1,8 @@
-"""Human labels of judged items (migration 0013): claims, dedup pairs and answers, with who and when.
+"""Human labels of judged items (migrations 0013, 0016): claims, dedup pairs, answers and the relevance of
+retrieved chunks, with who and when.
 
-An item is named by a typed key (:class:`ClaimKey`, :class:`PairKey`, :class:`AnswerKey`);
+An item is named by a typed key (:class:`ClaimKey`, :class:`PairKey`, :class:`AnswerKey`,
+:class:`RelevanceKey`);
 a :class:`Label` is one annotator's verdict on one item. Each label is written in its own
 transaction, so a labelling session killed at any instant keeps every label it showed as
 saved. Labelling an item again (same annotator) replaces the verdict and its time and keeps
@@ -18,12 +20,13 @@ from typing import Iterator, Union
 
 from workbench.store.db import Store, utcnow
 
-__all__ = ["KINDS", "VIAS", "ANNOTATOR_ENV", "ClaimKey", "PairKey", "AnswerKey", "ItemKey", "Label", "kind_of",
+__all__ = ["KINDS", "VIAS", "ANNOTATOR_ENV", "ClaimKey", "PairKey", "AnswerKey", "RelevanceKey", "ItemKey", "Label",
+           "kind_of", "owner_of",
            "put_label", "write_label", "clear_label", "stored_label", "labels_of", "all_labels", "label_count",
            "default_annotator"]
 
 #: The kinds of labelled items, as named in label files.
-KINDS = ("claim", "dedup_pair", "answer")
+KINDS = ("claim", "dedup_pair", "answer", "relevance")
 #: How an item came to its annotator; only ``uniform`` labels may feed a prediction-powered estimate.
 VIAS = ("uniform", "disagreement", "browse", "import")
 ANNOTATOR_ENV = "WORKBENCH_ANNOTATOR"
@@ -61,12 +64,21 @@ class AnswerKey:
     sid: int
 
 
-ItemKey = Union[ClaimKey, PairKey, AnswerKey]
+@dataclass(frozen=True)
+class RelevanceKey:
+    """Chunk ``uid`` as an answer to question ``sid`` of dataset ``dataset_id`` (whichever retriever ranked it)."""
+
+    dataset_id: int
+    sid: int
+    uid: int
+
+
+ItemKey = Union[ClaimKey, PairKey, AnswerKey, RelevanceKey]
 
 
 @dataclass(frozen=True)
 class Label:
-    """One annotator's verdict on one item (True: supported / the same entity / correct)."""
+    """One annotator's verdict on one item (True: supported / the same entity / correct / relevant)."""
 
     key: ItemKey
     annotator: str
@@ -76,10 +88,12 @@ class Label:
     claim: str | None = None     # claims only: the claim's text as labelled
 
 
-_KIND = {ClaimKey: "claim", PairKey: "dedup_pair", AnswerKey: "answer"}
+_KIND = {ClaimKey: "claim", PairKey: "dedup_pair", AnswerKey: "answer", RelevanceKey: "relevance"}
 _KEY = {kind: cls for cls, kind in _KIND.items()}
-_TABLE = {"claim": "claim_labels", "dedup_pair": "pair_labels", "answer": "answer_labels"}
-_OWNER = {"claim": "run_id", "dedup_pair": "dedup_run_id", "answer": "run_id"}
+_TABLE = {"claim": "claim_labels", "dedup_pair": "pair_labels", "answer": "answer_labels",
+          "relevance": "relevance_labels"}
+#: What the labels of each kind hang on: a run, a dedup run, or (relevance) a dataset.
+_OWNER = {"claim": "run_id", "dedup_pair": "dedup_run_id", "answer": "run_id", "relevance": "dataset_id"}
 
 
 def _key_columns(kind: str) -> list[str]:
@@ -87,8 +101,13 @@ def _key_columns(kind: str) -> list[str]:
 
 
 def kind_of(key: ItemKey) -> str:
-    """The kind of item a key names: ``claim``, ``dedup_pair`` or ``answer``."""
+    """The kind of item a key names: ``claim``, ``dedup_pair``, ``answer`` or ``relevance``."""
     return _KIND[type(key)]
+
+
+def owner_of(key: ItemKey) -> int:
+    """The id of what the item's labels hang on: its run, dedup run or (relevance) dataset."""
+    return getattr(key, _OWNER[kind_of(key)])
 
 
 def _check(label: Label) -> None:
@@ -163,7 +182,8 @@ def stored_label(conn: sqlite3.Connection, key: ItemKey, annotator: str) -> Labe
 
 
 def labels_of(conn: sqlite3.Connection, kind: str, owner_id: int) -> list[Label]:
-    """Every label of one kind on one run (a dedup run for ``dedup_pair``), every annotator."""
+    """Every label of one kind on one run (a dedup run for ``dedup_pair``, a dataset for ``relevance``),
+    every annotator."""
     return list(_rows(conn, kind, f"WHERE {_OWNER[kind]} = ?", (owner_id,)))
 
 
@@ -174,7 +194,7 @@ def all_labels(conn: sqlite3.Connection) -> Iterator[Label]:
 
 
 def label_count(conn: sqlite3.Connection, kind: str, owner_id: int, annotator: str | None = None) -> int:
-    """How many labels of ``kind`` a run holds (by one annotator when given)."""
+    """How many labels of ``kind`` a run (dedup run, dataset) holds (by one annotator when given)."""
     sql = f"SELECT count(*) FROM {_TABLE[kind]} WHERE {_OWNER[kind]} = ?"
     params: tuple = (owner_id,)
     if annotator is not None:

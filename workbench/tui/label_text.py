@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.judges.cards import AnswerCard, ClaimCard, PairCard
+from workbench.judges.cards import AnswerCard, ClaimCard, PairCard, RelevanceCard
 from workbench.judges.items import VOTE, JudgedItem
 from workbench.judges.report import METRIC, JudgeReport
 from workbench.tables import DASH, fmt_estimate, fmt_number
@@ -12,9 +12,12 @@ from workbench.tui.markup import esc
 
 # What y and n mean for each kind.
 ANSWERS = {"claims": ("supported", "unsupported"), "dedup": ("same entity", "different"),
-           "answers": ("correct", "wrong")}
+           "answers": ("correct", "wrong"), "relevance": ("relevant", "not relevant")}
 QUESTIONS = {"claims": "Supported by a unit shown to the model?", "dedup": "The same entity?",
-             "answers": "Is the answer correct?"}
+             "answers": "Is the answer correct?",
+             "relevance": "Is this passage relevant to answering the question?"}
+#: A chunk longer than this is cut on the card unless e (more context) is on.
+PASSAGE_CHARS = 600
 
 
 def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
@@ -115,6 +118,17 @@ def card_text(kind: str, item: JudgedItem, shown: Any, *, more: bool, verdicts: 
         if verdicts:
             lines.append(f"[dim]scorer {esc(shown.scorer)}: score "
                          f"{DASH if shown.score is None else f'{shown.score:.2f}'}[/dim]")
+    elif isinstance(shown, RelevanceCard):
+        ranks = ", ".join(f"{esc(r)} #{n}" for r, n in shown.ranks.items()) or DASH
+        where = f"{shown.dataset} · {shown.sample_id} · {shown.chunk_id}"
+        doc = f"{esc(shown.title)} · " if shown.title else ""
+        text = shown.text if more or len(shown.text) <= PASSAGE_CHARS else (
+            shown.text[:PASSAGE_CHARS] + " …")
+        lines += [f"[b]Question[/b] {esc(shown.question)}",
+                  f"[b]Passage[/b] {doc}{esc(shown.chunk_id)} [dim](ranked {ranks})[/dim]",
+                  f"[reverse]{esc(text)}[/reverse]"]
+        if len(shown.text) > PASSAGE_CHARS:
+            lines.append(f"[dim]{len(shown.text):,} characters (e {'cuts' if more else 'shows all'})[/dim]")
     else:
         lines.append(f"[b]{esc(item.text)}[/b]")
         lines.append(f"[dim]{esc(shown) if isinstance(shown, str) else 'loading the item …'}[/dim]")

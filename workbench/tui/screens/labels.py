@@ -1,7 +1,8 @@
 """Labels: a human labels judged items one key at a time, so the workbench can say how far each judge is trusted.
 
 One item at a time from the label queue (:mod:`workbench.judges.queue`) of the current run:
-its claims (default when verified), the newest dedup run's pairs, or its answers. y / n label
+its claims (default when verified), the newest dedup run's pairs, its answers, or the relevance
+of retrieved chunks in the dataset judged last (``workbench retrieval judge``). y / n label
 the item, s skips it, z undoes the last label. Each label is written in its own transaction
 by one serial writer (:class:`SerialWrites`): the screen moves on at once, and labels land in
 the order they were given, none lost and none twice. The judges' verdicts stay hidden until the
@@ -25,6 +26,7 @@ from workbench.judges.items import JudgedItem, Population, population
 from workbench.judges.queue import describe_order, label_queue
 from workbench.judges.report import JudgeReport, report_on
 from workbench.kg.runner import get_dedup_run
+from workbench.retrieval.relevance import latest_relevance_dataset
 from workbench.store.labels import ClaimKey, clear_label, default_annotator, put_label
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run
@@ -36,8 +38,10 @@ from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.serial import SerialWrites
 from workbench.tui.widgets import KeyFooter
 
-KINDS = ("claims", "dedup", "answers")
-KIND_TITLES = {"claims": "claims", "dedup": "dedup pairs", "answers": "answers"}
+KINDS = ("claims", "dedup", "answers", "relevance")
+KIND_TITLES = {"claims": "claims", "dedup": "dedup pairs", "answers": "answers", "relevance": "retrieved chunks"}
+#: The kinds whose items do not belong to the current run: the newest dedup run's, the latest judged dataset's.
+RUNLESS = ("dedup", "relevance")
 WIDE = 100          # from this width the report sits right of the item, below it on a narrower screen
 PREFETCH = 4        # cards loaded ahead of the item shown
 WINDOW = 100        # items of the queue materialized at a time (a queue of 5M answers is never listed whole)
@@ -50,7 +54,7 @@ class QueueView:
     """What a queue worker returns: the population and its queue, or what to do when there is none."""
 
     kind: str
-    run: str | None                 # the run labelled (the dedup run for dedup pairs)
+    run: str | None                 # the run labelled (the dedup run for dedup pairs, the dataset for relevance)
     order: str
     population: Population | None = None
     items: tuple[JudgedItem, ...] = ()   # the next items to label, with their texts (a window of the queue)
@@ -66,13 +70,16 @@ class QueueView:
 
 
 def default_kind(store, run_name: str | None) -> str:
-    """Claims when the run has verified claims, else its answers (dedup when there is no run but a dedup run)."""
+    """Claims when the run has verified claims, else its answers (with no run: dedup when there is a dedup
+    run, else chunk relevance when some was judged)."""
     if run_name is None:
-        try:
-            get_dedup_run(store)
-            return "dedup"
-        except NotFound:
-            return "claims"
+        for kind, latest in (("dedup", get_dedup_run), ("relevance", latest_relevance_dataset)):
+            try:
+                latest(store)
+                return kind
+            except NotFound:
+                pass
+        return "claims"
     try:
         return "claims" if latest_claim_run(store, get_run(store, run_name)) else "answers"
     except NotFound:
@@ -93,6 +100,14 @@ def load_queue(store, kind: str | None, run_name: str | None, order: str, annota
             return QueueView(kind, None, order, empty=(
                 "No dedup runs yet: in a shell, `workbench dedup import DIR`, then `workbench dedup run KG` "
                 "(e.g. `workbench dedup import sample_data/dedup`, `workbench dedup run dedup`)."))
+    elif kind == "relevance":
+        try:
+            run = latest_relevance_dataset(store)
+        except NotFound:
+            return QueueView(kind, None, order, empty=(
+                "No chunk relevance judged yet: in a shell, `workbench retrieval judge DATASET --retriever bm25 --k 5` "
+                "(e.g. after `workbench corpus import sample_data/howtocook --name hc`, `workbench questions "
+                "generate hc`, `workbench retrieve hc`)."))
     else:
         if run_name is None:
             return QueueView(kind, None, order, empty="No run selected: open one in Runs (r, then enter).")
@@ -105,9 +120,11 @@ def load_queue(store, kind: str | None, run_name: str | None, order: str, annota
                 f"Run {run} has no verified claims yet: run `workbench claims run {run}` first."))
         return QueueView(kind, run, order, empty=str(exc))
     if not len(pop):
-        what = {"claims": "no claims", "dedup": "no judged pairs", "answers": "no scored answers"}[kind]
+        what = {"claims": "no claims", "dedup": "no judged pairs", "answers": "no scored answers",
+                "relevance": "no judged chunks"}[kind]
         todo = {"claims": f"`workbench claims run {run}`", "dedup": f"`workbench dedup resume {run}`",
-                "answers": f"the run (r, then u to resume) or `workbench predictions import FILE {run}`"}[kind]
+                "answers": f"the run (r, then u to resume) or `workbench predictions import FILE {run}`",
+                "relevance": f"`workbench retrieval judge {run}`"}[kind]
         return QueueView(kind, run, order, pop, empty=f"{KIND_TITLES[kind].capitalize()} of {run}: {what} yet. "
                                                       f"Finish it first: {todo}.")
     note = ""
@@ -200,7 +217,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
     # -- loading ---------------------------------------------------------------------------------
 
     def on_screen_resume(self) -> None:
-        run_changed = self.view is not None and self.view.kind != "dedup" and self.view.run != self.app.run_name
+        run_changed = self.view is not None and self.view.kind not in RUNLESS and self.view.run != self.app.run_name
         if run_changed:
             self.kind = None    # the new run's default kind
         if self.view is None or run_changed or not self.touched:
@@ -336,7 +353,8 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         if view is None:
             return
         kind = view.kind
-        where = f"dedup run {esc(view.run)}" if kind == "dedup" else f"run {esc(view.run or DASH)}"
+        where = {"dedup": f"dedup run {esc(view.run or DASH)}", "relevance": f"dataset {esc(view.run or DASH)}"}.get(
+            kind, f"run {esc(view.run or DASH)}")
         total = view.total
         heading.update(f"[b]Labels[/b]  {KIND_TITLES[kind]} (t) · {where} · annotator {esc(self.annotator)} · "
                        f"labelled {self.labelled} of {total} ({self.order})")

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
-from workbench.retrieval.evaluate import document_preview, evaluate_retrieval, latest_corpus
+from workbench.retrieval.evaluate import document_preview, evaluate_retrieval, latest_corpus, stored_retrievers
 from workbench.tables import fmt_estimate
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
@@ -21,11 +21,16 @@ from workbench.tui.widgets import KeyFooter
 QUICK_RESAMPLES, RESAMPLES = 100, 1000
 
 
-def _evaluation(store, retriever: str, resamples: int):
+def _evaluation(store, retriever: str | None, resamples: int):
+    """The latest corpus's evaluation for ``retriever`` (default: its first stored), and every stored retriever."""
     name = latest_corpus(store)
     if name is None:
         return None
-    return evaluate_retrieval(store, name, retriever, (1, 3, 5, 10), resamples=resamples)
+    names = stored_retrievers(store, name)
+    if not names:
+        return None
+    chosen = retriever if retriever in names else names[0]
+    return evaluate_retrieval(store, name, chosen, (1, 3, 5, 10), resamples=resamples), names
 
 
 def _miss(store, dataset, miss):
@@ -53,14 +58,17 @@ class MissScreen(ModalScreen[None]):
 
 
 class RetrievalScreen(WorkbenchScreen):
-    """Doc- or chunk-level metrics of the built-in retriever on the latest corpus."""
+    """Doc- or chunk-level metrics of a retriever (bm25, dense, hybrid, …) on the latest corpus."""
 
-    BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("enter", "open_miss", "Open miss", priority=True)]
+    BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("n", "next_retriever", "Next retriever"),
+                Binding("enter", "open_miss", "Open miss", priority=True)]
 
     def __init__(self):
         super().__init__()
         self.level = "doc"
         self.report = None
+        self.retriever: str | None = None      # None: the first stored (bm25 when there is one)
+        self.retrievers: list[str] = []
         self.resamples = RESAMPLES
         # The database version the shown report was computed at: coming back unchanged costs nothing.
         self.version: int | None = None
@@ -91,7 +99,7 @@ class RetrievalScreen(WorkbenchScreen):
         if self.report is None:
             self.query_one("#heading", Static).update("[b]Retrieval[/b]  evaluating the latest corpus …")
         # Two passes, as on the Ledger: a quick bootstrap paints at once, the full one refines the CIs.
-        self.load("eval", _evaluation, "bm25", QUICK_RESAMPLES)
+        self.load("eval", _evaluation, self.retriever, QUICK_RESAMPLES)
 
     def on_resize(self) -> None:
         if self.report is not None:
@@ -99,9 +107,11 @@ class RetrievalScreen(WorkbenchScreen):
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "eval":
-            self.report = message.payload
+            self.report, self.retrievers = message.payload if message.payload is not None else (None, [])
+            if self.report is not None:
+                self.retriever = self.report.retriever
             if self.report is not None and self.report.resamples < self.resamples:
-                self.load("eval", _evaluation, "bm25", self.resamples)
+                self.load("eval", _evaluation, self.retriever, self.resamples)
             else:
                 self.computing = False
             self._draw()
@@ -121,7 +131,8 @@ class RetrievalScreen(WorkbenchScreen):
         r = self.report
         overall = r.levels[self.level]["overall"]
         refining = "  [dim]refining CIs …[/dim]" if r.resamples < self.resamples else ""
-        heading.update(f"[b]Retrieval[/b]  {esc(r.dataset)} · {esc(r.retriever)} · {r.n:,} questions · "
+        others = f" (n: next of {len(self.retrievers)})" if len(self.retrievers) > 1 else ""
+        heading.update(f"[b]Retrieval[/b]  {esc(r.dataset)} · {esc(r.retriever)}{others} · {r.n:,} questions · "
                        f"{self.level}-level · {len(r.misses):,} doc-level misses at @{max(r.ks)}{refining}")
         curves = self.query_one("#curves", Static)
         width, height = max(40, (curves.size.width or 80) - 1), max(10, curves.size.height or 14)
@@ -148,6 +159,15 @@ class RetrievalScreen(WorkbenchScreen):
             table.add_row(miss["question"], miss["gold"], " · ".join(miss["retrieved"]) or "—", key=str(i))
         if r.misses:
             table.move_cursor(row=min(cursor, len(r.misses) - 1))
+
+    def action_next_retriever(self) -> None:
+        """Show the next stored retriever of the corpus (bm25 → dense → hybrid → …)."""
+        if len(self.retrievers) < 2 or self.retriever not in self.retrievers:
+            return
+        self.retriever = self.retrievers[(self.retrievers.index(self.retriever) + 1) % len(self.retrievers)]
+        self.report, self.version, self.computing = None, None, False
+        self.query_one("#heading", Static).update(f"[b]Retrieval[/b]  evaluating {esc(self.retriever)} …")
+        self.refresh_report(force=True)
 
     def action_toggle_level(self) -> None:
         self.level = "chunk" if self.level == "doc" else "doc"

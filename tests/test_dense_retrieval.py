@@ -1,0 +1,117 @@
+"""Dense and hybrid retrieval with the shipped embedding model (all-MiniLM-L6-v2, run by llama.cpp).
+
+No model argument is needed. Vectors are kept in the store by (model, text): a second run
+embeds nothing, and a changed corpus embeds only the units whose text changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.cli import main
+from workbench.data.corpus import import_corpus
+from workbench.models.base import ModelError
+from workbench.models.locate import default_model_path
+from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
+from workbench.retrieval.evaluate import evaluate_retrieval, filename_questions
+from workbench.retrieval.runs import retrieve
+
+DISHES = {"红烧肉": "五花肉 冰糖 老抽 炖煮一小时", "冰粉": "冰粉粉 红糖水 山楂 冷藏", "热干面": "碱水面 芝麻酱 萝卜干",
+          "番茄炒蛋": "番茄 鸡蛋 葱花 白糖"}
+
+
+def _corpus(root, dishes=DISHES):
+    folder = root / "dishes" / "x"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in folder.iterdir():
+        path.unlink()
+    for name, body in dishes.items():
+        (folder / f"{name}.md").write_text(f"# {name}的做法\n\n{body}\n", encoding="utf-8")
+    return root
+
+
+def test_reciprocal_rank_fusion_adds_one_over_sixty_plus_rank():
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=3)
+    assert [d for d, _ in fused] == ["a", "c", "b"]
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused[1][1] == pytest.approx(1 / 63 + 1 / 61)
+    assert fused[2][1] == pytest.approx(1 / 62)
+    # Equal scores: the id met first (best rank, then the first ranking) wins.
+    assert [d for d, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]], k=2)] == ["x", "y"]
+
+
+def test_cosine_top_k_is_exact_and_breaks_ties_by_position():
+    vectors = np.array([[1, 0], [0, 1], [1, 0]], dtype=np.float32)
+    (ranked,) = cosine_top_k(np.array([[1, 0]], dtype=np.float32), vectors, ["u0", "u1", "u2"], 2)
+    assert ranked == [("u0", 1.0), ("u2", 1.0)]
+
+
+def test_dense_and_hybrid_need_no_model_argument_and_a_rerun_embeds_nothing(store, tmp_path):
+    import_corpus(store, _corpus(tmp_path / "corpus"), "hc")
+    filename_questions(store, "hc")
+    dense = retrieve(store, "hc", k=3, retriever="dense")
+    assert dense.retriever == "dense" and dense.method == "dense" and dense.index_dir is None
+    assert dense.embedded == 4 + 4 and dense.cached == 0        # four chunks, four questions
+    assert dense.embedding_model.endswith(".gguf") and "all-minilm-l6-v2" in dense.embedding_model
+    again = retrieve(store, "hc", k=3, retriever="dense")
+    assert again.unchanged and again.embedded == 0 and again.cached == 8
+    hybrid = retrieve(store, "hc", k=3, retriever="hybrid")
+    assert hybrid.method == "hybrid" and hybrid.embedded == 0 and hybrid.index_dir is not None
+    for name in ("dense", "hybrid"):
+        result = evaluate_retrieval(store, "hc", name, ks=(1, 3), resamples=50)
+        assert 0.0 <= result.levels["doc"]["overall"][("recall", 3)].value <= 1.0
+    stored = store.conn.execute("SELECT scores FROM retrievals WHERE retriever = 'hybrid' LIMIT 1").fetchone()[0]
+    assert max(json.loads(stored)) <= 2 / 61 + 1e-12                    # RRF scores, not cosines
+
+
+def test_a_changed_corpus_embeds_only_its_changed_units(store, tmp_path):
+    root = _corpus(tmp_path / "corpus")
+    import_corpus(store, root, "hc")
+    filename_questions(store, "hc")
+    retrieve(store, "hc", k=2, retriever="dense")
+    changed = dict(DISHES, 冰粉="冰粉粉 红糖水 山楂 葡萄干 冷藏两小时")
+    import_corpus(store, _corpus(root, changed), "hc", replace=True)
+    filename_questions(store, "hc")
+    report = retrieve(store, "hc", k=2, retriever="dense", replace=True)
+    assert report.embedded == 1 and report.cached == 7
+
+
+def test_dense_retrieval_over_kg_triples(store):
+    from conftest import SAMPLE_METAQA
+    from workbench.data.importer import import_dataset
+
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    units = store.conn.execute("SELECT count(*) FROM units u JOIN datasets d ON d.id = u.dataset_id"
+                               " WHERE d.name = 'metaqa'").fetchone()[0]
+    samples = store.conn.execute("SELECT count(*) FROM samples").fetchone()[0]
+    report = retrieve(store, "metaqa", k=5, retriever="dense")
+    assert report.queries == samples and report.embedded + report.cached == units + samples
+    assert retrieve(store, "metaqa", k=5, retriever="dense").embedded == 0
+
+
+def test_the_cli_says_what_was_embedded_and_refuses_a_chat_model(store, tmp_path, capsys):
+    import_corpus(store, _corpus(tmp_path / "corpus"), "hc")
+    filename_questions(store, "hc")
+    db = str(store.path)
+    assert main(["--db", db, "retrieve", "hc", "--retriever", "hybrid", "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "retriever hybrid (hybrid;" in out and "embedded 8 texts, 0 from the cache" in out
+    assert main(["--db", db, "retrieve", "hc", "--retriever", "dense", "--k", "3"]) == 0
+    assert "embedded 0 texts, 8 from the cache" in capsys.readouterr().out
+    before = store.conn.execute("SELECT count(*) FROM retrievals").fetchone()[0]
+    assert main(["--db", db, "retrieve", "hc", "--retriever", "dense", "--name", "chat",
+                 "--embedding-model", str(default_model_path())]) == 2
+    err = capsys.readouterr().err
+    assert "not an embedding model" in err and err.count("\n") == 1
+    assert store.conn.execute("SELECT count(*) FROM retrievals").fetchone()[0] == before
+
+
+def test_a_missing_embedding_model_is_refused_before_anything_is_written(store, tmp_path):
+    import_corpus(store, _corpus(tmp_path / "corpus"), "hc")
+    filename_questions(store, "hc")
+    with pytest.raises(ModelError, match="nope"):
+        retrieve(store, "hc", retriever="dense", embedding_model=str(tmp_path / "nope"))
+    assert store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 0

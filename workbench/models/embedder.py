@@ -1,0 +1,185 @@
+"""Text embeddings by a GGUF encoder run in llama.cpp, and their cache in the store.
+
+:class:`Embedder` loads an embedding GGUF (all-MiniLM-L6-v2 by default, converted once by
+:mod:`workbench.models.bert_gguf`) holding the machine-wide model slot, as a generating
+model does, so an embedding pass and a generation pass in two processes take turns for the
+cores. ``n_gpu_layers`` offloads it like any model.
+
+Each text is one sequence in one call: packing many into one ``llama_decode`` was slower on
+a CPU (llama.cpp attends across the whole batch). A text longer than the model's window
+(sentence-transformers' ``max_seq_length``: 256 tokens for MiniLM) is cut to its first
+``window − 1`` tokens plus [SEP], as sentence-transformers cuts it: llama-cpp-python's own
+``embed(truncate=True)`` cuts at ``n_batch`` and drops the [SEP] (cosine 0.75 to the
+reference on a long text, against 0.999998 this way).
+
+:class:`CachedEmbedder` keeps every vector in the ``embeddings`` table by (model sha256, text
+sha256): a re-run embeds nothing, a changed corpus only its changed texts, and the model is
+not even loaded when every text is cached. Vectors are committed in small batches, so a
+killed pass keeps what it embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from workbench.models import slot as model_slot
+from workbench.models.base import ModelError
+from workbench.models.bert_gguf import check_embedding_gguf, embedding_window, resolve_embedding_model
+from workbench.models.locate import cached_file_sha256
+from workbench.store.db import Store
+
+#: Vectors written per transaction: a kill loses at most this many embeddings.
+COMMIT_EVERY = 64
+
+
+class Embedder:
+    """An embedding GGUF loaded in this process: unit-length float32 vectors, one text per call."""
+
+    def __init__(self, path: str | Path, *, n_threads: int | None = None, n_gpu_layers: int = 0,
+                 on_wait: Callable[[str], None] | None = None, stop: threading.Event | None = None):
+        import llama_cpp
+
+        self.path = check_embedding_gguf(path, reranker=False)
+        self.window = embedding_window(self.path)
+        self._slot = model_slot.acquire(on_wait=on_wait, stop=stop)
+        try:
+            # n_batch = n_ubatch: with embeddings on, a larger n_batch aborts the process.
+            self.llm = llama_cpp.Llama(model_path=str(self.path), embedding=True, n_ctx=self.window,
+                                       n_batch=self.window, n_ubatch=self.window,
+                                       n_threads=n_threads or os.cpu_count(), n_gpu_layers=n_gpu_layers,
+                                       verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            self._slot.release()
+            raise ModelError(f"{self.path}: llama.cpp could not load the embedding model ({exc})") from exc
+        except BaseException:
+            self._slot.release()
+            raise
+        self.dim = self.llm.n_embd()
+        self._llama_cpp = llama_cpp
+        self._lock = threading.Lock()
+
+    def tokens(self, text: str) -> tuple[list[int], bool]:
+        """The tokens embedded for ``text`` ([CLS] … [SEP]), and whether the window cut it."""
+        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+        if len(tokens) <= self.window:
+            return tokens, False
+        return tokens[: self.window - 1] + tokens[-1:], True
+
+    def embed_tokens(self, tokens: Sequence[int]) -> np.ndarray:
+        """The pooled, unit-length vector of one token sequence (at most the window)."""
+        llm = self._llama_cpp
+        with self._lock:
+            # llama-cpp-python's embed() takes text only; this is its decode step for one sequence.
+            batch, ctx = self.llm._batch, self.llm._ctx
+            batch.reset()
+            batch.add_sequence(list(tokens), 0, True)
+            ctx.kv_cache_clear()
+            ctx.decode(batch)
+            ptr = llm.llama_get_embeddings_seq(ctx.ctx, 0)
+            vector = np.ctypeslib.as_array(ptr, shape=(self.dim,)).astype(np.float32, copy=True)
+            batch.reset()
+            ctx.kv_cache_clear()
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors of ``texts``, one row each."""
+        return np.stack([self.embed_tokens(self.tokens(t)[0]) for t in texts]) if texts else \
+            np.zeros((0, self.dim), dtype=np.float32)
+
+    def close(self) -> None:
+        """Free the model and give the slot back (idempotent)."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.close()
+            self._slot.release()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def text_sha(text: str) -> str:
+    """The cache key of a text: sha256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder:
+    """Vectors of texts by one embedding model, read from the store, the missing ones embedded and kept.
+
+    ``model`` is a name (``default``), a checkpoint (directory or zip, converted once) or a
+    GGUF path. The model loads on the first text not in the cache. ``embedded`` and
+    ``cached`` count texts since creation.
+    """
+
+    def __init__(self, store: Store, model: str | None = "default", *, n_threads: int | None = None,
+                 n_gpu_layers: int = 0, on_wait: Callable[[str], None] | None = None,
+                 stop: threading.Event | None = None):
+        self.store = store
+        self.path = resolve_embedding_model(model)
+        self.model_id = cached_file_sha256(store, self.path)
+        self._options = dict(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait, stop=stop)
+        self._embedder: Embedder | None = None
+        self.embedded = 0
+        self.cached = 0
+
+    @property
+    def embedder(self) -> Embedder:
+        """The loaded model (loaded now if it was not)."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.path, **self._options)
+        return self._embedder
+
+    def vectors(self, texts: Sequence[str], *, on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Unit-length vectors of ``texts`` (rows in order); only texts never embedded by this model are."""
+        keys = [text_sha(t) for t in texts]
+        found = self._read(set(keys))
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        self.cached += len(keys) - sum(1 for k in keys if k in missing)
+        if missing:
+            text_of = dict(zip(keys, texts))
+            for start in range(0, len(missing), COMMIT_EVERY):
+                part = missing[start:start + COMMIT_EVERY]
+                rows = []
+                for key in part:
+                    tokens, cut = self.embedder.tokens(text_of[key])
+                    vector = self.embedder.embed_tokens(tokens)
+                    found[key] = vector
+                    rows.append((self.model_id, key, int(vector.shape[0]), vector.astype("<f4").tobytes(),
+                                 len(tokens), int(cut)))
+                with self.store.transaction() as conn:
+                    conn.executemany("INSERT OR IGNORE INTO embeddings (model, text_sha, dim, vector, tokens, truncated)"
+                                     " VALUES (?, ?, ?, ?, ?, ?)", rows)
+                self.embedded += len(part)
+                if on_progress is not None:
+                    on_progress(min(start + COMMIT_EVERY, len(missing)), len(missing))
+        if not keys:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[k] for k in keys])
+
+    def _read(self, keys: set[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        ordered = sorted(keys)
+        # SQLite caps bound parameters; read in chunks.
+        for start in range(0, len(ordered), 500):
+            part = ordered[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for key, blob in self.store.conn.execute(
+                    f"SELECT text_sha, vector FROM embeddings WHERE model = ? AND text_sha IN ({marks})",
+                    (self.model_id, *part)):
+                out[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        return out
+
+    def close(self) -> None:
+        """Free the model if it was loaded."""
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
