@@ -1,0 +1,59 @@
+"""The CLI reference (docs/cli.md) is generated from the parser and lists every verb and flag --help shows.
+
+A changed flag, help text or verb without `python scripts/cli_reference.py` fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench.cli.main import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("cli_reference", REPO / "scripts" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parsers(parser, path=("workbench",)):
+    """Every (verb path, parser) of the tree, the top level included."""
+    yield path, parser
+    for name, _, sub in _generator().subcommands(parser):
+        yield from _parsers(sub, path + (name,))
+
+
+def test_the_reference_is_what_the_parser_generates_now():
+    reference = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert reference == _generator().render(), "docs/cli.md is stale: run `python scripts/cli_reference.py`"
+
+
+def test_every_verb_and_flag_of_every_help_is_in_the_reference():
+    reference = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#+ (workbench.*)$", reference, flags=re.M))
+    seen_verbs = 0
+    for path, parser in _parsers(build_parser()):
+        assert " ".join(path) in headings, f"{' '.join(path)} has no section"
+        section = reference.split(f"# {' '.join(path)}\n", 1)[1].split("\n#", 1)[0]
+        for flag in set(FLAG.findall(parser.format_help())) - {"--help"}:
+            assert f"`{flag}`" in section or flag in section, f"{' '.join(path)}: {flag} is not in its section"
+        seen_verbs += 1
+    assert seen_verbs > 40
+
+
+def test_the_top_level_help_lists_no_verb_the_reference_lacks():
+    out = subprocess.run([sys.executable, "-c", "from workbench.cli import main; main(['--help'])"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60).stdout
+    listed = re.findall(r"^    (\w[\w-]*)(?:\s|$)", out, flags=re.M)
+    assert "retrieve" in listed and "claims" in listed
+    reference = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for verb in listed:
+        assert f"## workbench {verb}\n" in reference.replace("### workbench", "## workbench"), verb
