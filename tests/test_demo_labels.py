@@ -25,17 +25,24 @@ def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_
     assert cli("sweep", "metaqa", "--limit", "3", "--k", "1,2,5,10,20", "--budget", "32,64,128", "--format", "linear",
                "--oracle", "--shuffles", "2", "--name", "recorded") == 0
     assert cli("predictions", "import", str(LABELS / "demo-answers.jsonl"), "recorded") == 0
-    assert cli("claims", "run", "recorded", "--decomposer", "rule", "--verifiers", "lexical") == 0
+    assert cli("claims", "run", "recorded", "--decomposer", "rule", "--verifiers", "lexical,embedding") == 0
     capsys.readouterr()
     assert cli("judge", "labels", "import", str(LABELS / "demo-claims.jsonl")) == 0
     assert "40 labels · 40 added" in capsys.readouterr().err
     assert cli("judge", "report", "claims", "recorded") == 0
     report = capsys.readouterr().out
     assert "88 claims · 40 labelled (40 from the uniform queue) · 40 labels by ana 40" in report
-    assert "lexical  40  12   5   0  23     0.875  0.734 [0.500,0.937]   0.700   0.575     0.575" in report
-    assert "lexical        40  88  0.625 [0.524,0.726]  0.575 [0.422,0.728]  0.520 [0.392,0.649]  0.397" in report
+    lexical = [line for line in report.splitlines() if line.startswith("lexical ")]
+    assert lexical == [
+        "lexical    40  12   5   0  23     0.875  0.734 [0.500,0.937]   0.700   0.575     0.575",
+        "lexical          40  88  0.625 [0.524,0.726]  0.575 [0.422,0.728]  0.520 [0.392,0.649]  0.397"]
+    # all-MiniLM-L6-v2's verdicts come from floats the CPU sums: only that it judged all 40 is asserted.
+    assert any(line.startswith("embedding  40  ") for line in report.splitlines())
     assert "not used" not in report and "stale" not in report
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    # The README prints exactly this, under its header (there the demo's own claim run is number 1).
-    assert "judges of recorded · claim run 2 (rule decomposer; lexical)" in readme
-    assert report.split("\n", 1)[1].strip() in readme
+    # The README prints this report as the demo printed it (there the demo's own claim run is number 1):
+    # every line but the embedding verifier's and the vote's (which follows it) is exact on every CPU.
+    assert "judges of recorded · claim run 2 (rule decomposer; lexical, embedding)" in readme
+    exact = [line for line in report.splitlines()[1:] if not line.startswith(("embedding ", "vote "))]
+    for line in exact:
+        assert line.rstrip() in readme, line
