@@ -139,7 +139,7 @@ def test_a_failed_pair_is_recorded_and_retried_on_request(tiny):
 
 
 def test_bad_options_are_refused_before_anything_is_written(tiny):
-    with pytest.raises(ValueError, match="--retriever: no results of 'nope'.*known: alt, bm25"):
+    with pytest.raises(ValueError, match="--retriever: no results of 'nope'.*known: bm25, alt"):
         judge_relevance(tiny, DATASET, "nope", llm=scripted_llm(tiny))
     with pytest.raises(ValueError, match="--k must be an integer ≥ 1"):
         judge_relevance(tiny, DATASET, "bm25", k=0, llm=scripted_llm(tiny))

@@ -30,6 +30,7 @@ import numpy as np
 from workbench.models.base import ModelError
 from workbench.models.gguf import GGUFError, read_header
 from workbench.models.hf_checkpoint import CONTROL, Checkpoint, SafeTensors, Vocab, read_vocab
+from workbench.models.locate import file_sha256
 
 DEFAULT_EMBEDDING_MODEL = "all-minilm-l6-v2"
 _DEFAULT_ALIASES = (None, "", "default", DEFAULT_EMBEDDING_MODEL)
@@ -388,13 +389,10 @@ def _file_sha256(path: Path) -> str:
         known = _hashes.get(path)
         if known and known[:2] == (st.st_size, st.st_mtime_ns):
             return known[2]
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        sha = file_sha256(path)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read ({exc})") from None
-    _hashes[path] = (st.st_size, st.st_mtime_ns, digest.hexdigest())
+    _hashes[path] = (st.st_size, st.st_mtime_ns, sha)
     return _hashes[path][2]
 
 

@@ -37,6 +37,7 @@ from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
 from workbench.models.locate import cached_file_sha256, model_label, resolve_model
 from workbench.passes import PassReport, PassWork, config_hash, drive, plan_or_find
+from workbench.retrieval.evaluate import stored_retrievers
 from workbench.store.db import Store, utcnow
 from workbench.store.labels import RelevanceKey
 from workbench.store.lookup import NotFound
@@ -144,10 +145,8 @@ def judge_relevance(store: Store, dataset: str | None = None, retriever: str = "
 
 
 def _check_retriever(store: Store, ds: Dataset, retriever: str) -> None:
-    if store.conn.execute("SELECT 1 FROM retrievals WHERE dataset_id = ? AND retriever = ? LIMIT 1",
-                          (ds.id, retriever)).fetchone() is None:
-        known = [r for (r,) in store.conn.execute("SELECT DISTINCT retriever FROM retrievals WHERE dataset_id = ?"
-                                                  " ORDER BY retriever", (ds.id,))]
+    known = stored_retrievers(store, ds.name)
+    if retriever not in known:
         raise ValueError(f"--retriever: no results of {retriever!r} in {ds.name!r} (known: {', '.join(known) or 'none'}"
                          f"; `workbench retrieve {ds.name}` stores some)")
 

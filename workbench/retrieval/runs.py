@@ -50,9 +50,13 @@ def _docs(store: Store, dataset_id: int) -> list[tuple[int, str]]:
             for uid, u in sorted(units.items())]
 
 
-def open_index(store: Store, dataset_id: int, mode: str = "auto") -> tuple[BM25Index, bool, Path]:
-    """The dataset's BM25 index: loaded when its fingerprint matches, else built and saved."""
-    docs = _docs(store, dataset_id)
+def open_index(store: Store, dataset_id: int, mode: str = "auto",
+               docs: list[tuple[int, str]] | None = None) -> tuple[BM25Index, bool, Path]:
+    """The dataset's BM25 index: loaded when its fingerprint matches, else built and saved.
+
+    ``docs`` are the dataset's ``(uid, text)`` when the caller has read them already.
+    """
+    docs = _docs(store, dataset_id) if docs is None else docs
     fp = fingerprint(docs)
     directory = Path(f"{store.path}.indexes") / f"bm25-{dataset_id}-{mode}-{fp[:16]}"
     if (directory / "workbench_bm25.json").is_file():
@@ -62,13 +66,12 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto") -> tuple[BM25I
     return index, True, directory
 
 
-def dense_search(store: Store, dataset_id: int, questions: Sequence[str], k: int, model: str | None,
-                 *, n_threads: int | None = None, on_wait=None) -> tuple[list, CachedEmbedder]:
-    """Cosine top ``k`` of every question over the dataset's units, vectors from the store's cache.
+def dense_search(store: Store, docs: Sequence[tuple[int, str]], questions: Sequence[str], k: int,
+                 model: str | None, *, n_threads: int | None = None, on_wait=None) -> tuple[list, CachedEmbedder]:
+    """Cosine top ``k`` of every question over ``docs`` (a dataset's ``(uid, text)``), vectors from the store's cache.
 
     Returns the rankings and the embedder, whose ``embedded`` / ``cached`` say what was computed.
     """
-    docs = _docs(store, dataset_id)
     embedder = CachedEmbedder(store, model, n_threads=n_threads, on_wait=on_wait)
     try:
         vectors = embedder.vectors([text for _, text in docs])
@@ -97,15 +100,17 @@ def retrieve(store: Store, dataset: str | None = None, *, name: str | None = Non
     if not samples:
         raise ValueError(f"dataset {ds.name!r} has no questions to retrieve for")
     questions = [s.question for s in samples]
-    depth = k if retriever == "bm25" else max(k, HYBRID_DEPTH)
+    # Each side of a fusion ranks deeper than k: a unit ranked 30th by both may belong in the fused top 10.
+    depth = max(k, HYBRID_DEPTH) if retriever == "hybrid" else k
     built, directory, embedder = False, None, None
+    docs = _docs(store, ds.id)
     if retriever in ("bm25", "hybrid"):
-        index, built, directory = open_index(store, ds.id, mode)
+        index, built, directory = open_index(store, ds.id, mode, docs)
         mode = index.mode
-        lexical = index.search_many(questions, k if retriever == "bm25" else depth)
+        lexical = index.search_many(questions, depth)
     if retriever in ("dense", "hybrid"):
-        dense, embedder = dense_search(store, ds.id, questions, k if retriever == "dense" else depth,
-                                       embedding_model, n_threads=n_threads, on_wait=on_wait)
+        dense, embedder = dense_search(store, docs, questions, depth, embedding_model, n_threads=n_threads,
+                                       on_wait=on_wait)
     if retriever == "bm25":
         results = lexical
     elif retriever == "dense":
