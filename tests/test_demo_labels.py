@@ -3,7 +3,7 @@
 `just demo` imports `sample_data/labels/demo-answers.jsonl` into a run planned like its sweep,
 verifies the claims without a model and imports `demo-claims.jsonl`. Everything in
 `judge report claims recorded` then follows from files, so it prints the same on every CPU;
-this is that report, computed here as the demo computes it.
+this is that report, computed here as the demo computes it, and the docs page that shows it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from workbench.store import open_store
 LABELS = REPO / "sample_data" / "labels"
 
 
-def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_readmes(tmp_path, capsys):
+def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_docs(tmp_path, capsys):
     db = tmp_path / "demo.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
@@ -39,10 +39,11 @@ def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_
     # all-MiniLM-L6-v2's verdicts come from floats the CPU sums: only that it judged all 40 is asserted.
     assert any(line.startswith("embedding  40  ") for line in report.splitlines())
     assert "not used" not in report and "stale" not in report
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    # The README prints this report as the demo printed it (there the demo's own claim run is number 1):
-    # every line but the embedding verifier's and the vote's (which follows it) is exact on every CPU.
-    assert "judges of recorded · claim run 2 (rule decomposer; lexical, embedding)" in readme
+    page = (REPO / "docs" / "judges.md").read_text(encoding="utf-8")
+    # "Trusting the judges" prints this report as the demo printed it (there the demo's own claim run is
+    # number 1): every line but the embedding verifier's and the vote's (which follows it) is exact on
+    # every CPU. (tests/test_docs_examples.py checks the page's block with its figures masked.)
+    assert "judges of recorded · claim run 2 (rule decomposer; lexical, embedding)" in page
     exact = [line for line in report.splitlines()[1:] if not line.startswith(("embedding ", "vote "))]
     for line in exact:
-        assert line.rstrip() in readme, line
+        assert line.rstrip() in page, line

@@ -1,0 +1,157 @@
+"""The README and the docs show what the program prints: their examples are run and compared.
+
+Every ``console`` block of README.md and docs/*.md runs on the docs database (the demo's
+sample data, recorded answers and human labels: what `just demo` makes without generating)
+and must print what the page shows (`scripts/docs_examples.py` holds the rules; `python
+scripts/docs_examples.py --write` regenerates the outputs). Every `workbench …` line of the
+other code blocks must parse with the real argument parser, and every relative link of the
+README and the pages must lead to a file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.cli.main import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("docs_examples", REPO / "scripts" / "docs_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+docs_examples = _script()
+PAGES = docs_examples.pages()
+
+
+@pytest.fixture(scope="module")
+def docs_db(tmp_path_factory):
+    """The docs database, built once for the module by the script's own setup commands."""
+    db = tmp_path_factory.mktemp("docs") / "docs.db"
+    docs_examples.build_db(db)
+    return db
+
+
+def test_the_pages_have_console_examples():
+    counted = {page.name: len(docs_examples.examples(page)) for page in PAGES}
+    assert counted["README.md"] >= 1
+    assert sum(counted.values()) >= 15, counted
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_console_example_prints_what_its_page_shows(page, docs_db, tmp_path):
+    differences, _skipped, _outputs = docs_examples.check_page(page, docs_db, tmp_path)
+    assert not differences, ("\n\n".join(map(str, differences))
+                             + "\n\nRun `python scripts/docs_examples.py --write` if the program is right.")
+
+
+def test_a_changed_label_in_a_report_fails_the_check(docs_db, tmp_path):
+    """What the check is for: a report whose label changed no longer matches its page."""
+    page = REPO / "docs" / "ledger.md"
+    text = page.read_text(encoding="utf-8")
+    assert "Reasoning, dissipation and leakage" in text
+    edited = tmp_path / "docs" / "ledger.md"
+    edited.parent.mkdir()
+    edited.write_text(text.replace("Reasoning, dissipation and leakage", "Reasoning, dissipation, leakage"),
+                      encoding="utf-8")
+    differences, _, _ = docs_examples.check_page(edited, docs_db, tmp_path / "run")
+    assert [d.command.text for d in differences] == ["workbench ledger recorded"]
+
+
+def test_masking_keeps_labels_and_layout_but_not_figures():
+    shown = ["judge       n  accuracy", "lexical    40     0.875"]
+    assert docs_examples.matches(shown, ["judge       n  accuracy", "lexical    40     0.800"], masked=True)
+    assert not docs_examples.matches(shown, ["judge       n  agreement", "lexical    40     0.875"], masked=True)
+    assert not docs_examples.matches(shown, ["judge       n  accuracy", "lexical    40     0.800"])
+
+
+def test_an_elision_stands_for_any_lines_but_keeps_the_order():
+    actual = ["head", "a", "b", "middle", "c", "tail"]
+    assert docs_examples.matches(["head", "…", "middle", "…", "tail"], actual)
+    assert docs_examples.matches(["head", "…"], actual)
+    assert not docs_examples.matches(["head", "…", "tail", "…", "middle"], actual)
+    assert not docs_examples.matches(["head", "…", "missing", "…"], actual)
+
+
+def test_durations_and_rates_are_not_compared():
+    assert docs_examples.matches(["run x: 3 of 3 jobs done in 0.7s, 1.4/s"], ["run x: 3 of 3 jobs done in 12.1s, 0.2/s"])
+    assert not docs_examples.matches(["run x: 3 of 3 jobs done in 0.7s"], ["run x: 2 of 3 jobs done in 0.7s"])
+
+
+SHOWN_COMMAND = re.compile(r"^(?:\.venv/bin/)?workbench(?:\s|$)")
+
+
+def _command_blocks():
+    """Every `workbench …` command of the non-console code blocks: (page, line, command)."""
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        fence, info = None, ""
+        for number, line in enumerate(lines, 1):
+            if line.startswith("```"):
+                fence, info = (None, "") if fence else (number, line[3:].strip())
+                continue
+            if fence and info not in ("console", "python", "json") and SHOWN_COMMAND.match(line):
+                command = line
+                at = number
+                while command.endswith("\\"):
+                    command = command[:-1] + lines[at]
+                    at += 1
+                yield page, number, command
+
+
+COMMANDS = list(_command_blocks())
+
+
+def test_the_pages_show_commands():
+    assert len(COMMANDS) >= 40
+
+
+@pytest.mark.parametrize(("page", "line", "command"), COMMANDS,
+                         ids=[f"{p.name}:{n}" for p, n, _ in COMMANDS])
+def test_every_command_shown_parses(page, line, command):
+    """A renamed verb or flag fails here, with the page and line that still show the old one."""
+    words = shlex.split(command, comments=True)[1:]
+    # A placeholder in capitals (RUN, CELL_A) or an optional part in brackets is a name for the
+    # reader to fill in: the parser sees a plain value.
+    words = [w for w in words if not (w.startswith("[") or w.endswith("]"))]
+    words = ["1" if w == "…" or re.fullmatch(r"[A-Z][A-Z_0-9.]*(\.\w+)?", w) else w for w in words]
+    parser = build_parser()
+    try:
+        parser.parse_args(words)
+    except SystemExit as exit_:
+        pytest.fail(f"{page.relative_to(REPO)}:{line}: `{command}` does not parse (exit {exit_.code})")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", [*PAGES, REPO / "docs" / "design.md", REPO / "docs" / "cli.md"],
+                         ids=lambda p: p.name)
+def test_every_relative_link_leads_to_a_file(page):
+    text = page.read_text(encoding="utf-8")
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (page.parent / target.split("#")[0]).resolve()
+        if not path.exists():
+            broken.append(target)
+    assert not broken, f"{page.relative_to(REPO)} links to missing files: {broken}"
+
+
+def test_the_readme_is_a_landing_page():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    for command in ("pip install rust-just && just demo", "just test"):
+        assert command in readme

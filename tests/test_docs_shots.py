@@ -1,0 +1,86 @@
+"""scripts/docs_shots.py: the screenshots and figures it writes, and its refusal of a database without the demo run.
+
+A tiny database stands in for the demo's (no model: the answers are imported), so the demo is not needed.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from workbench.data.importer import import_dataset
+from workbench.data.predictions import import_predictions
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
+from workbench.store.queries import get_run
+
+from conftest import write_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("docs_shots", REPO / "scripts" / "docs_shots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def tiny_demo(tmp_path, tiny_dir) -> Path:
+    """The tiny dataset swept as a run named ``demo`` (with oracle cells), every answer imported and wrong."""
+    db = tmp_path / "tiny.db"
+    store = open_store(db)
+    import_dataset(store, tiny_dir, "tiny")
+    plan_sweep(store, SweepConfig(ks=(1, 5), budgets=(128,), formats=("linear",), oracle=True, shuffles=1),
+               name="demo")
+    cells = [r[0] for r in store.conn.execute("SELECT cell_id FROM cells WHERE cell_id NOT LIKE 'oracle%'")]
+    answers = [{"sample_id": q, "cell_id": c, "prediction": "Marlene Dietrich"} for q in ("q1", "q2", "q3")
+               for c in cells]
+    import_predictions(store, get_run(store, "demo"), write_jsonl(tmp_path / "answers.jsonl", answers))
+    store.close()
+    return db
+
+
+def _text(svg: Path) -> str:
+    """What an SVG screenshot reads: its text without the tags (a row is one text element per style)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", svg.read_text(encoding="utf-8"))).replace("\xa0", " ")
+
+
+def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path, capsys):
+    out = tmp_path / "shots"
+    assert _script().main(["--db", str(tiny_demo), "--out", str(out), "--only", "samples,detail,figures"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["detail.svg", "ledger-main.svg", "ledger-oracle.svg",
+                                                     "samples.svg"]
+    for svg in out.iterdir():
+        assert svg.read_text(encoding="utf-8").lstrip().startswith(("<svg", "<?xml")), svg.name
+    samples = _text(out / "samples.svg")
+    assert "Dissipation Workbench — Samples" in samples and "Samples demo · cell k1-b128-linear" in samples
+    detail = _text(out / "detail.svg")
+    assert "Dissipation Workbench — Sample detail" in detail
+    assert "Gold paths" in detail and "Marlene Dietrich" in detail     # the sample and its (imported) answer
+    again = tmp_path / "again"
+    assert _script().main(["--db", str(tiny_demo), "--out", str(again), "--only", "figures"]) == 0
+    for name in ("ledger-main.svg", "ledger-oracle.svg"):   # reproducible: a rerun changes no byte
+        assert (again / name).read_bytes() == (out / name).read_bytes()
+    printed = capsys.readouterr().out
+    assert all(f"wrote {out / name}" in printed for name in ("samples.svg", "detail.svg", "ledger-main.svg"))
+
+
+def test_a_missing_database_or_demo_run_exits_2_naming_the_database(tmp_path, capsys):
+    script = _script()
+    missing = tmp_path / "none.db"
+    assert script.main(["--db", str(missing), "--out", str(tmp_path / "shots")]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "just demo" in err
+    assert not missing.exists() and not (tmp_path / "shots").exists()   # nothing created
+
+    empty = tmp_path / "empty.db"
+    open_store(empty).close()
+    assert script.main(["--db", str(empty), "--out", str(tmp_path / "shots")]) == 2
+    err = capsys.readouterr().err
+    assert str(empty) in err and "no run named 'demo'" in err and "just demo" in err

@@ -1,0 +1,147 @@
+"""The documentation site builds strictly, needs no network, and its search works from the files.
+
+`just docs` runs the same build; CI runs `just docs` after the suite. Where Debian's chromium is
+installed (`.ci/run` installs it), a real headless browser opens the built site from the file
+system, with no flag that loosens file:// rules, and searches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+MKDOCS = Path(sys.executable).with_name("mkdocs")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built by mkdocs --strict into a temp dir: (its directory, what the build printed)."""
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([str(MKDOCS), "build", "--strict", "--site-dir", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}{done.stderr}"
+    return out, done.stdout + done.stderr
+
+
+def test_the_strict_build_has_no_warning(site):
+    _, printed = site
+    assert not [line for line in printed.splitlines() if line.startswith(("WARNING", "ERROR"))], printed
+
+
+def test_every_page_of_the_nav_is_built_and_indexed(site):
+    out, _ = site
+    index = json.loads((out / "search" / "search_index.json").read_text(encoding="utf-8"))
+    located = {doc["location"].split("#")[0] for doc in index["docs"]}
+    for page in ("index.html", "getting-started.html", "ledger.html", "tui.html", "analysis.html", "cli.html",
+                 "evaluating.html", "claims.html", "retrieval.html", "judges.html", "formats.html"):
+        assert (out / page).is_file(), page
+        assert page in located, page
+    # The search index is also inlined as a script, which a page opened from the file system can load.
+    assert (out / "search" / "search_index.js").read_text(encoding="utf-8").startswith("var __index = ")
+
+
+def test_the_analysis_api_page_is_generated_from_the_docstrings(site):
+    out, _ = site
+    html = (out / "analysis.html").read_text(encoding="utf-8")
+    for name in ("datasets", "events", "ledger", "samples", "claims", "compare", "labels", "connect"):
+        assert f'id="workbench.analysis.' in html and f">{name}<" in html, name
+    assert "One row per retrieval cell" in html or "one row per retrieval cell" in html
+    assert ":func:" not in html and ":class:" not in html  # the Sphinx roles became code
+
+
+RESOURCE = re.compile(r'<(?:script|img|link|iframe)\b[^>]*\b(?:src|href)="(https?:)?//[^"]*"', re.I)
+
+
+def test_no_page_loads_anything_from_the_network(site):
+    out, _ = site
+    for page in out.glob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        # A link to click is fine; a script, a stylesheet, a font or a picture fetched is not.
+        loaded = [m.group(0) for m in RESOURCE.finditer(html) if "<a " not in m.group(0)]
+        assert not loaded, f"{page.name} loads {loaded}"
+        assert "fonts.googleapis" not in html and "unpkg.com" not in html, page.name
+    for picture in (out / "shots").glob("*.svg"):
+        assert "cdnjs" not in picture.read_text(encoding="utf-8"), picture.name
+
+
+def _search_in_chromium(url: str, timeout: float = 60.0) -> list[str]:
+    """The result links a headless chromium shows for ``url`` (a page with ``?q=``), driven over
+    its DevTools pipe (file descriptors 3 and 4, NUL-separated JSON messages)."""
+    to_browser_r, to_browser_w = os.pipe()
+    from_browser_r, from_browser_w = os.pipe()
+
+    def wire():  # in the child: the pipe ends chromium expects as fds 3 and 4
+        read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
+        os.dup2(read_end, 3)
+        os.dup2(write_end, 4)
+
+    profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"docs-chromium-{os.getpid()}"
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
+         "--remote-debugging-pipe", "about:blank"],
+        pass_fds=(3, 4), preexec_fn=wire, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(to_browser_r)
+    os.close(from_browser_w)
+    writer, reader = os.fdopen(to_browser_w, "wb", buffering=0), os.fdopen(from_browser_r, "rb", buffering=0)
+    pending, counter = b"", 0
+
+    def call(method, params=None, session=None):
+        nonlocal pending, counter
+        counter += 1
+        message = {"id": counter, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        writer.write(json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in pending:
+                chunk = reader.read(65536)
+                if not chunk:
+                    raise RuntimeError("chromium closed its DevTools pipe")
+                pending += chunk
+            raw, pending = pending.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == counter:
+                return reply
+
+    try:
+        target = call("Target.createTarget", {"url": url})["result"]["targetId"]
+        session = call("Target.attachToTarget", {"targetId": target, "flatten": True})["result"]["sessionId"]
+        script = "JSON.stringify([...document.querySelectorAll('.md-search-result__item a')].map(a => a.href))"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reply = call("Runtime.evaluate", {"expression": script, "returnByValue": True}, session)
+            links = json.loads(reply["result"]["result"].get("value") or "[]")
+            if links:
+                return links
+            time.sleep(0.2)
+        return []
+    finally:
+        try:
+            call("Browser.close")
+        except (RuntimeError, OSError):
+            pass
+        try:
+            browser.wait(10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed here (.ci/run installs it)")
+def test_the_search_works_from_the_files(site):
+    out, _ = site
+    links = _search_in_chromium((out / "index.html").as_uri() + "?q=dissipation+quadrant")
+    pages = {Path(link.split("?")[0].split("#")[0]).name for link in links}
+    assert "tui.html" in pages, links
