@@ -36,10 +36,16 @@ PAGES = docs_examples.pages()
 
 
 @pytest.fixture(scope="module")
-def docs_db(tmp_path_factory):
-    """The docs database, built once for the module by the script's own setup commands."""
+def docs_db(tmp_path_factory, model_cache):
+    """The docs database, built once for the module by the script's own setup commands.
+
+    Built before any test's own fixtures run, so the session's model cache is set here too: the
+    embedding model is converted there, never in the user's data dir.
+    """
     db = tmp_path_factory.mktemp("docs") / "docs.db"
-    docs_examples.build_db(db)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
+        docs_examples.build_db(db)
     return db
 
 

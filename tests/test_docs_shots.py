@@ -57,7 +57,9 @@ def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path
     assert sorted(p.name for p in out.iterdir()) == ["detail.svg", "ledger-main.svg", "ledger-oracle.svg",
                                                      "samples.svg"]
     for svg in out.iterdir():
-        assert svg.read_text(encoding="utf-8").lstrip().startswith(("<svg", "<?xml")), svg.name
+        text = svg.read_text(encoding="utf-8")
+        assert text.lstrip().startswith(("<svg", "<?xml")), svg.name
+        assert "url(\"http" not in text, svg.name   # no web font: the docs fetch nothing
     samples = _text(out / "samples.svg")
     assert "Dissipation Workbench — Samples" in samples and "Samples demo · cell k1-b128-linear" in samples
     detail = _text(out / "detail.svg")
