@@ -67,6 +67,8 @@ ELISION = "…"
 _DIRECTIVE = re.compile(r"<!--\s*check:\s*(.*?)\s*-->")
 # Durations and rates depend on the machine on every page: compared as a placeholder, like a masked figure.
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:/s\b|\s?(?:ms|s)\b)|\b(?:\d+h)?(?:\d+m)?\d+s\b")
+# Notices about what else the machine is doing (another process holding the model): never compared.
+_TRANSIENT = re.compile(r"waiting for the model: ")
 _NUMBER = re.compile(r"[0-9a-f]{12,}|[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -211,7 +213,7 @@ def _masked(lines: Iterable[str]) -> list[str]:
 
 
 def _untimed(lines: Iterable[str]) -> list[str]:
-    return [_TIMING.sub("<time>", line) for line in lines]
+    return [_TIMING.sub("<time>", line) for line in lines if not _TRANSIENT.match(line)]
 
 
 def matches(expected: Sequence[str], actual: Sequence[str], *, masked: bool = False) -> bool:
@@ -247,9 +249,10 @@ def matches(expected: Sequence[str], actual: Sequence[str], *, masked: bool = Fa
 def _argv(example: Example, command: Command) -> list[str]:
     argv = argv_of(command.text)
     if example.needs:
-        # The file the block reads comes from the environment: its last path-like argument.
-        index = max(i for i, word in enumerate(argv) if word.endswith(".json") or word.endswith(".jsonl"))
-        argv[index] = os.environ[example.needs]
+        # The file the block reads comes from the environment: a command's last .json(l) argument.
+        files = [i for i, word in enumerate(argv) if word.endswith((".json", ".jsonl"))]
+        if files:
+            argv[files[-1]] = os.environ[example.needs]
     return argv
 
 
@@ -271,8 +274,14 @@ def check_page(page: Path, db: Path, workdir: Path) -> tuple[list[Difference], l
         if example.needs and not os.environ.get(example.needs):
             skipped.append(example)
             continue
+        # An opt-in example writes to a copy of its own, so the page's other examples print the same
+        # whether it ran or not.
+        target = copy
+        if example.needs:
+            target = cwd / f"{example.needs.lower()}.db"
+            shutil.copyfile(db, target)
         for command in example.commands:
-            actual = run(_argv(example, command), copy, cwd)
+            actual = run(_argv(example, command), target, cwd)
             outputs[(example.line, command.line)] = actual
             if not matches(_kept(example, command.expected), _kept(example, actual), masked=example.masked):
                 differences.append(Difference(example, command, actual))
