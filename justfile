@@ -62,7 +62,7 @@ demo: install
 # Build the documentation site into site/ (mkdocs, strict: a warning fails the build). It works offline,
 # opened from the files: site/index.html, its search included.
 docs: install
-    NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore "{{venv}}/bin/mkdocs" build --strict --quiet
+    NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore "{{venv}}/bin/mkdocs" build --strict
     @echo "The site is in site/: open site/index.html"
 
 # Take the docs' pictures of the real TUI (SVG, docs/shots/) and draw the ledger figures, on the demo database.
