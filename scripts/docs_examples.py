@@ -69,6 +69,7 @@ _DIRECTIVE = re.compile(r"<!--\s*check:\s*(.*?)\s*-->")
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:/s\b|\s?(?:ms|s)\b)|\b(?:\d+h)?(?:\d+m)?\d+s\b")
 # Notices about what else the machine is doing (another process holding the model): never compared.
 _TRANSIENT = re.compile(r"waiting for the model: ")
+_PROGRESS = re.compile(r"^[\w-]+ \[[#-]+\] \d+/\d+ ")
 _NUMBER = re.compile(r"[0-9a-f]{12,}|[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -196,7 +197,8 @@ def run(argv: Sequence[str], db: Path, cwd: Path) -> list[str]:
     """What ``ARGV`` prints on ``db``, run in ``cwd``, as lines."""
     done = subprocess.run(list(argv), cwd=cwd, env=_environment(db), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    return [line.rstrip() for line in done.stdout.rstrip("\n").splitlines()]
+    # A progress bar's lines depend on the machine's speed (how many redraws it made): not shown.
+    return [line.rstrip() for line in done.stdout.rstrip("\n").splitlines() if not _PROGRESS.match(line)]
 
 
 def build_db(db: Path) -> None:
