@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from generated_doc import write_or_check
 from workbench.cli.main import build_parser
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
@@ -75,15 +76,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run `python scripts/cli_reference.py`", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT} ({len(text.splitlines()):,} lines)")
-    return 0
+    return write_or_check(OUT, render(), "cli_reference.py", argv)
 
 
 if __name__ == "__main__":

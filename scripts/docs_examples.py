@@ -193,10 +193,15 @@ def scratch(workdir: Path) -> Path:
     return workdir
 
 
+def _execute(argv: Sequence[str], db: Path, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``argv`` run on ``db`` in ``cwd``: its exit status, and stdout and stderr as one text."""
+    return subprocess.run(list(argv), cwd=cwd, env=_environment(db), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
 def run(argv: Sequence[str], db: Path, cwd: Path) -> list[str]:
     """What ``ARGV`` prints on ``db``, run in ``cwd``, as lines."""
-    done = subprocess.run(list(argv), cwd=cwd, env=_environment(db), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    done = _execute(argv, db, cwd, timeout=600)
     # A progress bar's lines depend on the machine's speed (how many redraws it made): not shown.
     return [line.rstrip() for line in done.stdout.rstrip("\n").splitlines() if not _PROGRESS.match(line)]
 
@@ -204,10 +209,9 @@ def run(argv: Sequence[str], db: Path, cwd: Path) -> list[str]:
 def build_db(db: Path) -> None:
     """Make the docs database at ``db``: the demo's sample data, recorded answers and labels, no generation."""
     for command in SETUP:
-        done = subprocess.run([str(WORKBENCH), *shlex.split(command)], cwd=REPO, env=_environment(db),
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+        done = _execute([str(WORKBENCH), *shlex.split(command)], db, REPO, timeout=900)
         if done.returncode != 0:
-            raise RuntimeError(f"`workbench {command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"`workbench {command}` failed ({done.returncode}):\n{done.stdout}")
 
 
 def _masked(lines: Iterable[str]) -> list[str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import sqlite3
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +28,15 @@ from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
+SCRIPTS = REPO / "scripts"
+
+
+def load_script(name: str):
+    """The script ``scripts/NAME.py`` as a module, imported as it runs: its folder on sys.path (so it
+    imports its siblings, such as generated_doc) and the module registered under its name."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    return importlib.import_module(name)
 
 
 def write_jsonl(path: Path, rows) -> Path:

@@ -5,35 +5,26 @@ A changed flag, help text or verb without `python scripts/cli_reference.py` fail
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from workbench.cli.main import build_parser
+from conftest import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[1]
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("cli_reference", REPO / "scripts" / "cli_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _parsers(parser, path=("workbench",)):
     """Every (verb path, parser) of the tree, the top level included."""
     yield path, parser
-    for name, _, sub in _generator().subcommands(parser):
+    for name, _, sub in load_script("cli_reference").subcommands(parser):
         yield from _parsers(sub, path + (name,))
 
 
 def test_the_reference_is_what_the_parser_generates_now():
     reference = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
-    assert reference == _generator().render(), "docs/cli.md is stale: run `python scripts/cli_reference.py`"
+    assert reference == load_script("cli_reference").render(), "docs/cli.md is stale: run `python scripts/cli_reference.py`"
 
 
 def test_every_verb_and_flag_of_every_help_is_in_the_reference():

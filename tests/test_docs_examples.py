@@ -10,28 +10,16 @@ README and the pages must lead to a file.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO, load_script
 from workbench.cli.main import build_parser
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("docs_examples", REPO / "scripts" / "docs_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-docs_examples = _script()
+docs_examples = load_script("docs_examples")
 PAGES = docs_examples.pages()
 
 

@@ -6,7 +6,6 @@ A tiny database stands in for the demo's (no model: the answers are imported), s
 from __future__ import annotations
 
 import html
-import importlib.util
 import re
 from pathlib import Path
 
@@ -18,16 +17,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.queries import get_run
 
-from conftest import write_jsonl
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("docs_shots", REPO / "scripts" / "docs_shots.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_script, write_jsonl
 
 
 @pytest.fixture
@@ -53,7 +43,7 @@ def _text(svg: Path) -> str:
 
 def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path, capsys):
     out = tmp_path / "shots"
-    assert _script().main(["--db", str(tiny_demo), "--out", str(out), "--only", "samples,detail,figures"]) == 0
+    assert load_script("docs_shots").main(["--db", str(tiny_demo), "--out", str(out), "--only", "samples,detail,figures"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["detail.svg", "ledger-main.svg", "ledger-oracle.svg",
                                                      "samples.svg"]
     for svg in out.iterdir():
@@ -66,7 +56,7 @@ def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path
     assert "Dissipation Workbench — Sample detail" in detail
     assert "Gold paths" in detail and "Marlene Dietrich" in detail     # the sample and its (imported) answer
     again = tmp_path / "again"
-    assert _script().main(["--db", str(tiny_demo), "--out", str(again), "--only", "figures"]) == 0
+    assert load_script("docs_shots").main(["--db", str(tiny_demo), "--out", str(again), "--only", "figures"]) == 0
     for name in ("ledger-main.svg", "ledger-oracle.svg"):   # reproducible: a rerun changes no byte
         assert (again / name).read_bytes() == (out / name).read_bytes()
     printed = capsys.readouterr().out
@@ -74,7 +64,7 @@ def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path
 
 
 def test_a_missing_database_or_demo_run_exits_2_naming_the_database(tmp_path, capsys):
-    script = _script()
+    script = load_script("docs_shots")
     missing = tmp_path / "none.db"
     assert script.main(["--db", str(missing), "--out", str(tmp_path / "shots")]) == 2
     err = capsys.readouterr().err

@@ -5,30 +5,19 @@ A changed key or description without `python scripts/tui_keys.py` fails here.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.help import key_label
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _generator():
-    spec = importlib.util.spec_from_file_location("tui_keys", REPO / "scripts" / "tui_keys.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import REPO, load_script
 
 
 def test_the_key_reference_is_what_the_bindings_give_now():
-    assert (REPO / "docs" / "keys.md").read_text(encoding="utf-8") == _generator().render(), \
+    assert (REPO / "docs" / "keys.md").read_text(encoding="utf-8") == load_script("tui_keys").render(), \
         "docs/keys.md is stale: run `python scripts/tui_keys.py`"
 
 
 def test_every_binding_of_every_screen_is_in_the_reference():
     reference = (REPO / "docs" / "keys.md").read_text(encoding="utf-8")
-    cell = _generator()._cell
+    cell = load_script("tui_keys").cell
     for screen in [WorkbenchApp, *WorkbenchApp.MODES.values()]:
         for binding in screen.BINDINGS:
             row = f"| `{cell(key_label(binding.key))}` | {cell(binding.description or binding.action)} |"
