@@ -90,7 +90,7 @@ def howtocook_chunks() -> list[str]:
     from workbench.data.corpus import ChunkConfig, chunk_document, read_corpus
 
     config = ChunkConfig()
-    docs, _, _ = read_corpus(HOWTOCOOK, config)
+    docs = read_corpus(HOWTOCOOK, config)[0]
     return [c for d in docs for c in chunk_document(d.text, config)]
 
 

@@ -24,6 +24,7 @@ from workbench.retrieval.runs import retrieve
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
+import lockguard
 from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,6 +45,20 @@ def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n"
                             for r in rows), encoding="utf-8")
     return path
+
+
+lockguard.install()
+
+
+@pytest.fixture(autouse=True)
+def no_lock_dropping_open():
+    """No test, nor the workbench code it drives, opens with Python a file SQLite holds open in this
+    process: closing that descriptor would drop SQLite's POSIX locks (tests/lockguard.py)."""
+    seen = len(lockguard.hazards)
+    yield
+    new = lockguard.hazards[seen:]
+    del lockguard.hazards[seen:]
+    assert not new, f"a file SQLite holds open was opened with Python: {new[0]}"
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +136,17 @@ def copy_db(src: Path, dst: Path) -> Path:
         if Path(f"{src}{suffix}").exists():
             shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
     return dst
+
+
+def every_row(db: Path) -> dict[str, list[str]]:
+    """Every row of every table: what a refused command must leave exactly as it was."""
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                            " AND name NOT LIKE 'sqlite_%'")]
+        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"'))) for t in tables}
+    finally:
+        con.close()
 
 
 @contextmanager

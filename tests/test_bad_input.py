@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_jsonl
+from conftest import REPO, every_row, write_jsonl
 from workbench.cli import main
 from workbench.data.fields import check_name
 from workbench.data.importer import import_dataset
@@ -30,16 +30,6 @@ from workbench.store import open_store
 DEEP = "[" * 5000 + "]" * 5000       # far past Python's recursion limit in json.loads
 ESC_NAME = "\x1b[31mred"
 
-
-def contents(db: Path) -> dict[str, list[str]]:
-    """Every row of every table, to compare a database before and after a refused command."""
-    con = sqlite3.connect(db)
-    try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                            " AND name NOT LIKE 'sqlite_%'")]
-        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"'))) for t in tables}
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -55,19 +45,19 @@ def db(tmp_path, tiny_dir) -> Path:
 
 def refused(argv: list[str], db: Path, capsys) -> str:
     """Run the CLI, check it exits 2 and leaves the database as it was; return its stderr."""
-    before = contents(db)
+    before = every_row(db)
     assert main(["--db", str(db), *argv]) == 2
-    assert contents(db) == before
+    assert every_row(db) == before
     return capsys.readouterr().err
 
 
 def refused_by_parser(argv: list[str], db: Path, capsys) -> str:
     """As ``refused``, for a value argparse turns down (it exits 2 itself)."""
-    before = contents(db)
+    before = every_row(db)
     with pytest.raises(SystemExit) as stop:
         main(["--db", str(db), *argv])
     assert stop.value.code == 2
-    assert contents(db) == before
+    assert every_row(db) == before
     return capsys.readouterr().err
 
 

@@ -1,5 +1,7 @@
 """Markdown corpus import: documents with path ids, titles, categories, and chunks with parents."""
 
+import os
+
 import pytest
 
 from workbench.cli import main
@@ -53,3 +55,40 @@ def test_cli_corpus_import(tmp_path, capsys):
     assert main(["--db", str(tmp_path / "c.db"), "corpus", "import", str(HOWTOCOOK), "--name", "hc"]) == 0
     out = capsys.readouterr().out
     assert "hc: imported: 65 documents" in out and "meat_dish" in out
+
+
+def test_entries_that_are_not_regular_files_are_named_one_line_each_and_never_opened(tmp_path, capsys):
+    # Once: a FIFO named f.md was passed over without a word (and reading it would wait for a writer).
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "soup.md").write_text("# Soup\nboil water", encoding="utf-8")
+    os.mkfifo(corpus / "f.md")
+    os.mkfifo(corpus / "pipe")                       # not Markdown by name, but no file either: said too
+    os.mkfifo(corpus / "two\nlines.md")
+    (corpus / "gone.md").symlink_to("nowhere.md")
+    (corpus / "zero.md").symlink_to("/dev/zero")     # leaves the root: said as such, not followed
+
+    assert main(["--db", str(tmp_path / "c.db"), "corpus", "import", str(corpus), "--name", "c"]) == 0
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if line.startswith("warning: not a regular file, skipped: ")]
+    assert [w.removeprefix("warning: not a regular file, skipped: ") for w in warnings] == [
+        "f.md: is a FIFO", "gone.md: is a symbolic link to nothing (nowhere.md)", "pipe: is a FIFO",
+        "two\\u000alines.md: is a FIFO"]
+    assert "warning: symbolic link leaves the corpus root, skipped: zero.md -> /dev/zero" in err
+    assert "c: imported: 1 document, 1 chunk" in out and "4 entries not a regular file skipped" in out
+
+
+def test_a_corpus_with_no_chunk_is_refused_and_nothing_is_written(tmp_path, capsys):
+    # Once: a corpus whose only file was an empty .md imported as a dataset of 0 chunks.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "empty.md").write_text("", encoding="utf-8")
+    (corpus / "blank.md").write_text("\n\n  \n![](a.png)\n", encoding="utf-8")
+    db = tmp_path / "c.db"
+
+    assert main(["--db", str(db), "corpus", "import", str(corpus), "--name", "c"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {corpus}: no text to import: 2 documents without a chunk "
+                   "(empty, or only blank lines and images)\n")
+    assert main(["--db", str(db), "datasets"]) == 0
+    assert "no datasets yet" in capsys.readouterr().out

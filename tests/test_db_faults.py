@@ -171,8 +171,8 @@ def test_a_truncated_database_is_refused_untouched(swept, capsys, tiny_dir):
     data = swept.read_bytes()
     swept.write_bytes(data[: len(data) // 2])
     before = files_in(swept.parent)
-    message = (f"error: {swept}: not a usable workbench database (truncated: its SQLite header counts "
-               f"{len(data):,} bytes, the file holds {len(data) // 2:,})\n")
+    message = (f"error: {swept}: not a usable workbench database (damaged or truncated: database disk image is "
+               "malformed; SQLite SQLITE_CORRUPT)\n")
     assert cli(capsys, "--db", swept, "runs") == (1, message)
     assert cli(capsys, "--db", swept, "import", tiny_dir, "--name", "other") == (1, message)
     assert files_in(swept.parent) == before
@@ -375,8 +375,8 @@ def _damage_the_units_table(path: Path) -> None:
 def test_an_sqlite_error_inside_a_verb_is_one_line_naming_the_database(swept, capsys, monkeypatch):
     _damage_the_units_table(swept)
     assert cli(capsys, "--db", swept, "datasets") == (
-        1, f"error: {swept}: not a usable workbench database (database disk image is malformed; "
-           "SQLite SQLITE_CORRUPT)\n")
+        1, f"error: {swept}: not a usable workbench database (damaged or truncated: database disk image is "
+           "malformed; SQLite SQLITE_CORRUPT)\n")
     monkeypatch.setenv("WORKBENCH_DEBUG", "1")  # the traceback, for a bug report
     with pytest.raises(sqlite3.DatabaseError, match="malformed"):
         main(["--db", str(swept), "datasets"])

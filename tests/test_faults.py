@@ -13,11 +13,13 @@ Kill -9 at random points, ten times each for import, run and claims run, is
 | two writers on one run | 1 | `error: run R is being written by pid N on HOST since …; use --wait or stop it` | one writer; generations == model calls | tests/test_leases.py::test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generated_twice |
 | two writers, the second with --wait | 0 | `waiting: run R is being written by pid N …` | the second has nothing to do | tests/test_leases.py::test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do |
 | disk full during import | 1 | `error: disk full while writing DB: nothing was written` | integrity ok, no unit of the import | tests/test_db_faults.py::test_a_full_disk_during_an_import_says_so_and_leaves_the_database_whole |
+| a reading verb on a missing database | 1 | `error: DB: no such database` | nothing created | tests/test_two_processes.py::test_a_reader_never_creates_a_database |
+| the TUI open while the CLI writes | — | — | integrity ok, every write of both sides | tests/test_two_processes.py::test_the_tui_and_the_cli_write_one_database_and_both_sides_land |
 | read-only database file | 0 / 1 | reading verbs read; writers: `error: DB is read-only: …` | file bytes unchanged | tests/test_db_faults.py::test_a_read_only_file_is_read_by_reading_verbs_and_refused_by_the_others |
 | read-only directory | 0 / 1 | as above | nothing created in it | tests/test_db_faults.py::test_a_read_only_directory_is_read_without_creating_anything_in_it |
 | read-only filesystem | 0 / 1 | as above | file bytes unchanged | tests/test_db_faults.py::test_a_read_only_filesystem_is_read_and_refused_for_writes |
 | a --db that is not SQLite | 1 | `error: DB: not a workbench database (file is not SQLite)` | file bytes unchanged | tests/test_db_faults.py::test_a_text_file_given_as_the_database_is_refused_untouched |
-| a truncated database | 1 | `error: DB: not a usable workbench database (truncated: …)` | file bytes unchanged | tests/test_db_faults.py::test_a_truncated_database_is_refused_untouched |
+| a truncated database | 1 | `error: DB: not a usable workbench database (damaged or truncated: …)` | file bytes unchanged | tests/test_db_faults.py::test_a_truncated_database_is_refused_untouched |
 | a directory as --db | 1 | `error: DB: not a workbench database (it is a directory)` | — | tests/test_db_faults.py::test_a_directory_given_as_the_database_is_refused |
 | a database from a newer workbench | 1 | `error: DB was written by a newer workbench (schema …)` | file bytes unchanged | tests/test_db_faults.py::test_a_database_from_a_newer_workbench_is_not_written |
 | an existing name given to corpus import | 2 | `error: dataset 'm' already exists …; pass --replace` | the dataset and its runs | tests/test_no_silent_loss.py::test_corpus_import_over_an_existing_dataset_is_refused_and_deletes_nothing |

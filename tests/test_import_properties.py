@@ -37,9 +37,10 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import KG_GOLD, SAMPLE_METAQA, copy_db, write_jsonl, write_tiny_kg
+from conftest import KG_GOLD, SAMPLE_METAQA, copy_db, every_row, write_jsonl, write_tiny_kg
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.cli import main
+from workbench.data.corpus import ChunkConfig, chunk_document
 from workbench.data.importer import import_dataset
 from workbench.data.jsonl import MAX_LINE_BYTES
 from workbench.data.predictions import import_predictions
@@ -117,16 +118,6 @@ def runs_db(tmp_path_factory) -> Path:
 
 # -- running an import and judging its outcome ----------------------------------------------------
 
-def contents(db: Path) -> dict[str, list[str]]:
-    """Every row of every table: what a refused import must leave exactly as it was."""
-    con = sqlite3.connect(db)
-    try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                            " AND name NOT LIKE 'sqlite_%'")]
-        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"'))) for t in tables}
-    finally:
-        con.close()
-
 
 _BEFORE: dict[Path, dict[str, list[str]]] = {}
 
@@ -134,7 +125,7 @@ _BEFORE: dict[Path, dict[str, list[str]]] = {}
 def rows_of_template(template: Path) -> dict[str, list[str]]:
     # Every example starts from a copy of the same file: read its rows once.
     if template not in _BEFORE:
-        _BEFORE[template] = contents(template)
+        _BEFORE[template] = every_row(template)
     return _BEFORE[template]
 
 
@@ -194,18 +185,18 @@ def imported(capsys, template: Path, workdir: Path, argv: list[str], inputs: dic
     if code == 2:
         if not any(re.fullmatch(pattern, err.strip()) for pattern in accepted):
             assert_refusal_names_its_place(err, inputs, named, said)
-        assert contents(db) == rows_of_template(template), f"rows changed by a refused import\n{said}"
+        assert every_row(db) == rows_of_template(template), f"rows changed by a refused import\n{said}"
     assert_consistent(db)
     return code, out, err, db
 
 
 def imported_again(capsys, db: Path, argv: list[str]) -> tuple[str, str]:
     """The same import a second time: a no-op (exit 0, every row as it was); returns stdout and stderr."""
-    before = contents(db)
+    before = every_row(db)
     capsys.readouterr()
     code = main(["--db", str(db), *argv])
     out, err = capsys.readouterr()
-    assert code == 0 and contents(db) == before, f"the same import again: exit {code}, or rows changed\n{out}{err}"
+    assert code == 0 and every_row(db) == before, f"the same import again: exit {code}, or rows changed\n{out}{err}"
     return out, err
 
 
@@ -783,6 +774,8 @@ def one_file_and(parts: tuple[bytes, ...] = (b"b.md",), data: bytes = b"y", how:
 @example(tree=one_file_and(root=b"c\xff"))
 @example(tree=one_file_and(how="loop"))
 @example(tree=one_file_and(how="dangling"))
+# A corpus whose only file is empty: refused, as it has no chunk.
+@example(tree=one_file_and() | {"files": {(b"a.md",): (b"", "file")}})
 def test_any_markdown_corpus_imports_its_readable_files_or_is_refused_in_one_line_and_nothing_written(
         tree, capsys, base_db):
     with tempfile.TemporaryDirectory() as tmp:
@@ -807,8 +800,12 @@ def test_any_markdown_corpus_imports_its_readable_files_or_is_refused_in_one_lin
         # Names equal after NFKC and whitespace folding would share their chunks' keys: one of them
         # may be refused (with a warning, or the whole corpus naming its root), but not lost unsaid.
         folded = len({normalize_text(rel) for rel in wanted}) < len(wanted)
+        # Files that hold no text (empty, blank, images only) give no chunk: a corpus of only those is refused.
+        textless = not any(chunk_document(data.decode("utf-8"), ChunkConfig())
+                           for parts, (data, how) in candidates.items() if os.fsdecode(b"/".join(parts)) in wanted)
         if code == 2:
-            assert (not wanted or folded or not tree["named"] and re.fullmatch(name_from_path(root_name), err.strip())
+            assert (not wanted or folded or textless
+                    or not tree["named"] and re.fullmatch(name_from_path(root_name), err.strip())
                     or not readable((tree["root"],), b"")), f"readable files refused\n{err}"
             return
         assert wanted, f"imported without a readable file\n{out}{err}"

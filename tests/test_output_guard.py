@@ -1,13 +1,16 @@
 """Every verb that writes a file goes through one guard (workbench.data.outfile).
 
 It refuses, with one line and exit 2, the open database (directly, through a symbolic link, or
-its -wal/-shm files), any other SQLite file, a link, a directory or a device, and an existing
-file without --force; with --force a plain file is replaced atomically. Each writing verb is
-tried against each refusal below, and the database must come out byte-identical and intact.
+its -wal/-shm files, or its BM25 index cache), any other SQLite file, a link, a directory or a
+device, an empty path, and an existing file without --force; with --force a plain file is
+replaced atomically. ``-`` is stdout for every verb. Each writing verb is tried against each
+refusal below, and the database must come out byte-identical and intact. A directory output
+(dedup export) passes the same guard.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sqlite3
@@ -191,6 +194,23 @@ def test_the_guard_in_the_core_protects_a_database_this_process_opened(tmp_path)
     assert write_atomic(plain, ["new"], force=True) == 3 and plain.read_text() == "new"
 
 
+def test_a_hard_link_to_the_open_database_is_refused_without_reading_it(tmp_path):
+    """A hard link is the same file by another name. Its header is never read with open(): closing
+    that descriptor would drop the open connection's locks (the suite's lockguard fails on it)."""
+    store = open_store(tmp_path / "here.db")
+    try:
+        with store.transaction() as conn:           # the -wal exists now too
+            conn.execute("CREATE TABLE scratch (x)")
+        os.link(tmp_path / "here.db", tmp_path / "alias.csv")
+        os.link(tmp_path / "here.db-wal", tmp_path / "alias-wal.csv")
+        with pytest.raises(BadInput, match="alias.csv: is the database .*here.db, by another name"):
+            check_target(tmp_path / "alias.csv", force=True)
+        with pytest.raises(BadInput, match="is the wal file of the database .*here.db, by another name"):
+            check_target(tmp_path / "alias-wal.csv", force=True)
+    finally:
+        store.close()
+
+
 def test_a_target_replaced_by_a_link_while_the_export_ran_is_refused(tmp_path):
     out = tmp_path / "out.jsonl"
 
@@ -230,3 +250,122 @@ async def test_the_tui_asks_before_replacing_an_export_and_replaces_on_y(db, tmp
         assert "tagged.jsonl exists. Replace it?" in str(app.screen.query_one("#question").render())
         await pilot.press("y")
         await wait_for(pilot, lambda: out.read_text().startswith('{"sample_id": "q1"'), what="the export")
+
+
+# -- "-" is stdout, for every output ----------------------------------------------------------------
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_dash_is_stdout_for_every_verb_and_dot_slash_dash_a_file_named_dash(verb, db, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):        # a second call is not told that "-" exists
+        assert run(db, verb, "-") == 0
+        assert "error" not in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+
+    assert run(db, verb, "./-") == 0
+    assert (tmp_path / "-").is_file()
+
+
+def test_an_empty_out_is_refused_with_a_line_that_says_so(db, judged_db, capsys):
+    assert run(db, "export events", "") == 2
+    assert capsys.readouterr().err == "error: the output path is empty; name a file (or - for stdout)\n"
+    assert main(["--db", str(judged_db), "dedup", "export", "review", "--out", ""]) == 2
+    assert capsys.readouterr().err == "error: the output path is empty; name a directory\n"
+
+
+# -- a directory output (dedup export) passes the same guard ---------------------------------------
+
+def dedup_export(db: Path, out) -> int:
+    return main(["--db", str(db), "dedup", "export", "review", "--out", str(out)])
+
+
+def test_a_directory_output_cannot_be_stdout(judged_db, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert dedup_export(judged_db, "-") == 2
+    assert capsys.readouterr().err == ("error: -: a directory output cannot be stdout; name a directory "
+                                       "(it is created if missing)\n")
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_directory_output_is_never_written_through_a_link(judged_db, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "deduped"
+    link.symlink_to(elsewhere)
+
+    assert dedup_export(judged_db, link) == 2
+
+    assert capsys.readouterr().err.startswith(f"error: {link}: is a symbolic link; name the directory itself")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_directory_that_cannot_be_created_is_one_line_not_a_traceback(judged_db, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "deduped"
+    real_mkdir = os.mkdir
+
+    def read_only_mkdir(path, *args, **kwargs):
+        if Path(path) == out:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only_mkdir)
+    assert dedup_export(judged_db, out) == 1
+    assert capsys.readouterr().err == (f"error: cannot create directory {out}: Read-only file system; "
+                                       "nothing was written\n")
+
+
+def test_a_directory_output_whose_parent_is_missing_is_refused(judged_db, tmp_path, capsys):
+    missing = tmp_path / "no" / "such"
+    assert dedup_export(judged_db, missing) == 2
+    assert capsys.readouterr().err == f"error: {missing.parent}: directory does not exist (for {missing})\n"
+
+
+# -- the BM25 index cache beside the database --------------------------------------------------------
+
+def test_no_output_goes_into_the_databases_bm25_index_cache(db, judged_db, capsys):
+    cache = f"{db}.indexes"
+    for out in (cache, f"{cache}/bm25-1-auto-0123456789abcdef"):
+        assert run(db, "export events", out, "--force") == 2
+        assert capsys.readouterr().err == (f"error: {out}: is in {cache}, the BM25 index cache of the open "
+                                           "workbench database\n")
+    assert not Path(cache).exists()
+    assert dedup_export(judged_db, f"{judged_db}.indexes") == 2
+    assert "the BM25 index cache of the open workbench database" in capsys.readouterr().err
+
+
+def test_nor_into_the_index_cache_of_another_sqlite_database(db, tmp_path, capsys):
+    other = copy_db(db, tmp_path / "other.db")
+    out = tmp_path / "other.db.indexes" / "events.jsonl"
+    out.parent.mkdir()
+    assert run(db, "export events", out) == 2
+    assert capsys.readouterr().err == (f"error: {out}: is in {out.parent}, the BM25 index cache of SQLite database "
+                                       f"{other}\n")
+
+
+def test_a_damaged_bm25_index_is_rebuilt_with_a_note_naming_it(db, capsys):
+    retrieve = ["--db", str(db), "retrieve", "tiny", "--retriever", "bm25", "--name", "fresh"]
+    assert main(retrieve) == 0
+    [index] = Path(f"{db}.indexes").iterdir()
+    meta = index / "workbench_bm25.json"
+    meta.write_text(meta.read_text() + "\n{}\n")
+    capsys.readouterr()
+
+    assert main(retrieve) == 0
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: the BM25 index {index} is damaged (Extra data: line 2 column 1")
+    assert err.endswith("); rebuilding it\n") and err.count("\n") == 1
+    assert main(retrieve) == 0
+    assert capsys.readouterr().err == ""          # the rebuilt index loads
+
+
+def test_an_index_cache_that_is_not_a_directory_costs_a_note_not_the_retrieval(db, capsys):
+    cache = Path(f"{db}.indexes")
+    cache.write_text("someone's notes\n")
+
+    assert main(["--db", str(db), "retrieve", "tiny", "--retriever", "bm25", "--name", "fresh"]) == 0
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: cannot save the BM25 index to {cache}/bm25-")
+    assert err.endswith("; it will be built again next time\n") and err.count("\n") == 1
+    assert cache.read_text() == "someone's notes\n"

@@ -1,7 +1,10 @@
 """The built-in BM25 retriever feeds the ledger like an imported retrieval.jsonl."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 from workbench.cli import main
 from workbench.data.importer import import_dataset
@@ -47,3 +50,20 @@ def test_cli_retrieve_and_export(tmp_path, capsys):
     assert "300 questions stored" in capsys.readouterr().out
     assert main(["--db", db, "retrieval", "export", "m", "--retriever", "bm25", "--out", str(tmp_path / "r.jsonl")]) == 0
     assert len((tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()) == 300
+
+
+def test_bm25_retrieve_prints_no_third_party_warning(tmp_path):
+    # Once: every BM25 retrieve printed jieba's two-line pkg_resources deprecation warning.
+    corpus = tmp_path / "菜谱"
+    corpus.mkdir()
+    (corpus / "红烧肉.md").write_text("# 红烧肉的做法\n\n五花肉切块，加糖炒色，再加酱油焖煮。", encoding="utf-8")
+    (corpus / "番茄炒蛋.md").write_text("# 番茄炒蛋的做法\n\n鸡蛋打散炒熟，加入番茄翻炒。", encoding="utf-8")
+    db = str(tmp_path / "r.db")
+    assert main(["--db", db, "corpus", "import", str(corpus), "--name", "cook"]) == 0
+    assert main(["--db", db, "questions", "generate", "cook"]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "retrieve", "cook", "--retriever", "bm25",
+                           "--mode", "jieba"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "2 questions stored" in done.stdout
+    assert "Warning" not in done.stderr, done.stderr

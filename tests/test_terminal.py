@@ -3,7 +3,8 @@
 A name, a question or an answer may hold an escape sequence (``ESC ] 0 ; … BEL`` retitles the
 window, ``ESC [ 2 J`` clears the screen). The CLI prints it escaped (``\\u001b``); the TUI draws
 it as a visible picture (``␛``). Both are checked on the bytes a pseudo-terminal receives from
-the real program, as a terminal emulator would get them.
+the real program, as a terminal emulator would get them. A file's content sent to stdout
+(``--out -``) is escaped the same way on a terminal, and is the file byte for byte in a pipe.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.terminal import EscapingStream, pictured, printable
+from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.terminal import EscapingStream, pictured, printable, write_data
 
 ATTACK = "ti\x1b]0;PWNED\x07\x1b[2Jny\x9b31m"
 
@@ -111,3 +113,72 @@ def test_the_tui_draws_escape_sequences_as_pictures_and_never_sends_them(attacke
     assert b"\x1b]0;PWNED" not in out and b"\x1b[2Jny" not in out
     # (Rich itself drops the BEL; the escapes are drawn, each one cell.)
     assert "ti␛]0;PWNED".encode() in out and "␛[2Jny".encode() in out
+
+
+# -- a file's content sent to stdout (--out -) ------------------------------------------------------
+
+class FakeTerminal:
+    """A text stream that says it is a terminal and keeps what it was sent."""
+
+    def __init__(self):
+        self.sent = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.sent += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_write_data_escapes_a_files_content_on_a_terminal():
+    terminal = FakeTerminal()
+    # A UTF-8 character split between two chunks stays one character; a byte that is not UTF-8 is escaped.
+    size = write_data(EscapingStream(terminal), [b"caf\xc3", b"\xa9 \x1b[2J", b"\xff", "ok\x07\n"])
+    assert terminal.sent == "café \\u001b[2J\\udcffok\\u0007\n"
+    assert size == 15
+
+
+def test_write_data_writes_a_files_content_byte_for_byte_into_a_file(tmp_path):
+    with open(tmp_path / "out.txt", "w", encoding="utf-8") as fh:
+        fh.write("before\n")
+        size = write_data(EscapingStream(fh), [b"caf\xc3", b"\xa9 \x1b[2J", b"\xff", "ok\x07\n"])
+    assert (tmp_path / "out.txt").read_bytes() == b"before\ncaf\xc3\xa9 \x1b[2J\xffok\x07\n"
+    assert size == 15
+
+
+@pytest.fixture
+def attacked_run_db(tmp_path, tiny_store) -> Path:
+    """The tiny dataset with a model-free sweep ``s``; the dataset's name and a question carry escape sequences."""
+    plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), name="s")
+    path = tiny_store.path
+    tiny_store.close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE datasets SET name = ?", (ATTACK,))
+    con.execute("UPDATE samples SET question = ? WHERE id = 'q1'", ("who\x1b]0;PWNED2\x07 directed Kismet",))
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("argv, escaped", [
+    (["export", "samples", "s", "--format", "csv"], b"who\\u001b]0;PWNED2\\u0007 directed Kismet"),
+    (["report", "s", "--resamples", "50"], b"ti\\u001b]0;PWNED\\u0007\\u001b[2Jny\\u009b31m")])
+def test_dash_sends_an_export_escaped_to_a_real_terminal(attacked_run_db, argv, escaped):
+    out = on_a_terminal(["--db", str(attacked_run_db), *argv, "--out", "-"], [])
+    assert b"\x1b" not in out and b"\x07" not in out and "\x9b".encode() not in out
+    assert escaped in out
+
+
+def test_dash_into_a_pipe_is_the_export_byte_for_byte(attacked_run_db, tmp_path):
+    from workbench.cli import main
+
+    assert main(["--db", str(attacked_run_db), "export", "samples", "s", "--format", "csv",
+                 "--out", str(tmp_path / "samples.csv")]) == 0
+    piped = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(attacked_run_db), "export", "samples",
+                            "s", "--format", "csv", "--out", "-"], capture_output=True, timeout=120, check=True)
+    assert b"who\x1b]0;PWNED2\x07 directed Kismet" in piped.stdout
+    assert piped.stdout == (tmp_path / "samples.csv").read_bytes()

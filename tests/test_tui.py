@@ -57,7 +57,7 @@ async def test_a_failing_worker_shows_an_error_dialog_and_the_app_keeps_going(tm
         await type_text(pilot, str(tmp_path / "no-such-dir"))
         await pilot.press("enter")  # refused before the name is asked
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
-        assert "not a directory" in app.screen.message
+        assert "no-such-dir: not found" in app.screen.message
         await pilot.press("escape")
         await pilot.press("r")
         await wait_for(pilot, lambda: app.current_mode == "runs")

@@ -20,7 +20,7 @@ from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.dialogs import ConfirmDialog
+from workbench.tui.dialogs import ConfirmDialog, ErrorDialog
 from workbench.tui.screens.run_form import RunForm
 
 
@@ -228,6 +228,29 @@ async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(
         assert {line for line, _, _, _ in seen} & {"3", "4", "5"}, seen      # the row moved during the run
         assert "6/6 jobs done" in _status(app) and "4 this time" in _status(app)
         await wait_for(pilot, lambda: table.get_row_at(0)[4] == "6")
+
+
+async def test_resuming_a_run_planned_without_a_model_says_why_in_a_toast_and_starts_no_bar(tmp_path, tiny_dir):
+    # Once: "A background task failed / ValueError", and "loading the model …" animated on behind it.
+    store = open_store(tmp_path / "wb.db")
+    import_dataset(store, tiny_dir, "tiny")
+    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), dataset="tiny", name="recorded")
+    store.close()
+    app = WorkbenchApp(tmp_path / "wb.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await open_runs(pilot)
+        await pilot.press("u")
+
+        def told() -> list[str]:
+            return [str(n.message) for n in app._notifications if "has no model" in str(n.message)]
+
+        await wait_for(pilot, lambda: told() or isinstance(app.screen, ErrorDialog), what="a word on the resume")
+        assert not isinstance(app.screen, ErrorDialog) and not app.worker_errors
+        assert told() == ["run 'recorded' has no model (it was planned by `sweep`): use `workbench run` or import "
+                          "predictions"]
+        assert not app.screen.query_one("#progress").display
+        assert "loading the model" not in _status(app) and "has no model" in _status(app)
+        assert "recorded" not in app.executions
 
 
 # -- greeting on an empty database (item 12) ------------------------------------------------

@@ -38,7 +38,7 @@ async def test_a_bad_path_is_refused_before_the_name_is_asked(tmp_path):
         await type_text(pilot, str(tmp_path / "no-such-dir"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
-        assert app.screen.title_text == "Cannot import" and "not a directory" in app.screen.message
+        assert app.screen.title_text == "Cannot import" and "no-such-dir: not found" in app.screen.message
         await pilot.press("escape")
         assert not isinstance(app.screen, (ErrorDialog, PromptDialog))  # no name prompt behind it
 

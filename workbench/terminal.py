@@ -8,15 +8,17 @@ is JSON (``--json``) leaves it valid JSON with the same value.
 
 The CLI writes through :class:`EscapingStream` (installed by ``workbench.cli.main``); what the
 workbench itself means as terminal control (a progress bar's line erase, a plot's colours)
-is written with :func:`write_control`, which bypasses the escaping. Data written as a file's
-content to stdout (``--out -``) goes to :func:`raw_stream` untouched: it is the export, byte
-for byte. The TUI applies the same rule to every line it draws (``workbench.tui.app``).
+is written with :func:`write_control`, which bypasses the escaping. A file's content sent to
+stdout (``--out -``) goes through :func:`write_data`: escaped on a terminal like everything
+else, byte for byte into a file or a pipe, where it is the export itself. The TUI applies the
+same rule to every line it draws (``workbench.tui.app``).
 """
 
 from __future__ import annotations
 
+import codecs
 import re
-from typing import TextIO
+from typing import Iterable, TextIO
 
 # C0 controls but tab and newline, DEL, and the C1 controls: everything a terminal may act on. Also
 # lone surrogates (a file name that is not UTF-8 decodes to them), which no terminal can be sent.
@@ -78,3 +80,33 @@ def raw_stream(stream: TextIO) -> TextIO:
 def write_control(stream: TextIO, text: str) -> None:
     """Write text the workbench composed itself, terminal control included, past any escaping."""
     raw_stream(stream).write(text)
+
+
+def write_data(stream: TextIO, chunks: Iterable[str | bytes]) -> int:
+    """Write a file's content (text, or UTF-8 bytes) to ``stream``; return its size in bytes.
+
+    On a terminal it is shown as :func:`printable` shows text (a byte that is not UTF-8 too),
+    so the data cannot drive the terminal. Anywhere else (a file, a pipe) it is written byte
+    for byte, as the file would hold it.
+    """
+    target = raw_stream(stream)
+    terminal = target.isatty()
+    binary = None if terminal else getattr(target, "buffer", None)
+    if binary is not None:
+        target.flush()    # what was printed as text before goes first
+    # Incremental: a chunk boundary may split a UTF-8 character, which must not be escaped as two bytes.
+    decode = codecs.getincrementaldecoder("utf-8")("surrogateescape").decode
+    size = 0
+    for chunk in chunks:
+        data = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+        size += len(data)
+        if binary is not None:
+            binary.write(data)
+        else:
+            text = decode(data)
+            target.write(printable(text) if terminal else text)
+    if binary is None:
+        rest = decode(b"", final=True)
+        target.write(printable(rest) if terminal else rest)
+    (target if binary is None else binary).flush()
+    return size

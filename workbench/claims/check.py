@@ -54,6 +54,7 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
     from workbench.models.cached import default_llm
 
     config.validate()
+    config.check_models()
     own = llm is None and config.needs_llm
     if own:
         llm = default_llm(store, config.model, n_threads=threads)

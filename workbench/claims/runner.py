@@ -23,11 +23,9 @@ from workbench.claims.reference import check_reference, is_long, reference_claim
 from workbench.claims.types import Claim
 from workbench.claims.verify import VERIFIERS, make_verifiers
 from workbench.claims.vote import TIES, judge_claim, summarize, vote_label
-from workbench.models.base import ModelError
-from workbench.models.bert_gguf import resolve_embedding_model
 from workbench.models.cached import default_llm
+from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
 from workbench.models.embedder import CachedEmbedder
-from workbench.models.locate import resolve_model
 from workbench.passes import CLAIMS_KEY_DIGITS, PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
@@ -68,20 +66,19 @@ class ClaimsConfig:
                 or ("nli" in self.verifiers and self.nli_model is None))
 
     def check_models(self) -> None:
-        """Refuse, naming the option, a model file the config needs that is missing or not a GGUF."""
-        wanted = [("--model", self.model)] if self.needs_llm else []
-        if "nli" in self.verifiers and self.nli_model is not None:
-            wanted.append(("--nli-model", self.nli_model))
-        for option, spec in wanted:
-            try:
-                resolve_model(spec)
-            except ModelError as exc:
-                raise ValueError(f"{option}: {exc}") from None
-        if "embedding" in self.verifiers:
-            try:
-                resolve_embedding_model(self.embedding_model)
-            except ModelError as exc:
-                raise ValueError(f"--embedding-model: {exc}") from None
+        """Refuse (``BadInput`` naming the option) a model the config needs or names that cannot serve.
+
+        Nothing is loaded or written: see :mod:`workbench.models.check`. A model named but not
+        needed (``--nli-model`` without the nli verifier) is checked too: it is part of the key.
+        """
+        options = []
+        if self.needs_llm or self.model != "default":
+            options.append(("--model", self.model, GENERATOR))
+        if self.nli_model is not None:
+            options.append(("--nli-model", self.nli_model, GENERATOR))
+        if "embedding" in self.verifiers or self.embedding_model is not None:
+            options.append(("--embedding-model", self.embedding_model, EMBEDDING))
+        check_model_options(*options)
 
     def key(self) -> str:
         """The claim run's identity among those over one run (``claim_runs.config_key``)."""

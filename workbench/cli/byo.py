@@ -9,23 +9,21 @@ import sys
 from workbench.cli.common import SharedParents, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import store_of, write_out
-from workbench.terminal import raw_stream
 
 
 def cmd_prompts_export(args) -> int:
     """Write the exact prompt of every (sample, cell) of a run as JSONL."""
+    from workbench.data.outfile import is_stdout
     from workbench.data.predictions import export_prompts
     from workbench.store.queries import get_run
 
     store = store_of(args)
     run = get_run(store, args.run)
-    if str(args.out) == "-":
-        count = export_prompts(store, run, raw_stream(sys.stdout))
-        print(f"{count:,} prompts", file=sys.stderr)
-        return OK
     buf = io.StringIO()
     count = export_prompts(store, run, buf)
     write_out(args.out, buf.getvalue(), f"{count:,} prompts of run {run.name}", force=args.force)
+    if is_stdout(args.out):
+        print(f"{count:,} prompts", file=sys.stderr)
     return OK
 
 

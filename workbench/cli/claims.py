@@ -22,6 +22,7 @@ def _config(args):
                           embedding_threshold=args.embedding_threshold, long_clause=args.long_clause,
                           model=args.model, embedding_model=args.embedding_model, nli_model=args.nli_model)
     config.validate()
+    config.check_models()   # before the store is opened: a refused model file leaves nothing behind
     return config
 
 
@@ -32,9 +33,9 @@ def cmd_claims_run(args) -> int:
     from workbench.models.cached import default_llm
     from workbench.store.queries import get_run
 
+    config = _config(args)
     store = store_of(args)
     run = get_run(store, args.run)
-    config = _config(args)
     llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
         if config.needs_llm else None
     reports = []
@@ -194,8 +195,8 @@ def cmd_claims_check(args) -> int:
     """Decompose and verify one answer against a given context (units of a dataset, a document, or text)."""
     from workbench.claims.check import check_answer, context_units
 
-    store = store_of(args)
     config = _config(args)
+    store = store_of(args)
     labels, texts = context_units(store, dataset=args.dataset, doc=args.doc, units=args.units, texts=args.context)
     result = check_answer(store, args.answer, labels, texts, config, question=args.question or "",
                           threads=args.threads)

@@ -46,7 +46,8 @@ def add_out(parser: argparse.ArgumentParser, help: str, *, required: bool = True
 
     ``main`` checks the target before the verb does any work (the open database, any SQLite
     file, a link, a directory or device, an existing file without ``--force`` are refused);
-    the write checks it again and renames a finished temp file over it.
+    the write checks it again and renames a finished temp file over it. ``-`` is stdout: the
+    guard's rule, so the verb writes to it as to any file.
     """
     parser.add_argument("--out", required=required, metavar=metavar, help=help)
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)

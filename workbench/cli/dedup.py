@@ -41,6 +41,8 @@ def cmd_dedup_run(args) -> int:
                          fuzzy_threshold=args.fuzzy_threshold, use_neighbours=not args.no_neighbours,
                          model=args.model, max_tokens=args.max_tokens, embedding_model=args.embedding_model,
                          embedding_threshold=args.embedding_threshold)
+    config.validate()
+    config.check_models()   # before the store is opened: a refused model file leaves nothing behind
     store = store_of(args)
     name, created, stats = plan_dedup(store, args.kg, config, args.name)
     if not args.json:
@@ -223,4 +225,4 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--force", action="store_true",
                    help="replace kb.jsonl, aliases.jsonl and merges.jsonl in DIR if they exist (atomically)")
     add_json(q)
-    q.set_defaults(func=cmd_dedup_export, readonly=True)
+    q.set_defaults(func=cmd_dedup_export, readonly=True, out_target="directory")

@@ -12,6 +12,7 @@ import sqlite3
 
 from workbench.data.errors import InputRejected
 from workbench.errors import EnvironmentFault
+from workbench.models.base import ModelError
 
 OK = 0
 FAILURE = 1
@@ -34,7 +35,9 @@ def failure_of(exc: Exception, db: str | None) -> tuple[int, str] | None:
         return BAD_INPUT, f"error: input rejected, nothing was written:\n{exc}"
     if isinstance(exc, (ValueError, NotFound)):
         return BAD_INPUT, f"error: {exc}"
-    if isinstance(exc, EnvironmentFault):
+    if isinstance(exc, (EnvironmentFault, ModelError)):
+        # ModelError: a model that passed the checks before the work but fails to load (llama.cpp
+        # refuses it, a server stops answering) is the environment's, said in one line.
         return FAILURE, f"error: {exc}"
     if isinstance(exc, sqlite3.Error) and os.environ.get("WORKBENCH_DEBUG") != "1":
         # The last resort: one line naming the database rather than a traceback.

@@ -125,10 +125,11 @@ def cmd_judge_queue(args) -> int:
 def cmd_labels_export(args) -> int:
     """Write every label (or one kind's, or one run's) as JSON Lines."""
     from workbench.data.labels import export_labels
+    from workbench.data.outfile import is_stdout
 
     kinds = None if args.kind is None else [args.kind]
     n = export_labels(store_of(args), args.out, kinds=kinds, run=args.run, force=args.force)
-    print(f"wrote {n:,} labels to {args.out}", file=sys.stderr)
+    print(f"wrote {n:,} labels to {'stdout' if is_stdout(args.out) else args.out}", file=sys.stderr)
     return OK
 
 
@@ -195,7 +196,7 @@ def register(subparsers, parents: SharedParents) -> None:
     lsub = q.add_subparsers(dest="labels_verb", metavar="ACTION", required=True)
     e = lsub.add_parser("export", parents=[parents.db], epilog=LABELS_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter, help="write labels as JSON Lines")
-    add_out(e, "the JSONL file to write")
+    add_out(e, "the JSONL file to write, or - for stdout")
     e.add_argument("--kind", choices=("claim", "dedup_pair", "answer", "relevance"), help="only this kind of label")
     e.add_argument("--run", help="only the labels of this run (or dedup run, or dataset: its relevance labels)")
     e.set_defaults(func=cmd_labels_export, readonly=True)

@@ -10,7 +10,7 @@ import sys
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.shared import emit_json, say, store_of, write_out
-from workbench.terminal import raw_stream, write_control
+from workbench.terminal import write_control
 from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
@@ -157,7 +157,7 @@ def cmd_export(args) -> int:
     """Write a run's events, ledger, one cell's samples or its verified claims as CSV, JSONL or Parquet."""
     from workbench.analysis.export import ExportOptions, check_export, export_parquet, export_records
     from workbench.data.exports import parquet_chunks, render
-    from workbench.data.outfile import write_atomic
+    from workbench.data.outfile import is_stdout, write_atomic
     from workbench.store.queries import get_run
 
     store = store_of(args)
@@ -171,13 +171,9 @@ def cmd_export(args) -> int:
     check_export(store, args.what, run, options)
     chunks = (parquet_chunks(*export_parquet(store, args.what, run, options)) if fmt == "parquet"
               else render(export_records(store, args.what, run, options), fmt))
-    if str(args.out) == "-":
-        out = raw_stream(sys.stdout).buffer if fmt == "parquet" else raw_stream(sys.stdout)
-        for chunk in chunks:
-            out.write(chunk)
-        return OK
     size = write_atomic(args.out, chunks, force=args.force)
-    print(f"wrote {args.out} ({size:,} bytes, {fmt})")
+    if not is_stdout(args.out):
+        print(f"wrote {args.out} ({size:,} bytes, {fmt})")
     return OK
 
 
@@ -185,7 +181,7 @@ def _export_ragchecker(args, store, run) -> int:
     """``export claims --to ragchecker``: one cell's checked answers as RAGChecker's checking-outputs JSON."""
     from workbench.analysis.claims import chosen_claim_run
     from workbench.claims.ragchecker_doc import checking_outputs
-    from workbench.data.outfile import write_atomic
+    from workbench.data.outfile import is_stdout, write_atomic
     from workbench.runs.report import first_cell
 
     if args.what != "claims":
@@ -199,10 +195,8 @@ def _export_ragchecker(args, store, run) -> int:
     cell = args.cell or first_cell(store, run)
     document, left_out = checking_outputs(store, run, claim_run, cell)
     data = json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
-    if str(args.out) == "-":
-        raw_stream(sys.stdout).buffer.write(data)
-    else:
-        write_atomic(args.out, [data], force=args.force)
+    write_atomic(args.out, [data], force=args.force)
+    if not is_stdout(args.out):
         print(f"wrote {args.out} ({len(data):,} bytes, ragchecker): claim run {claim_run}, cell {cell}, "
               f"{len(document['results']):,} answers")
     if left_out:

@@ -13,6 +13,7 @@ from typing import Sequence
 from workbench.cli import byo, claims, compare, data, dedup, judge, ledger, report, retrieval, runs, searchain, triage, tui
 from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
+from workbench.cli.shared import close_stores
 from workbench.terminal import EscapingStream
 
 DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
@@ -83,13 +84,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.verb is None:
         args.func = tui.cmd_tui
     try:
-        if getattr(args, "out_target", None) == "file" and args.out not in (None, "-"):
+        if getattr(args, "out_target", None) is not None and args.out is not None:
             # Before any work, so a refused --out costs nothing (the write checks it again). Loaded
             # here, as the handlers load theirs: `workbench --help` needs no store.
-            from workbench.data.outfile import check_target
+            from workbench.data.outfile import check_directory, check_target
             from workbench.store.db import default_db_path
 
-            check_target(args.out, force=args.force, database=getattr(args, "db", None) or default_db_path())
+            database = getattr(args, "db", None) or default_db_path()
+            if args.out_target == "directory":    # its files are checked by the verb, which knows them
+                check_directory(args.out, files=(), database=database)
+            else:
+                check_target(args.out, force=args.force, database=database)
         return args.func(args)
     except BrokenPipeError:
         return OK
@@ -100,3 +105,5 @@ def _run(args: argparse.Namespace) -> int:
         code, message = failure
         print(message, file=sys.stderr)
         return code
+    finally:
+        close_stores(args)

@@ -33,9 +33,11 @@ def cmd_retrieval_judge(args) -> int:
     """Judge the relevance of a retriever's top-k chunks with the local model; say what it did, and the judged
     figures."""
     from workbench.models.cached import default_llm
+    from workbench.models.check import GENERATOR, check_model_options
     from workbench.retrieval.relevance import judge_relevance
     from workbench.store.queries import get_dataset
 
+    check_model_options(("--model", args.model, GENERATOR))
     store = store_of(args)
     dataset = get_dataset(store, args.dataset).name
     hint = (f"workbench retrieval judge {dataset} --retriever {args.retriever} --k {args.k}"

@@ -28,31 +28,46 @@ def cmd_corpus_import(args) -> int:
                          category_depth=args.category_depth)
     dataset = name_or_path(args.name, args.directory, "dataset")
     report = import_corpus(store_of(args), args.directory, dataset, config, replace=args.replace)
-    # Skipped links and a replacement are said on stderr even with --json (which also holds them).
+    # Skipped entries and a replacement are said on stderr even with --json (which also holds them).
     for link in report.skipped_links:
-        print(f"warning: symbolic link leaves the corpus root, skipped: {link}", file=sys.stderr)
+        _skipped("symbolic link leaves the corpus root", link)
+    for entry in report.not_regular:
+        _skipped("not a regular file", entry)
     say_dataset_replaced(report)
     if args.json:
         emit_json(asdict(report))
         return OK
     for problem in report.unreadable:
-        print(f"warning: unreadable, skipped: {problem}", file=sys.stderr)
+        _skipped("unreadable", problem)
     verb = "unchanged (already imported)" if report.unchanged else "imported"
     cats = ", ".join(f"{c} {n}" for c, n in sorted(report.categories.items()))
     skipped = (f"; {count_noun(len(report.skipped_links), 'link')} leaving the root skipped"
                if report.skipped_links else "")
+    if report.not_regular:
+        skipped += f"; {count_noun(len(report.not_regular), 'entry', 'entries')} not a regular file skipped"
     print(f"{report.dataset}: {verb}: {count_noun(report.documents, 'document')}, {count_noun(report.chunks, 'chunk')}"
           + (f" ({cats})" if cats else "") + skipped)
     return OK
 
 
+def _skipped(why: str, entry: str) -> None:
+    """One warning line for a corpus entry passed over; a file name can hold a line break, shown escaped."""
+    # The stream escapes every other control character (workbench.terminal), but lets newlines through.
+    entry = entry.replace("\n", "\\u000a")
+    print(f"warning: {why}, skipped: {entry}", file=sys.stderr)
+
+
 def cmd_retrieve(args) -> int:
     """Run a built-in retriever (BM25, dense or hybrid) over a dataset's units for every question; store the results."""
+    from workbench.models.check import EMBEDDING, check_model_options
     from workbench.retrieval.runs import retrieve
 
     retriever, model = args.retriever, args.embedding_model
     if args.dense_model:          # the older spelling: dense retrieval with this model
         retriever, model = ("dense" if retriever == "bm25" else retriever), model or args.dense_model
+    if retriever != "bm25" or model is not None:
+        option = "--dense-model" if args.embedding_model is None and args.dense_model else "--embedding-model"
+        check_model_options((option, model, EMBEDDING))
     try:
         report = retrieve(store_of(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
                           retriever=retriever, embedding_model=model, replace=args.replace, n_threads=args.threads,

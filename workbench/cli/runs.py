@@ -45,6 +45,7 @@ def _sweep_config(args):
 
 def cmd_run(args) -> int:
     """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run per model."""
+    from workbench.models.check import GENERATOR, check_model_options
     from workbench.runs.generation import GenerationConfig
     from workbench.progress import ProgressBar
     from workbench.runs.prompt import load_template
@@ -59,6 +60,8 @@ def cmd_run(args) -> int:
             for model in _models(args.model)]
     for gen in gens:
         gen.validate()
+    if not args.dry_run:   # a dry run writes nothing: it says what it cannot count instead
+        check_model_options(*(("--model", gen.model, GENERATOR) for gen in gens if gen.backend == "llamacpp"))
     store = store_of(args)
     if args.dry_run:
         return _dry_runs(args, store, gens)

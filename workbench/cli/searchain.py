@@ -13,8 +13,10 @@ from workbench.cli.types import INT64_MAX, chosen_name, count, number
 
 def cmd_searchain_run(args) -> int:
     """Plan a SearChain run over a dataset's samples (or find it) and run its pending samples."""
+    from workbench.models.check import GENERATOR, check_model_options
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
+    check_model_options(("--model", args.model, GENERATOR))
     config = SearChainConfig(model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
                              threshold=args.threshold,
                              max_rounds=args.max_rounds, reader=args.reader, baseline_k=args.baseline_k,

@@ -9,7 +9,6 @@ from dataclasses import asdict, is_dataclass
 from typing import Callable
 
 from workbench.cli.exit_codes import OK, STOPPED
-from workbench.terminal import raw_stream
 
 
 def store_of(args):
@@ -22,10 +21,19 @@ def store_of(args):
     from workbench.store import open_store
 
     store = open_store(args.db, readonly=getattr(args, "readonly", False))
+    # Closed by the entry point when the verb ends (close_stores): a verb called in-process,
+    # as tests and the TUI's palette do, leaves no connection behind.
+    args.__dict__.setdefault("opened_stores", []).append(store)
     if store.newer_schema:
         print(f"warning: {store.path} was written by a newer workbench (schema {store.newer_schema}); "
               "reading it read-only", file=sys.stderr)
     return store
+
+
+def close_stores(args) -> None:
+    """Close every store :func:`store_of` opened for this verb."""
+    for store in args.__dict__.pop("opened_stores", []):
+        store.close()
 
 
 def json_default(value):
@@ -44,16 +52,13 @@ def emit_json(obj) -> None:
 def write_out(out: str, content: str | bytes, what: str, *, force: bool = False) -> None:
     """Write ``content`` to exactly the path the user named (atomically), or to stdout for ``-``.
 
-    On stdout the content is the file's, byte for byte (nothing escaped); a file goes through
-    :func:`workbench.data.outfile.write_atomic`'s guard (``force`` replaces an existing one).
+    Both through :func:`workbench.data.outfile.write_atomic`'s guard (``force`` replaces an
+    existing file); a file written is said in one line, stdout holds the content alone.
     """
-    from workbench.data.outfile import write_atomic
+    from workbench.data.outfile import is_stdout, write_atomic
 
-    if str(out) == "-":
-        stdout = raw_stream(sys.stdout)
-        stdout.buffer.write(content) if isinstance(content, bytes) else stdout.write(content)
-    else:
-        write_atomic(out, [content], force=force)
+    write_atomic(out, [content], force=force)
+    if not is_stdout(out):
         print(f"wrote {what} to {out}")
 
 

@@ -4,9 +4,11 @@ The document id is the path relative to the corpus root; the title comes from th
 name; the category from the folder at ``category_depth``. Documents are chunked by
 heading, each section then capped at ``max_chars`` with ``overlap`` characters carried
 over. Chunks become the dataset's units (kind ``chunk``) with ``doc_id`` = parent.
-Unreadable files, and symbolic links that lead out of the corpus root, are reported and
-skipped; the rest imports in one transaction. A name that holds other content is refused
-unless ``replace`` is asked for, and then the report counts what went with the old dataset.
+Unreadable files, symbolic links that lead out of the corpus root, and entries that are not
+regular files (a FIFO, a device, a link to nothing: never opened) are reported and skipped;
+the rest imports in one transaction. A corpus that yields no chunk at all is refused. A
+name that holds other content is refused unless ``replace`` is asked for, and then the
+report counts what went with the old dataset.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import claim_dataset_name, count_noun, name_taken
+from workbench.data.infile import check_input, entry_kind
+from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
 
@@ -57,6 +61,7 @@ class CorpusReport:
     unchanged: bool = False
     skipped_links: list[str] = field(default_factory=list)   # "link -> target" of links leaving the root
     replaced: dict[str, int] | None = None   # what replacing the old dataset deleted
+    not_regular: list[str] = field(default_factory=list)   # "path: is a FIFO" of entries that are no file
 
 
 @dataclass(frozen=True)
@@ -68,15 +73,16 @@ class Document:
     text: str
 
 
-def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[str], list[str]]:
+def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[str], list[str], list[str]]:
     """Every ``*.md`` under ``root`` (README/LICENSE skipped), the files that could not be read,
-    and the symbolic links skipped because they lead out of ``root``.
+    the symbolic links skipped because they lead out of ``root``, and the entries skipped
+    because they are not regular files (``"path: is a FIFO"``).
 
     A link that stays inside the root is read like any file (a linked directory is not
     descended into: its files are read under their own path). A link that leaves it (to
     ``/etc/passwd``, to another tree) is never followed: the corpus is what lies under the root.
     """
-    docs, unreadable, outside = [], [], []
+    docs, unreadable, outside, special = [], [], [], []
     real_root = root.resolve()
     paths = []
 
@@ -90,19 +96,21 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
                 outside.append(f"{link.relative_to(root).as_posix()} -> {os.readlink(link)}")
         for name in filenames:
             path = Path(folder) / name
-            if not name.endswith(".md") or name.lower() in _SKIP_NAMES:
-                continue
+            wanted = name.endswith(".md") and name.lower() not in _SKIP_NAMES
             if path.is_symlink() and not _inside(path, real_root):
-                outside.append(f"{path.relative_to(root).as_posix()} -> {os.readlink(path)}")
+                if wanted:
+                    outside.append(f"{path.relative_to(root).as_posix()} -> {os.readlink(path)}")
                 continue
-            paths.append(path)
+            # A FIFO, a socket, a device, a link to nothing: looked at, never opened (a FIFO
+            # would wait for a writer), and named whatever its name, as nothing else tells of it.
+            kind = entry_kind(path)
+            if kind is not None:
+                special.append(f"{path.relative_to(root).as_posix()}: {kind}")
+            elif wanted:
+                paths.append(path)
     keys: dict[str, str] = {}     # a document id, normalized as unit keys are -> the first such id
     for path in sorted(paths):
         rel = path.relative_to(root).as_posix()
-        if not path.is_file():
-            if path.is_symlink():   # to nothing, or to itself: said, never silently dropped
-                unreadable.append(f"{rel}: a symbolic link that leads to no file ({os.readlink(path)})")
-            continue
         if not _utf8(rel):
             # os.walk decodes such bytes to lone surrogates, which a document id cannot hold.
             unreadable.append(f"{rel}: its name is not UTF-8 (rename the file)")
@@ -124,7 +132,7 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
                     else folders[-1] if folders else "")
         heading = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), None)
         docs.append(Document(rel, path.stem, heading, category, text))
-    return docs, unreadable, sorted(outside)
+    return docs, unreadable, sorted(outside), sorted(special)
 
 
 def _utf8(text: str) -> bool:
@@ -138,7 +146,7 @@ def _utf8(text: str) -> bool:
 def _inside(link: Path, real_root: Path) -> bool:
     """Whether the link's final target (every hop resolved) lies under the corpus root.
 
-    A loop resolves nowhere: it counts as inside, and is then said to lead to no file.
+    A loop resolves nowhere: it counts as inside, and is then named as a loop and skipped.
     """
     try:
         return link.resolve().is_relative_to(real_root)
@@ -180,24 +188,30 @@ def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig
     """Import a Markdown tree as dataset ``name`` (idempotent for the same files and config).
 
     A dataset of that name holding anything else raises :class:`DatasetExists` unless
-    ``replace``, which deletes it (with its runs) in the import's transaction.
+    ``replace``, which deletes it (with its runs) in the import's transaction. A root that is
+    not a directory, or a tree with no chunk to import, is :class:`BadInput`; nothing is written.
     """
     check_name(name, "dataset name")
     check_source_path(root, "the directory's path")
     config = config or ChunkConfig()
     config.validate()
-    root = Path(root)
-    if not root.is_dir():
-        raise ValueError(f"{root}: not a directory of Markdown files")
-    docs, unreadable, outside = read_corpus(root, config)
+    root = check_input(root, directory=True, hint="expected a directory of Markdown files")
+    docs, unreadable, outside, special = read_corpus(root, config)
+    skipped = ((f" ({len(unreadable)} unreadable)" if unreadable else "")
+               + (f" ({count_noun(len(outside), 'link')} leaving the root skipped)" if outside else "")
+               + (f" ({count_noun(len(special), 'entry', 'entries')} not a regular file)" if special else ""))
     if not docs:
-        raise ValueError(f"{root}: no readable .md files" + (f" ({len(unreadable)} unreadable)" if unreadable else "")
-                         + (f" ({count_noun(len(outside), 'link')} leaving the root skipped)" if outside else ""))
+        raise BadInput(f"{root}: no readable .md files{skipped}")
+    pieces = [chunk_document(d.text, config) for d in docs]
+    if not any(pieces):
+        # A dataset of no units could be neither searched nor evaluated: refused, not stored empty.
+        raise BadInput(f"{root}: no text to import: {count_noun(len(docs), 'document')} without a chunk "
+                       f"(empty, or only blank lines and images){skipped}")
     digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
     for d in docs:
         digest.update(d.doc_id.encode() + b"\0" + d.text.encode() + b"\0")
     sha = digest.hexdigest()
-    report = CorpusReport(dataset=name, unreadable=unreadable, skipped_links=outside)
+    report = CorpusReport(dataset=name, unreadable=unreadable, skipped_links=outside, not_regular=special)
     existing = store.conn.execute("SELECT id, content_sha256 FROM datasets WHERE name = ?", (name,)).fetchone()
     if existing and existing[1] == sha:
         return _unchanged(store, report, existing[0])
@@ -213,10 +227,10 @@ def import_corpus(store: Store, root: str | Path, name: str, config: ChunkConfig
             (name, str(root), sha, utcnow())).lastrowid
         uid = 0
         units, documents = [], []
-        for d in docs:
+        for d, chunks in zip(docs, pieces):
             documents.append((ds_id, d.doc_id, d.title, d.heading, d.category, len(d.text),
                               hashlib.sha256(d.text.encode()).hexdigest()))
-            for i, piece in enumerate(chunk_document(d.text, config)):
+            for i, piece in enumerate(chunks):
                 uid += 1
                 chunk_id = f"{d.doc_id}#{i}"
                 units.append((ds_id, uid, normalize_text(chunk_id), chunk_id, d.doc_id, piece))

@@ -17,6 +17,7 @@ from typing import Any
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import (check_label_name, check_list, check_name, check_object, check_required, check_score,
                                    check_source_path, check_str, check_str_list, check_triple)
+from workbench.data.infile import check_input, check_optional
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text, triple_key
@@ -129,12 +130,10 @@ def check_directory(directory: str | Path) -> Path:
 
     Cheap (no file is read), so an interface can check a typed path before asking anything else.
     """
-    directory = Path(directory).expanduser()
-    if not directory.is_dir():
-        raise ValueError(f"{directory}: not a directory (expected {', '.join(FILES)})")
+    directory = check_input(directory, directory=True, hint=f"expected a directory holding {', '.join(FILES)}")
     for required in FILES[:2]:
-        if not (directory / required).is_file():
-            raise ValueError(f"{directory / required}: not found (a dataset directory holds {', '.join(FILES)})")
+        check_input(directory / required, hint=f"a dataset directory holds {', '.join(FILES)}")
+    check_optional(directory / FILES[2])
     for fname in FILES:
         # As a corpus import does: what is imported lies in the directory named (a link within it is fine).
         path = directory / fname

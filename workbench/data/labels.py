@@ -37,6 +37,7 @@ from typing import Any, Iterator, Sequence
 from workbench.data.errors import Problem, ProblemLog
 from workbench.data.outfile import write_atomic
 from workbench.data.fields import check_name, check_str, json_type
+from workbench.data.infile import check_input
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text
@@ -76,7 +77,7 @@ class LabelImport:
 
 def export_labels(store: Store, out: str | Path, *, kinds: Sequence[str] | None = None,
                   run: str | None = None, force: bool = False) -> int:
-    """Write every label (of ``kinds``, of the run or dedup run named ``run``) to ``out`` as JSONL.
+    """Write every label (of ``kinds``, of the run or dedup run named ``run``) to ``out`` (``-``: stdout) as JSONL.
 
     Written atomically (a reader never sees half a file) where the output guard allows
     (``force`` replaces an existing file); returns the number of labels
@@ -206,9 +207,7 @@ def import_labels(store: Store, path: str | Path, *, replace: bool = False) -> L
     same annotator, or a label the store holds differently (unless ``replace``: then the
     file's verdict, text and time win, and how the item was first chosen, ``via``, is kept).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise BadInput(f"{path}: not found" if not path.exists() else f"{path}: not a file")
+    path = check_input(path, hint="expected a label file, JSON Lines")
     display = str(path)
     log = ProblemLog()
     now = utcnow()

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_required, check_str, json_type
+from workbench.data.infile import check_input
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
@@ -74,9 +75,7 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
     the claim results verified on the old prediction are deleted and their claim jobs set
     back to pending (a ``claims`` pass redoes them), and the report counts both.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: not found")
+    path = check_input(path, hint="expected predictions JSONL")
     display = str(path)
     scorer_name = run.config.get("score", "acc")
     scorer = get_scorer(scorer_name)

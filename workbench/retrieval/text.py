@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+import warnings
 from typing import Iterable, Sequence
 
 MODES = ("jieba", "bigram", "en", "auto")
@@ -59,6 +60,10 @@ def _get_jieba():
     """Import jieba lazily, silence its startup logging, load the dictionary."""
     global _jieba
     if _jieba is None:
+        # jieba imports pkg_resources, whose deprecation notice would be printed on every BM25
+        # run: it is about jieba's packaging, not the user's data. Only that notice, only from jieba.
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning,
+                                module="jieba")
         import jieba  # noqa: PLC0415 - heavy import, only when needed
 
         jieba.setLogLevel(logging.WARNING)

@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
+from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, Prompt, PromptError
 from workbench.models.cached import prompt_key
@@ -76,6 +77,19 @@ class _Job:
     prompt_tokens: int | None = None
 
 
+class RunHasNoModel(BadInput):
+    """The run was planned without a model (by ``sweep``): there is nothing to execute it with."""
+
+
+def generation_of(run: Run) -> GenerationConfig:
+    """The generation config ``run`` executes with; :class:`RunHasNoModel` when it was planned without one."""
+    stored = run.config.get("generation")
+    if not stored:
+        raise RunHasNoModel(f"run {run.name!r} has no model (it was planned by `sweep`): "
+                            "use `workbench run` or import predictions")
+    return GenerationConfig.from_stored(stored)
+
+
 def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_errors: bool = False,
             stop: threading.Event | None = None, progress: Callable[[Progress], None] | None = None,
             backend: Backend | None = None, wait: bool = False,
@@ -88,13 +102,10 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
 
     One process at a time executes a run: while another holds its lease this raises
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` waits for it (``on_wait``
-    hears why) and then runs whatever the other left pending.
+    hears why) and then runs whatever the other left pending. A run planned without a model
+    raises :class:`RunHasNoModel` before anything is touched.
     """
-    gen_config = run.config.get("generation")
-    if not gen_config:
-        raise ValueError(f"run {run.name!r} has no model (it was planned by `sweep`): "
-                         "use `workbench run` or import predictions")
-    work = _RunWork(store, run, GenerationConfig.from_stored(gen_config), opts or ExecOptions(), backend)
+    work = _RunWork(store, run, generation_of(run), opts or ExecOptions(), backend)
     return drive(store, f"run:{run.name}", work, ExecReport(run=run.name), retry_errors=retry_errors, stop=stop,
                  progress=work.progress_of(progress), wait=wait, on_wait=on_wait)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,8 @@ from urllib.parse import quote
 
 import sqlite_utils
 
+from workbench import dbfiles
+from workbench.dbfiles import open_database_paths
 from workbench.errors import EnvironmentFault
 from workbench.store.faults import (BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_file, fault, rollback_open, sidecar,
                                     writable, write_blocker, write_fault)
@@ -28,10 +29,6 @@ from workbench.store.schema import MissingMigrations, SchemaStatus, apply_migrat
 __all__ = ["Store", "open_store", "open_readonly", "default_db_path", "open_database_paths", "utcnow",
            "SQLITE_MAGIC", "BUSY_TIMEOUT_MS", "MissingMigrations"]
 
-# The real paths of every database this process opened: no output file may be written over one.
-_OPENED: set[str] = set()
-# How many of this process's stores are open on each real path (a read-only close cleans up only the last).
-_OPEN_NOW: Counter[str] = Counter()
 
 
 def default_db_path() -> Path:
@@ -42,11 +39,6 @@ def default_db_path() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("dissipation-workbench")) / "workbench.db"
-
-
-def open_database_paths() -> frozenset[str]:
-    """The real paths of the databases this process has opened (output files may not go there)."""
-    return frozenset(_OPENED)
 
 
 @dataclass
@@ -66,9 +58,7 @@ class Store:
     made_sidecars: bool = False
 
     def __post_init__(self) -> None:
-        real = os.path.realpath(self.path)
-        _OPENED.add(real)
-        _OPEN_NOW[real] += 1
+        dbfiles.opened(self.path)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -130,9 +120,8 @@ class Store:
     def close(self) -> None:
         """Close the connection. A read-only open that created the WAL's files leaves none behind."""
         self.db.close()
-        real = os.path.realpath(self.path)
-        _OPEN_NOW[real] -= 1
-        if self.made_sidecars and _OPEN_NOW[real] <= 0:
+        # A read-only close cleans up only when it is the last of this process's stores on the file.
+        if dbfiles.closed(self.path) <= 0 and self.made_sidecars:
             _remove_sidecars(self.path)
 
 
@@ -201,9 +190,11 @@ def _closed_on_failure(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
 def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False) -> Store:
     """Open (creating if needed) the database at ``path`` or the default, migrated.
 
-    ``readonly`` is for verbs that only read. A database this process cannot write (a
-    read-only file, directory or filesystem) is then opened with SQLite's ``mode=ro``
-    instead of refused, and one written by a newer workbench is read instead of refused.
+    ``readonly`` is for verbs that only read. They never create: a missing database, or a
+    missing directory, is "no such database", and a 0-byte file is refused. A database this
+    process cannot write (a read-only file, directory or filesystem) is then opened with
+    SQLite's ``mode=ro`` instead of refused, and one written by a newer workbench is read
+    instead of refused.
     A writable database opens read-write either way, so that pending migrations and the
     ledger's cache still land.
 
@@ -212,7 +203,7 @@ def open_store(path: str | os.PathLike | None = None, *, readonly: bool = False)
     database), a read-only one (unless ``readonly``), or one from a newer workbench.
     """
     path = Path(path) if path is not None else default_db_path()
-    check_file(path)
+    check_file(path, create=not readonly)
     if not path.exists():
         _create_directory(path)
     else:
@@ -247,9 +238,7 @@ def open_readonly(path: str | os.PathLike) -> Store:
     nothing is created.
     """
     path = Path(path)
-    check_file(path)
-    if not path.exists():
-        raise EnvironmentFault(f"{path}: no such database")
+    check_file(path, create=False)
     reason = write_blocker(path)
     if reason:
         return _open_readonly(path, reason)

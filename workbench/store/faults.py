@@ -1,7 +1,8 @@
 """What can go wrong with a database file, and the one line that says so.
 
-A path that cannot hold a workbench database (a directory, a text file, a truncated copy) is
-refused before SQLite opens it (:func:`check_file`); a database this process cannot write
+A path that cannot hold a workbench database (a directory, a device, a missing file for a
+reader) is refused before SQLite opens it (:func:`check_file`), and a file SQLite cannot read
+(a text file, a truncated copy) by SQLite's own first read; a database this process cannot write
 says why (:func:`write_blocker`); an SQLite error the machine caused (a full disk, an I/O
 error, a read-only file) becomes an :class:`~workbench.errors.EnvironmentFault` naming the
 path (:func:`write_fault`), and any other one a single line (:func:`sqlite_error_message`).
@@ -65,8 +66,10 @@ def sqlite_error_message(path: str | os.PathLike, exc: sqlite3.Error) -> str:
         return str(fault)
     code = _primary_code(exc)
     name = getattr(exc, "sqlite_errorname", type(exc).__name__)
-    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-        return f"{path}: not a usable workbench database ({exc}; SQLite {name})"
+    if code == sqlite3.SQLITE_NOTADB:
+        return f"{path}: not a workbench database (file is not SQLite)"
+    if code == sqlite3.SQLITE_CORRUPT:
+        return f"{path}: not a usable workbench database (damaged or truncated: {exc}; SQLite {name})"
     if code == sqlite3.SQLITE_CANTOPEN:
         return f"{path}: cannot open the database ({exc}; SQLite {name})"
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
@@ -75,15 +78,25 @@ def sqlite_error_message(path: str | os.PathLike, exc: sqlite3.Error) -> str:
     return f"{path}: {exc} (SQLite {name})"
 
 
-def check_file(path: Path) -> None:
+def check_file(path: Path, *, create: bool = True) -> None:
     """Refuse, before SQLite opens it, a path that cannot hold a workbench database.
 
-    SQLite would open a text file or a truncated copy without complaint and fail on the
-    first query, far from the cause (and, for a truncated file, only on the pages cut off).
+    Only the path's metadata is looked at (``stat``): the file is never opened here.
+    Closing any descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's included, so a Python ``open()`` of a database another connection of this
+    process has open would let another process checkpoint and delete its -wal and -shm
+    under that connection (SQLite's "How To Corrupt An SQLite Database File", 2.2). What
+    the header says (not SQLite, truncated) is SQLite's to read: its first query fails
+    with ``SQLITE_NOTADB`` or ``SQLITE_CORRUPT``, which :func:`sqlite_error_message` words.
+
+    ``create=False`` is for verbs that only read: a missing file (or directory) is "no such
+    database", and a 0-byte file is refused rather than made into a database.
     """
     try:
         st = path.stat()
     except FileNotFoundError:
+        if not create:
+            raise EnvironmentFault(f"{path}: no such database") from None
         return
     except OSError as exc:
         raise EnvironmentFault(f"{path}: cannot open the database ({exc.strerror})") from exc
@@ -91,34 +104,8 @@ def check_file(path: Path) -> None:
         raise EnvironmentFault(f"{path}: not a workbench database (it is a directory)")
     if not stat.S_ISREG(st.st_mode):
         raise EnvironmentFault(f"{path}: not a workbench database (not a regular file)")
-    if st.st_size == 0:
-        return  # a new, empty file: SQLite makes a database of it
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError as exc:
-        raise EnvironmentFault(f"{path}: cannot read the database ({exc.strerror})") from exc
-    if not header.startswith(SQLITE_MAGIC):
-        raise EnvironmentFault(f"{path}: not a workbench database (file is not SQLite)")
-    if len(header) < 100:
-        raise EnvironmentFault(f"{path}: not a usable workbench database (truncated: {st.st_size} bytes, "
-                               "shorter than SQLite's 100-byte header)")
-    declared = _declared_size(header)
-    # Pages that sit in a non-empty -wal may not have been copied into the file yet.
-    wal = sidecar(path, "-wal")
-    if declared > st.st_size and not (wal.exists() and wal.stat().st_size > 0):
-        raise EnvironmentFault(f"{path}: not a usable workbench database (truncated: its SQLite header counts "
-                               f"{declared:,} bytes, the file holds {st.st_size:,})")
-
-
-def _declared_size(header: bytes) -> int:
-    """The database size the header states, or 0 when SQLite itself would not trust it."""
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    # The header's page count is valid only when the change counter matches
-    # version-valid-for (https://www.sqlite.org/fileformat.html#in_header_database_size).
-    return pages * page_size if header[24:28] == header[92:96] else 0
+    if st.st_size == 0 and not create:
+        raise EnvironmentFault(f"{path}: an empty file, not a workbench database (nothing to read)")
 
 
 def sidecar(path: Path, suffix: str) -> Path:

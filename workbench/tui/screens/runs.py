@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, ProgressBar, Static
 
+from workbench.errors import BadInput
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
-from workbench.runs.executor import ExecReport, execute
+from workbench.runs.executor import ExecReport, execute, generation_of
 from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
 from workbench.store.queries import delete_run, get_run, list_datasets, list_runs
@@ -228,6 +229,12 @@ class RunsScreen(WorkbenchScreen):
                 self.app.call_from_thread(self.app.show_error, "Run is executing",
                                           f"{name} is already executing in this window.")
                 return
+            run = get_run(store, name)
+            try:
+                generation_of(run)
+            except BadInput as exc:   # a run this window cannot execute (no model): said, no bar started
+                self.post_message(Loaded("refused", (name, str(exc))))
+                return
             self.app.executions[name] = stop
             registered = True
             if self.app.quitting:  # q was confirmed while this run was being planned
@@ -243,7 +250,7 @@ class RunsScreen(WorkbenchScreen):
                 waiting = ExecOptions(on_wait=lambda m: self.post_message(Loaded("model-wait", (name, m))), stop=stop)
                 try:
                     # on_wait (the lease): a note when the lease of a writer that died is taken over.
-                    report = execute(store, get_run(store, name), stop=stop, progress=progress, opts=waiting,
+                    report = execute(store, run, stop=stop, progress=progress, opts=waiting,
                                      on_wait=lambda line: self.app.call_from_thread(self.notify, line))
                 except ModelSlotStopped:
                     report = ExecReport(run=name, stopped=True)
@@ -258,7 +265,7 @@ class RunsScreen(WorkbenchScreen):
             store.close()
 
     def _refused(self, name: str, reason: str) -> None:
-        """The run is being written elsewhere: say by whom, and leave it alone."""
+        """The run cannot execute here (written elsewhere, or no model): say why, and leave it alone."""
         self.query_one("#progress", ProgressBar).display = False
         self.query_one("#status", Static).update(esc(reason))
         self.notify(reason, title=f"Run {name} not started", severity="error", timeout=10)

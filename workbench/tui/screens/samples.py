@@ -88,7 +88,7 @@ def _export(store, run_name, path, force=False):
     buf = io.StringIO()
     count = export_tagged(store, get_run(store, run_name).dataset_id, buf)
     try:
-        write_atomic(path, [buf.getvalue()], force=force)
+        write_atomic(path, [buf.getvalue()], force=force, stdout=False)    # the TUI draws on stdout
     except TargetExists:
         return None, path
     return count, path

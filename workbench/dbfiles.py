@@ -1,0 +1,66 @@
+"""The database files this process has open, which nothing but SQLite may open.
+
+On POSIX, closing any descriptor of a file drops every advisory lock the process holds on
+that file, SQLite's included (SQLite's "How To Corrupt An SQLite Database File", 2.2). So a
+path about to be opened with Python (an output's header, a model file) is first compared,
+by device and inode, with the databases this process opened and their ``-wal``, ``-shm``
+and ``-journal`` files (:func:`database_file_of`). The store registers each database as it
+opens it. This module imports nothing of the workbench's, so that finding a model file
+still needs no database code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+__all__ = ["SIDECARS", "database_file_of", "opened", "closed", "open_database_paths"]
+
+SIDECARS = ("-wal", "-shm", "-journal")
+# The real paths of every database this process opened: no output may be written over one.
+_OPENED: set[str] = set()
+# How many of this process's stores are open on each real path.
+_OPEN_NOW: Counter[str] = Counter()
+
+
+def opened(path: str | os.PathLike) -> int:
+    """Record that a store opened ``path``; how many of this process's stores now have it open."""
+    real = os.path.realpath(path)
+    _OPENED.add(real)
+    _OPEN_NOW[real] += 1
+    return _OPEN_NOW[real]
+
+
+def closed(path: str | os.PathLike) -> int:
+    """Record that a store closed ``path``; how many of this process's stores still have it open."""
+    real = os.path.realpath(path)
+    _OPEN_NOW[real] -= 1
+    return _OPEN_NOW[real]
+
+
+def open_database_paths() -> frozenset[str]:
+    """The real paths of the databases this process has opened (output files may not go there)."""
+    return frozenset(_OPENED)
+
+
+def database_file_of(path: str | os.PathLike, extra: str | os.PathLike | None = None) -> str | None:
+    """What ``path`` is, if it is a file of a database this process opened (or of ``extra``), else None.
+
+    "the database D" or "the wal file of the database D", compared by device and inode, so a
+    hard link or a symbolic link is recognised too; nothing is opened.
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    databases = set(_OPENED)
+    if extra is not None:
+        databases.add(os.path.realpath(extra))
+    for db in sorted(databases):
+        for suffix in ("", *SIDECARS):
+            try:
+                if os.path.samestat(st, os.stat(db + suffix)):
+                    return f"the {suffix[1:]} file of the database {db}" if suffix else f"the database {db}"
+            except OSError:
+                continue
+    return None

@@ -1,0 +1,51 @@
+"""A model option checked before a command writes anything: one check for every verb.
+
+A verb that takes a model file (``run --model``, ``claims … --nli-model``, ``retrieve
+--embedding-model`` …) hands what it was given to :func:`check_model_options` before it opens
+a run, plans a job or hashes the file into ``model_files``. What a model of each role must be:
+
+- ``generator``: a known name (``default``, ``gemma3-270m``) or a whole GGUF file whose
+  architecture generates text (:func:`~workbench.models.locate.resolve_model`);
+- ``embedding``: a known name, a BERT checkpoint (a directory with ``config.json`` or a
+  ``.zip`` of one, converted once), or a whole GGUF of an encoder
+  (:func:`~workbench.models.bert_gguf.resolve_embedding_model`).
+
+Either way a directory where a file is due, a device or a FIFO is refused from ``stat``,
+never opened; a file's header is read within its own size and its weights never. A refusal
+is one line naming the option (:class:`~workbench.errors.BadInput`: exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.errors import BadInput
+from workbench.models.base import ModelError
+from workbench.models.bert_gguf import resolve_embedding_model
+from workbench.models.locate import resolve_model
+
+GENERATOR = "generator"
+EMBEDDING = "embedding"
+ROLES = (GENERATOR, EMBEDDING)
+
+
+def check_model(spec: str | None, role: str) -> Path:
+    """The GGUF file ``spec`` names for ``role`` (see the module), checked without loading it.
+
+    Raises :class:`ModelError` (one line naming the path) when it cannot serve the role.
+    """
+    if role == GENERATOR:
+        return resolve_model(spec)
+    if role == EMBEDDING:
+        return resolve_embedding_model(spec)
+    raise ValueError(f"unknown model role {role!r} (one of {', '.join(ROLES)})")
+
+
+def check_model_options(*options: tuple[str, str | None, str]) -> None:
+    """Check each ``(option, spec, role)`` in turn; the first that cannot serve is refused as
+    :class:`BadInput` ``"OPTION: PATH: why"``."""
+    for option, spec, role in options:
+        try:
+            check_model(spec, role)
+        except ModelError as exc:
+            raise BadInput(f"{option}: {exc}") from None
