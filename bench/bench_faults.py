@@ -60,6 +60,12 @@ def run_ok(db: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+def new_database(db: Path) -> None:
+    """A migrated, empty database, as the first writing verb makes it (a reading verb never creates one)."""
+    subprocess.run([sys.executable, "-c", "import sys; from workbench.store import open_store; "
+                    "open_store(sys.argv[1]).close()", str(db)], check=True)
+
+
 def query(db: Path, sql: str, params=()) -> list[tuple]:
     con = sqlite3.connect(db)
     try:
@@ -236,7 +242,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="wb-faults-") as tmp:
         work = Path(tmp)
         empty = work / "empty.db"
-        run_ok(empty, "datasets")  # a migrated, empty database
+        new_database(empty)
         if "import" in kinds:
             ref_db = work / "ref-import.db"
             shutil.copy(empty, ref_db)

@@ -5,6 +5,7 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -122,10 +123,13 @@ def test_export_refuses_a_directory_and_a_missing_parent(metaqa_db, tmp_path, ca
 def test_unknown_run_and_empty_database_give_clear_messages(tmp_path):
     db = str(tmp_path / "empty.db")
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "ledger"], capture_output=True, text=True)
-    assert r.returncode == 2 and "no run yet" in r.stderr
+    assert r.returncode == 1 and r.stderr == f"error: {db}: no such database\n"    # a reader creates nothing
+    assert not Path(db).exists()
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "sweep", "--k", "1", "--budget", "8"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no dataset imported yet" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "ledger"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no run yet" in r.stderr
 
 
 def test_tags_exclude_samples_from_the_ledger_and_export(tmp_path, tiny_store, capsys):

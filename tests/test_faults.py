@@ -49,7 +49,7 @@ def prepared(tmp_path_factory) -> dict:
     """An empty migrated database, and a clean import's counts and time."""
     work = tmp_path_factory.mktemp("faults")
     empty = work / "empty.db"
-    bench_faults.run_ok(empty, "datasets")
+    bench_faults.new_database(empty)
     imported = work / "imported.db"
     shutil.copy(empty, imported)
     t0 = time.perf_counter()
@@ -73,5 +73,5 @@ def test_every_row_of_the_matrix_names_a_test_that_exists():
     for row in rows:
         path, name = re.search(r"(tests/\S+\.py)::(\w+)", row).groups()
         tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
-        names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         assert name in names, f"{path} has no {name} (row: {row[:60]}…)"

@@ -51,7 +51,11 @@ def test_cli_db_flag_wins_over_the_environment(monkeypatch, tmp_path, capsys):
     from workbench.cli import main
 
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "env.db"))
-    assert main(["--db", str(tmp_path / "flag.db"), "datasets"]) == 0
+    assert main(["--db", str(tmp_path / "flag.db"), "tag", "q1", "x"]) == 2        # a writing verb creates it
     assert (tmp_path / "flag.db").exists() and not (tmp_path / "env.db").exists()
-    assert main(["datasets", "--db", str(tmp_path / "flag2.db")]) == 0
+    assert main(["tag", "q1", "x", "--db", str(tmp_path / "flag2.db")]) == 2
     assert (tmp_path / "flag2.db").exists()
+    capsys.readouterr()
+    assert main(["datasets", "--db", str(tmp_path / "flag3.db")]) == 1            # a reading verb names it, creates nothing
+    assert capsys.readouterr().err == f"error: {tmp_path / 'flag3.db'}: no such database\n"
+    assert not (tmp_path / "env.db").exists() and not (tmp_path / "flag3.db").exists()
