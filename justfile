@@ -79,10 +79,12 @@ docs-examples: install
 tui: install
     {{wb}} tui
 
-# Run the test suite (pytest's "no tests collected", exit 5, is not a failure).
+# Lint with ruff (its rules: pyproject.toml's [tool.ruff]; a finding fails the recipe before any test runs),
+# then run the test suite (pytest's "no tests collected", exit 5, is not a failure).
 test *args: install
     #!/usr/bin/env bash
     set -uo pipefail
+    "{{venv}}/bin/ruff" check . || exit $?
     "{{py}}" -m pytest {{args}}
     rc=$?
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi

@@ -95,15 +95,20 @@ def write_figures(db: Path, out: Path) -> list[Path]:
 
 
 _WEB_FONT = re.compile(r',\s*url\("https?://[^"]*"\) format\("[^"]*"\)')
+# Rich names only Fira Code, which has no CJK glyphs, and the generic monospace, which on many systems has
+# none either: the Chinese of HowToCook and the claims then shows as boxes. Monospace CJK families, in the
+# order a reader is likely to have them, come before the generic fallback.
+MONO_FAMILIES = '"Fira Code", "Noto Sans Mono CJK SC", "Sarasa Mono SC", "Source Han Mono", monospace'
+_RICH_MONO = re.compile(r"font-family: Fira Code, monospace;")
 
 
 def offline(svg: str) -> str:
-    """The SVG without its web-font URLs (Rich links Fira Code on a CDN): the docs fetch nothing.
+    """The SVG without its web-font URLs (Rich links Fira Code on a CDN), its text in a CJK-capable family.
 
-    The ``local()`` font and the monospace fallback stay, so the picture is unchanged where the
-    font is installed and drawn in the system's monospace elsewhere.
+    The docs fetch nothing. The ``local()`` font and the monospace fallback stay, so the picture is unchanged
+    where Fira Code is installed; Chinese is drawn in the first CJK monospace family the system has.
     """
-    return _WEB_FONT.sub("", svg)
+    return _RICH_MONO.sub(f"font-family: {MONO_FAMILIES};", _WEB_FONT.sub("", svg))
 
 
 async def _until(pilot, ready: Callable[[], bool], what: str) -> None:
@@ -186,7 +191,7 @@ async def _tour(pilot, cam: Camera) -> None:
     """Every screen in turn, by its key; Dedup and SearChain only when the database has a run of theirs."""
     app, only = pilot.app, cam.only
     await _loaded(pilot, "ledger")
-    app.open_run(RUN)  # what enter in Runs does; the app opens on the newest run, and every screen follows
+    app.open_run(RUN)  # what enter in Runs does; every screen follows the run opened
     await _loaded(pilot, "ledger", lambda s: s.view is not None and s.view.report.run == RUN)
     await cam.visit("d", "datasets", "datasets")
     await cam.visit("r", "runs", "runs")

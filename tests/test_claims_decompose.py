@@ -140,6 +140,34 @@ def test_rule_splits_lines_and_trims_list_bullets_from_the_spans():
     assert sources(answer, claims) == texts(claims)
 
 
+@pytest.mark.parametrize("answer, expected", [
+    ("Apples, pears and plums are fruits.", ["Apples, pears and plums are fruits"]),
+    ("The shop sells apples, pears, and plums.", ["The shop sells apples, pears, and plums"]),
+    ("The Louvre is in Paris, France.", ["The Louvre is in Paris, France"]),
+    ("In 1991, Guido released Python.", ["In 1991, Guido released Python"]),
+    ("1991年，Guido发布了Python。", ["1991年，Guido发布了Python"]),
+    ("在中国，Python很流行。", ["在中国，Python很流行"]),
+    # Neither half of a disjunction is claimed, so ", or" / "，或" do not split either.
+    ("Python is compiled, or it is interpreted.", ["Python is compiled, or it is interpreted"]),
+    ("Python是编译型语言，或者是解释型语言。", ["Python是编译型语言，或者是解释型语言"]),
+])
+def test_rule_does_not_split_at_a_comma_that_joins_a_list_an_apposition_or_a_leading_phrase(answer, expected):
+    assert texts(rule_claims(answer)) == expected
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("The shop sells apples, pears and plums, but it is closed on Sundays.",
+     ["The shop sells apples, pears and plums", "but it is closed on Sundays"]),
+    ("Lyon, France is old, whereas Paris, Texas is young.", ["Lyon, France is old", "whereas Paris, Texas is young"]),
+    ("In 1991, Guido released Python, and it is still popular.", ["In 1991, Guido released Python", "it is still popular"]),
+    # A Chinese comma ends a clause (Chinese lists use 、), unless it follows a leading time or place phrase.
+    ("在家里，红烧肉的主料是五花肉，辅料包括生姜和冰糖。", ["在家里，红烧肉的主料是五花肉", "辅料包括生姜", "辅料包括冰糖"]),
+    ("1991年，Guido发布了Python, 而且它很快流行。", ["1991年，Guido发布了Python", "它很快流行"]),
+])
+def test_rule_splits_a_sentence_only_at_the_comma_that_begins_a_clause(answer, expected):
+    assert texts(rule_claims(answer)) == expected
+
+
 def test_rule_does_not_expand_a_conjunction_without_a_list_word():
     assert texts(rule_claims("Tom and Jerry are friends.")) == ["Tom and Jerry are friends"]
 

@@ -15,7 +15,6 @@ import pytest
 from workbench.claims.report import answer_claims, claims_by_cell
 from workbench.claims.reference import check_reference, reference_claims
 from workbench.claims.runner import ClaimsConfig, list_answer, run_claims
-from workbench.claims.types import Claim
 
 from workbench.cli import main
 from workbench.models.locate import default_model_path

@@ -51,6 +51,12 @@ def test_chunking_by_heading_then_size_with_overlap():
         ChunkConfig(max_chars=50, overlap=50).validate()
 
 
+def test_an_image_whose_file_name_holds_parentheses_leaves_no_tail():
+    # HowToCook's 冰粉: ![石凉粉(冰粉)成品1](./石凉粉(冰粉)成品1.jpg) once left "成品1.jpg)" in the chunk.
+    text = "# 冰粉\n![石凉粉(冰粉)成品1](./石凉粉(冰粉)成品1.jpg)\n![x](./plain.png)\n## 必备原料和工具\n- 冰粉粉"
+    assert chunk_document(text, ChunkConfig()) == ["# 冰粉", "## 必备原料和工具\n- 冰粉粉"]
+
+
 def test_cli_corpus_import(tmp_path, capsys):
     assert main(["--db", str(tmp_path / "c.db"), "corpus", "import", str(HOWTOCOOK), "--name", "hc"]) == 0
     out = capsys.readouterr().out

@@ -36,6 +36,25 @@ def tiny_demo(tmp_path, tiny_dir) -> Path:
     return db
 
 
+SHOTS = Path(__file__).resolve().parents[1] / "docs" / "shots"
+CJK_MONO = ("Noto Sans Mono CJK SC", "Sarasa Mono SC", "Source Han Mono")
+
+
+def _text_families(svg: str) -> list[list[str]]:
+    """The font families of each rule that sets a screenshot's text (Rich's ``-matrix`` class), in order."""
+    return [[family.strip().strip('"') for family in m.group(1).split(",")]
+            for m in re.finditer(r"-matrix \{[^}]*?font-family: ([^;]+);", svg)]
+
+
+def _names_cjk_after_fira_code(svg: str) -> bool:
+    """Whether every text rule of the screenshot names Fira Code first, then a CJK monospace family, before
+    the generic fallback (else Chinese shows as boxes where the system's monospace has no CJK glyphs)."""
+    rules = _text_families(svg)
+    return bool(rules) and all(
+        families[0] == "Fira Code" and families[-1] == "monospace" and any(f in CJK_MONO for f in families[1:-1])
+        for families in rules)
+
+
 def _text(svg: Path) -> str:
     """What an SVG screenshot reads: its text without the tags (a row is one text element per style)."""
     return html.unescape(re.sub(r"<[^>]+>", "", svg.read_text(encoding="utf-8"))).replace("\xa0", " ")
@@ -50,6 +69,8 @@ def test_only_the_chosen_screens_and_the_figures_are_written(tiny_demo, tmp_path
         text = svg.read_text(encoding="utf-8")
         assert text.lstrip().startswith(("<svg", "<?xml")), svg.name
         assert "url(\"http" not in text, svg.name   # no web font: the docs fetch nothing
+    for name in ("samples.svg", "detail.svg"):
+        assert _names_cjk_after_fira_code((out / name).read_text(encoding="utf-8")), name
     samples = _text(out / "samples.svg")
     assert "Dissipation Workbench — Samples" in samples and "Samples demo · cell k1-b128-linear" in samples
     detail = _text(out / "detail.svg")
@@ -76,3 +97,16 @@ def test_a_missing_database_or_demo_run_exits_2_naming_the_database(tmp_path, ca
     assert script.main(["--db", str(empty), "--out", str(tmp_path / "shots")]) == 2
     err = capsys.readouterr().err
     assert str(empty) in err and "no run named 'demo'" in err and "just demo" in err
+
+
+def test_every_screenshot_in_the_docs_names_a_cjk_family_after_fira_code():
+    screenshots = [svg for svg in sorted(SHOTS.glob("*.svg")) if "rich-terminal" in svg.read_text(encoding="utf-8")]
+    assert len(screenshots) >= 5, screenshots
+    for svg in screenshots:
+        assert _names_cjk_after_fira_code(svg.read_text(encoding="utf-8")), svg.name
+
+
+def test_the_figures_in_the_docs_draw_their_text_as_paths_so_need_no_font():
+    for name in ("ledger-main.svg", "ledger-oracle.svg"):
+        figure = (SHOTS / name).read_text(encoding="utf-8")
+        assert "<path" in figure and "<text" not in figure and "font-family" not in figure, name

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,62 @@ def test_the_analysis_api_page_is_generated_from_the_docstrings(site):
         assert re.search(rf'id="workbench\.analysis\.\w+\.{name}"', html), f"{name} has no section"
     assert "One row per retrieval cell" in html or "one row per retrieval cell" in html
     assert ":func:" not in html and ":class:" not in html  # the Sphinx roles became code
+
+
+# A line of a paragraph that starts as a Markdown list item does: "- ", "* ", "+ ", "1. " or "1) ". Python-Markdown
+# only starts a list after a blank line, so a list written right under a paragraph line stays in the paragraph,
+# its items run together. A dash inside a line of prose ("B − A", "a - b") is not at a line's start.
+LIST_ITEM_LINE = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S", re.M)
+
+
+class _Paragraphs(HTMLParser):
+    """The text of each ``<p>`` of a page, inline code replaced by a placeholder word (code may hold dashes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.texts: list[str] = []
+        self._open: list[str] | None = None
+        self._code = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "p":
+            self._open = []
+        elif tag == "code" and self._open is not None:
+            self._code += 1
+            self._open.append("code")
+
+    def handle_endtag(self, tag):
+        if tag == "p" and self._open is not None:
+            self.texts.append("".join(self._open))
+            self._open = None
+        elif tag == "code" and self._code:
+            self._code -= 1
+
+    def handle_data(self, data):
+        if self._open is not None and not self._code:
+            self._open.append(data)
+
+
+def run_on_lists(html: str) -> list[str]:
+    """The paragraphs of ``html`` that hold list items run together (a line that starts as a list item)."""
+    paragraphs = _Paragraphs()
+    paragraphs.feed(html)
+    return [text for text in paragraphs.texts if LIST_ITEM_LINE.search(text)]
+
+
+def test_run_on_lists_are_told_from_dashes_in_prose():
+    assert run_on_lists("<p>Verifiers:\n- <code>lexical</code>: tokens;\n- <code>nli</code>: entailment.</p>")
+    assert run_on_lists("<p>It does:\n1. creates the venv;\n2. imports.</p>")
+    assert not run_on_lists("<p>Each cell shows B − A and its interval - or none\nwhen a run - the second - has no samples.</p>")
+    assert not run_on_lists("<p>Run <code>workbench\n- x</code> once.</p>")      # a dash inside code is code
+    assert not run_on_lists("<ul>\n<li>a proper list</li>\n</ul>")
+
+
+def test_no_page_has_a_list_run_into_a_paragraph(site):
+    out, _ = site
+    found = {page.name: run_on_lists(page.read_text(encoding="utf-8")) for page in sorted(out.rglob("*.html"))}
+    found = {name: [text.split("\n", 1)[0] for text in texts] for name, texts in found.items() if texts}
+    assert not found, f"lists with no blank line before them (page: the line above each): {found}"
 
 
 RESOURCE = re.compile(r'<(?:script|img|link|iframe)\b[^>]*\b(?:src|href)="(https?:)?//[^"]*"', re.I)

@@ -21,7 +21,7 @@ from workbench.judges.report import cell_estimates, judge_report, labelled_estim
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
-from workbench.store.labels import AnswerKey, ClaimKey, PairKey, clear_label, labels_of, put_label, stored_label
+from workbench.store.labels import ClaimKey, PairKey, clear_label, labels_of, put_label, stored_label
 from workbench.store.queries import get_run, load_samples
 
 from conftest import copy_db, new_template

@@ -461,7 +461,7 @@ async def test_resuming_a_run_another_process_writes_says_so_in_the_runs_screen(
     store.close()
     app = WorkbenchApp(live_db)
     async with app.run_test(size=SIZE) as pilot:
-        table = await open_runs(pilot)
+        await open_runs(pilot)
         await pilot.press("u")
         status = app.screen.query_one("#status")
         await wait_for(pilot, lambda: "being written" in str(status.render()))

@@ -259,7 +259,7 @@ async def test_the_runs_screen_says_whom_a_run_waits_for_and_p_ends_the_wait(two
     app = WorkbenchApp(two_job_db)
     with holder("workbench claims run demo") as child:
         async with app.run_test(size=SIZE) as pilot:
-            table = await open_runs(pilot)
+            await open_runs(pilot)
             await pilot.press("u")
             status = app.screen.query_one("#status")
             await wait_for(pilot, lambda: "waiting for the model" in str(status.render()), what="the wait shown")

@@ -20,7 +20,6 @@ from workbench.store.queries import get_run, load_samples
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ChoiceDialog, ErrorDialog, TextDialog
 from workbench.tui.screens.compare import TERMS, CompareScreen, axes_line, default_pair, flip_rows, mark, term_cell
-from workbench.tui.screens.compare_flip import FlipDetailScreen
 
 SWEEP = SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2)
 
@@ -83,6 +82,10 @@ def expected(db, a="sweep", b="reader"):
 
 def cell_text(table, row: str, column: str) -> str:
     return str(table.get_cell(row, column))
+
+
+def said(app, text: str) -> bool:
+    return any(text in str(n.message) for n in app._notifications)
 
 
 def flips_heading(app) -> str:
@@ -154,8 +157,8 @@ async def test_the_flips_of_the_highlighted_cell_and_both_runs_side_by_side(comp
         store = open_store(compare_db)
         answer = next(s.answers[0] for s in load_samples(store, get_run(store, "sweep").dataset_id) if s.id == first)
         store.close()
-        assert "A = sweep · k1-b64-score" in a_pane and "✗ fail" in a_pane and "Parsed I don't know" in a_pane
-        assert "B = reader · k1-b64-score" in b_pane and "✓ pass" in b_pane and f"Parsed {answer}" in b_pane
+        assert "A = sweep · k1-b64-score" in a_pane and "✗ fail" in a_pane and "\nI don't know\nscore" in a_pane
+        assert "B = reader · k1-b64-score" in b_pane and "✓ pass" in b_pane and f"\n{answer}\nscore" in b_pane
         for pane in (a_pane, b_pane):
             assert "Evidence in window order" in pane and "Prompt" in pane and "Question:" in pane
         assert first in heading(app) and "reasoning fail→pass" in heading(app) and "flip 1/" in heading(app)
@@ -203,11 +206,17 @@ async def test_runs_that_cannot_be_paired_say_why_and_a_b_and_x_pick_others(comp
         await pilot.press("x")
         await wait_for(pilot, lambda: screen.a == "sweep" and screen.view.comparison is not None and screen.loaded)
         assert "A = sweep · B = reader" in heading(app)
-        # A pick of the run already on the other side is refused in words.
+        # A pick of the run already on the other side is refused in words, and the comparison stays.
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog))
         await pilot.press("up", "enter")                     # from sweep (A) up to reader, which is B
-        await wait_for(pilot, lambda: screen.a == "reader" and screen.loaded and "both run 'reader'" in heading(app))
+        await wait_for(pilot, lambda: said(app, "reader is already run B"), what="a notice that reader is B")
+        assert (screen.a, screen.b) == ("sweep", "reader") and "A = sweep · B = reader" in heading(app)
+        # So is a pick of the run already shown on that side.
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: said(app, "sweep is already run A"), what="a notice that sweep is A")
 
 
 async def test_t_cycles_the_numbers_and_i_lists_what_differs(compare_db):

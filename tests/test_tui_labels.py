@@ -131,7 +131,7 @@ async def test_claims_are_labelled_by_keyboard_and_the_report_follows(claims_db)
         screen = await _open_labels(pilot)
         assert screen.view.kind == "claims" and screen.order == "uniform"
         total = len(items)
-        assert f"claims (t) · run talk · annotator {ANNOTATOR} · labelled 0 of {total} (uniform)" in heading(app)
+        assert f"claims (t) · run talk · annotator {ANNOTATOR} · you labelled 0 of {total} (uniform)" in heading(app)
         assert "uniform random order: these labels give unbiased estimates" in screen_text(app)
         card = str(screen.query_one("#card").render())
         assert items[0].text in card and "judges hidden until you label" in card
@@ -205,6 +205,41 @@ async def test_a_second_annotator_sees_the_human_ceiling_in_the_report(claims_db
         await wait_for(pilot, lambda: "annotators ana ~ bo" in _report(app), what="the annotators' line")
         panel = _report(app)
         assert f"κ {fmt_estimate(ceiling[0].agreement.kappa, 2)}" in panel and "agree 0.75" in panel
+
+
+async def test_the_heading_counts_your_labels_and_the_panel_says_it_counts_everyones(claims_db):
+    """bo labelled four claims, ana none: the heading (ana's queue) says 0 are hers, the panel 4 by everyone, bo's."""
+    from workbench.store.labels import put_label
+
+    items = _queue(claims_db, "claims")
+    store = open_store(claims_db)
+    for item in items[:4]:
+        put_label(store, item.key, True, "bo", via="uniform", claim=item.text)
+    store.close()
+    app = WorkbenchApp(claims_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await _open_labels(pilot)
+        assert f"annotator {ANNOTATOR} · you labelled 0 of {len(items)} (uniform)" in heading(app)
+        await wait_for(pilot, lambda: "4 labelled by all annotators" in _report(app),
+                       what=lambda: f"the panel's count of every annotator's labels (it shows {_report(app)!r})")
+        assert "bo 4" in _report(app)
+
+
+async def test_m_picks_the_run_to_label_and_the_last_line_goes_with_the_old_run(claims_db):
+    app = WorkbenchApp(claims_db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_labels(pilot)
+        assert screen.view.run == "talk"
+        await pilot.press("y", "z")
+        await until_loaded(pilot, "labels")
+        last = screen.query_one("#last")
+        assert "undone:" in str(last.render())
+        await pilot.press("m")
+        await wait_for(pilot, lambda: screen.loaded and screen.view.run == "plain" and app.run_name == "plain",
+                       what="m choosing the dataset's other run")
+        assert "run plain" in heading(app) and str(last.render()) == ""
+        await pilot.press("m")
+        await wait_for(pilot, lambda: screen.loaded and screen.view.run == "talk" and screen.view.kind == "claims")
 
 
 async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_db):
@@ -380,7 +415,7 @@ async def test_chunk_relevance_is_labelled_by_keyboard_and_the_report_follows(re
         await pilot.press("T")
         screen = await until_loaded(pilot, "labels")
         assert screen.view.kind == "relevance"              # no run, no dedup run: the judged chunks
-        assert f"retrieved chunks (t) · dataset {DATASET} · annotator {ANNOTATOR} · labelled 0 of 8" in heading(app)
+        assert f"retrieved chunks (t) · dataset {DATASET} · annotator {ANNOTATOR} · you labelled 0 of 8" in heading(app)
         first = items[0]
         await wait_for(pilot, lambda: "Passage" in str(screen.query_one("#card").render()), what="the pair's card")
         card = str(screen.query_one("#card").render())

@@ -14,8 +14,8 @@ import pytest
 from textual.widgets import Input, Select
 
 from slotkit import holder
-from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, open_runs, screen_text, settled_after, snap_app, type_text,
-                    until_loaded, wait_for)
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, answered_run, open_runs, screen_text, settled_after,
+                    snap_app, type_text, until_loaded, wait_for)
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -253,6 +253,19 @@ async def test_resuming_a_run_planned_without_a_model_says_why_in_a_toast_and_st
         assert "recorded" not in app.executions
 
 
+async def test_p_on_a_run_not_executing_here_says_why_nothing_pauses(swept_db):
+    answered_run(swept_db, "answered")
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await open_runs(pilot, rows=2)
+        assert [table.get_row_at(i)[8] for i in range(2)] == ["sweep", "done"]
+        for row, why in ((1, "run answered is finished"), (0, "run sweep has no model")):
+            table.move_cursor(row=row)
+            await pilot.press("p")
+            await wait_for(pilot, lambda: any(f"nothing to pause: {why}" in str(n.message) for n in app._notifications),
+                           what=f"a word on why p paused nothing ({why})")
+
+
 # -- greeting on an empty database (item 12) ------------------------------------------------
 async def test_an_empty_database_greets_with_what_to_do_first(tmp_path, tiny_dir):
     app = WorkbenchApp(tmp_path / "new.db")
@@ -287,7 +300,7 @@ def test_snapshot_runs_greeting_at_80x24(snap_compare, tmp_path):
 async def _start_live_then_ask_to_quit(pilot) -> None:
     """Runs, u on the planned run `live`, then q: the quit question is up while it executes."""
     app = pilot.app
-    table = await open_runs(pilot)
+    await open_runs(pilot)
     await pilot.press("u")
     await wait_for(pilot, lambda: "live" in app.executions)
     await pilot.press("q")

@@ -201,3 +201,20 @@ def test_snapshot_small_empty_quadrant(snap_compare, swept_db):
 def test_snapshot_small_sample_detail(snap_compare, swept_db):
     run_before = settled_after(("s", "samples"), ("enter", "SampleDetailScreen"))
     assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=run_before)
+
+
+async def test_j_on_the_last_sample_and_k_on_the_first_say_so(swept_db):
+    app = WorkbenchApp(swept_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_detail(pilot)
+        detail = app.screen
+        first = detail.sid
+        await pilot.press("k")
+        await wait_for(pilot, lambda: any("first sample" in str(n.message) for n in app._notifications),
+                       what="a notice that this is the first sample")
+        assert detail.sid == first
+        detail.sid = detail.sids[-1]
+        await pilot.press("j")
+        await wait_for(pilot, lambda: any("last sample" in str(n.message) for n in app._notifications),
+                       what="a notice that this is the last sample")
+        assert detail.sid == detail.sids[-1]

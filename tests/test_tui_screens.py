@@ -127,14 +127,37 @@ async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus
         table = screen.query_one("#misses")
         columns = list(table.columns.values())
         assert "retrieved instead" in str(columns[2].label)
+        assert all(len(str(c.label)) <= c.width for c in columns)                    # no heading cut
         assert sum(c.get_render_width(table) for c in columns) <= table.size.width   # all three on screen
         assert columns[2].width >= 15
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
+        # The first miss's question got no document back: the section says so rather than stay empty.
+        assert not screen.report.misses[0]["retrieved"]
+        assert "the retriever returned no document" in str(app.screen.query_one("#miss-text").render())
         body = app.screen.query_one("#miss-body", VerticalScroll)
         await wait_for(pilot, lambda: body.max_scroll_y > 0, what="the miss scrolling")
         await pilot.press("end")
         await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y)
+
+
+async def test_retrieval_arrows_move_through_the_misses_and_tab_is_listed(corpus_db):
+    from workbench.tui.help import help_sections
+
+    app = WorkbenchApp(corpus_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("v")
+        screen = await until_loaded(pilot, "retrieval")
+        table = screen.query_one("#misses")
+        side = screen.query_one("#side-scroll", VerticalScroll)
+        assert table.row_count > 1 and app.focused is table
+        await pilot.press("down")
+        await wait_for(pilot, lambda: table.cursor_row == 1, what="↓ moving to the second miss")
+        assert side.scroll_y == 0
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: app.focused is side, what="tab moving to the metrics panel")
+    retrieval = dict(help_sections(app))["Retrieval"]
+    assert any(key == "tab" and "metrics panel" in what for key, what in retrieval)
 
 
 def test_snapshot_retrieval_at_80x24(snap_compare, corpus_db):

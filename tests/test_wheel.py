@@ -41,6 +41,7 @@ def _source_copy(dest: Path) -> Path:
     # Build from a copy: an in-tree build would leave build/ behind in the shared checkout.
     shutil.copy(REPO / "pyproject.toml", dest / "pyproject.toml")
     shutil.copy(REPO / "README.md", dest / "README.md")
+    shutil.copy(REPO / "LICENSE", dest / "LICENSE")
     shutil.copytree(REPO / "workbench", dest / "workbench", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
@@ -63,6 +64,18 @@ def test_the_wheel_holds_the_migrations_and_the_stylesheet(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(Path(n).stem for n in names if n.startswith("workbench/migrations/")) == PACKAGE_MIGRATIONS
     assert "workbench/tui/workbench.tcss" in names
+
+
+def test_the_wheel_carries_the_apache_license_it_declares(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        text = archive.read(license_file).decode("utf-8")
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        fields = archive.read(metadata).decode("utf-8")
+    assert text == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+    assert "License-Expression: Apache-2.0" in fields and "License-File: LICENSE" in fields
 
 
 def test_an_installed_wheel_opens_a_database_with_the_full_schema(wheel, tmp_path):

@@ -144,3 +144,42 @@ def footer_line(app) -> str:
             if w.region.x + i < end:
                 line[w.region.x + i] = ch
     return "".join(line[:end])
+
+
+class EchoBackend:
+    """Stands in for the model where only that a model answered matters, not what: every answer the same."""
+
+    name, model_id, chat_template, concurrency = "echo", "echo-model", "", 1
+
+    def render(self, messages):
+        import json
+
+        from workbench.models.base import Prompt
+
+        return Prompt(tuple((m["role"], m["content"]) for m in messages), json.dumps(messages), tokens=10)
+
+    def generate(self, prompt, sampling, json_schema=None, grammar=None):
+        from workbench.models.base import Generation
+
+        return Generation("William Dieterle", 10, 4, 10, 0.001, "stop")
+
+    def close(self) -> None:
+        pass
+
+
+def answered_run(db, name: str, questions: int = 3) -> None:
+    """Plan a one-cell run ``name`` of ``questions`` MetaQA questions with a model, and let EchoBackend answer
+    them all: a finished run a model answered, without loading one."""
+    from workbench.runs.executor import execute
+    from workbench.runs.generation import GenerationConfig
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+    from workbench.store import open_store
+    from workbench.store.queries import get_run
+
+    store = open_store(db)
+    try:
+        plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=questions), name=name,
+                   generation=GenerationConfig(answer_format="text", max_tokens=8).as_dict())
+        assert execute(store, get_run(store, name), backend=EchoBackend()).done == questions
+    finally:
+        store.close()

@@ -25,6 +25,9 @@ COLORS = {"S_set": "blue+", "S_vis": "green+", "S_llm": "red+", "D_rate": "cyan+
 LEGEND_INSIDE_MIN = (60, 16)
 _colors = False
 _legend: list[tuple[str, str]] | None = None    # (term, label) to draw below the plot, or None: plotext's
+_size = (0, 0)                                  # the plotsize of the figure being built
+# Rows of a figure that are not the plot's canvas: the title, the two frame lines, the x ticks and the x label.
+FRAME_ROWS = 5
 
 
 def _value(est: Any) -> float | None:
@@ -50,14 +53,34 @@ def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: st
 
 
 def _begin(width: int, height: int, colors: bool) -> None:
-    global _colors, _legend
+    global _colors, _legend, _size
     _colors = colors
     inside = width >= LEGEND_INSIDE_MIN[0] and height >= LEGEND_INSIDE_MIN[1]
     _legend = None if inside else []
     plt.clf()
     # One line of the height goes to the legend underneath.
-    plt.plotsize(width, height if inside else max(height - 1, 5))
+    _size = (width, height if inside else max(height - 1, 5))
+    plt.plotsize(*_size)
     plt.theme("pro" if colors else "clear")
+
+
+def _unit_axis() -> None:
+    """The left axis from 0 to 1 with ticks that each fall on a row of the canvas, evenly spaced.
+
+    plotext spreads its own ticks over whatever rows there are and drops one that does not fit (0.83,
+    0.67, 0.33 with 0.50 gone, at 80×24). Quarters, fifths or halves are used, the most that stay at
+    least two rows apart; the figure loses up to three rows when that makes them land on rows.
+    """
+    width, height = _size
+    gaps = height - FRAME_ROWS - 1        # between the canvas's first and last rows
+    fits = [(drop, n) for n in (4, 5, 2) for drop in range(4)
+            if gaps - drop >= (2 * n if n > 2 else 2) and (gaps - drop) % n == 0]
+    drop, n = min(fits, key=lambda f: (f[1] == 2, f[0])) if fits else (0, 1)
+    if drop:
+        plt.plotsize(width, height - drop)
+    ticks = [i / n for i in range(n + 1)]
+    plt.ylim(0, 1)
+    plt.yticks(ticks, [f"{t:.2f}" for t in ticks])
 
 
 def _finish(colors: bool) -> str:
@@ -92,7 +115,7 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
                  yside="right"):
         plt.text("S_llm, D_rate: no scores yet", x=xs[0], y=0.05)
     plt.xticks(xs, [str(k) for k in ks])
-    plt.ylim(0, 1)
+    _unit_axis()
     plt.xlabel("K (top-K retrieved)")
     # plotext drops a title wider than the plot: a narrow plot gets the short one.
     plt.title(title or (f"Dissipation ledger: B={budget} tokens, format={fmt}" if width >= 60
@@ -151,7 +174,7 @@ def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]],
         COLORS.setdefault(label, next(colors_))
         _line(xs, list(ys), label, label=label)
     plt.xticks(xs, [str(k) for k in ks])
-    plt.ylim(0, 1)
+    _unit_axis()
     plt.xlabel("k")
     plt.title(title)
     return _finish(colors)

@@ -12,10 +12,19 @@ The rule decomposer:
 2. A sentence with a clause that opens with a condition, cause or concession (如果 若 虽然
    因为 即使 除非 …, if/when/because/although/unless …) stays one claim: "它易于学习" on its
    own would drop the condition of "如果Python是高级语言，那么它易于学习".
-3. Clauses split at ，,；; (not at a digit comma, 1,000), and in English also before
-   " while " / " as well as ". A leading conjunction is dropped (和 以及 并且 并 同时 而且 且 还,
-   and / also / and also / as well as / while); a clause that is only one goes. The commas
-   of an English list after a list word ("include a, b, and c") do not split.
+3. Clauses split at ；; always, and at a comma (not a digit comma, 1,000) where a clause begins:
+   - a Chinese comma (，, or , next to a Chinese character) ends a clause, as Chinese lists
+     use 、: "主料是五花肉，辅料包括生姜" is two. It does not split after a leading time or place
+     phrase ("1991年，", "在中国，"), nor before 或 (neither half of a disjunction is claimed);
+   - an English comma splits only where a clause follows that opens with a conjunction (and/
+     but/yet/so/whereas/while, followed by a clause rather than a list item), a condition or
+     cause (rule 2), or an auxiliary (rule 4). Other commas join a list, an apposition or a
+     leading phrase ("apples, pears and plums", "Paris, France", "In 1991, …"); ", or" does
+     not split either.
+   In English, " while " / " as well as " also split. A leading conjunction is dropped (和 以及
+   并且 并 同时 而且 且 还, and / also / and also / as well as / while), with a comma after it
+   ("Also, …"); a clause that is only one goes. The commas of an English list after a list
+   word ("include a, b, and c") do not split.
 4. Subject carry-over. Chinese: a later clause that opens with a predicate word (由 于 被 在
    广泛 可以 能 应该 是 用于 也 还 都 已 将 …), or followed 并/并且/且/还, gets the subject of
    the sentence's first clause (its text before the first 是 由 于 包括 应该 可以 能 会 有 在
@@ -68,6 +77,11 @@ _CONDITIONAL = re.compile(r"(?:如果|假如|假设|若(?!干)|要是|虽然|尽
                           r"|(?:if|when|whenever|because|although|though|unless|even if|even though)\b", re.I)
 _CONJ = re.compile(r"(?P<vp>并且|并(?![非不没无])|且|还)|以及|同时|而且|和(?![平谐睦])"
                    r"|(?:and\s+also|as\s+well\s+as|and|while|also)\b", re.I)
+# An English conjunction that, after a comma, may open a clause; and a Chinese sentence's
+# leading time or place phrase, which a comma does not make a clause of its own.
+_EN_CLAUSE_CONJ = re.compile(r"(?:and|but|yet|so|whereas|while)(?=\s)", re.I)
+_ZH_LEADING = re.compile(r"(?:在|于|从|自从|当|对于|关于|根据|随着|除了|作为|截至)[^是有\s]{1,10}"
+                         r"|[^是有\s]{0,10}(?:年|月|日|时|后|以后|之后|以前|之前|期间|以来|时候)")
 _ZH_SUBJECT_END = re.compile(r"是|由|于|包括|包含|应该|应|可以|可|能|会|有|在|被|用于|广泛|将|已|也|都")
 _ZH_PREDICATE_START = re.compile(
     r"由|于|被|在|广泛|可以|可|能够|能|应该|应|是|用于|也|还|都|已经|已|将|会|主要|通常|常|具有|有|包括"
@@ -134,10 +148,25 @@ def _item_like(text: str) -> bool:
             and not _EN_AUX.search(text) and not _EN_PRONOUN.match(text))
 
 
+def _comma_splits(answer: str, i: int, e: int, lead: str | None) -> bool:
+    """Whether the comma at ``i`` ends a clause (rule 3); ``lead`` is the sentence's text before it when
+    no clause ended there yet, else ``None``. The sentence ends at ``e``."""
+    after = answer[i + 1:e].lstrip()
+    before = answer[:i].rstrip()[-1:]
+    if answer[i] == "，" or re.search(f"[{_CJK}]", before + after[:1]):
+        return not (after.startswith("或") or (lead is not None and _ZH_LEADING.fullmatch(lead.strip())))
+    if m := _EN_CLAUSE_CONJ.match(after):
+        return not _item_like(after[m.end():])     # ", and plums" ends a list; ", and it is" is a clause
+    return bool(_CONDITIONAL.match(after) or _EN_AUX.match(after))
+
+
 def _clauses(answer: str, s: int, e: int) -> list[tuple[int, int, bool]]:
     """The clauses of one sentence as (start, end, led by 并/并且/且/还), conjunctions dropped."""
     raw, pos, kind = [], s, None
     for m in _CLAUSE_SEP.finditer(answer, s, e):
+        lead = answer[s:m.start()] if pos == s else None
+        if m.lastgroup == "comma" and not _comma_splits(answer, m.start(), e, lead):
+            continue                    # the comma stays inside its clause
         raw.append((pos, m.start(), kind))
         pos, kind = m.end(), m.lastgroup or "while"
     raw.append((pos, e, kind))
@@ -162,7 +191,10 @@ def _clauses(answer: str, s: int, e: int) -> list[tuple[int, int, bool]]:
         a, b = _trim(answer, a, b)
         m = _CONJ.match(answer, a, b)
         if m:                           # a clause that is only a conjunction ("Also,") goes
-            a, b = _trim(answer, m.end(), b)
+            a = m.end()
+            while a < b and answer[a] in " \t,，":
+                a += 1
+            a, b = _trim(answer, a, b)
         if a < b:
             out.append((a, b, bool(m and m.group("vp"))))
     return out

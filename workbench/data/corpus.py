@@ -28,7 +28,8 @@ from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+# A link target may hold one level of parentheses (HowToCook: "./石凉粉(冰粉)成品1.jpg").
+_IMAGE = re.compile(r"!\[[^\]]*\]\((?:[^()]|\([^()]*\))*\)")
 _SKIP_NAMES = {"readme.md", "license.md"}
 
 

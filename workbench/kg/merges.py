@@ -138,7 +138,7 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
     out = check_directory(out_dir, files=())
     _refuse_source(store, out)    # before the files' own refusals: it says more than "kb.jsonl exists"
     check_directory(out, files=EXPORT_FILES, force=force)
-    run_id, name, kg_id = dedup.id, dedup.name, dedup.kg_id
+    name, kg_id = dedup.name, dedup.kg_id
     graph, labels = clusters(store, name, mode, threshold)
     members: dict[int, list[int]] = {}
     for eid, label in enumerate(labels):

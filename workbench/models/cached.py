@@ -64,7 +64,8 @@ class CachedLLM:
         self.seed = seed
         self.model_calls = 0
         self.cache_hits = 0
-        # Of the one-pass choices made (not replayed): prompt tokens, and those really evaluated.
+        # Of the calls the model ran (generations and one-pass choices; a replay evaluates
+        # nothing): prompt tokens, and those really evaluated (less the KV-cached prefix).
         self.prompt_tokens = 0
         self.eval_tokens = 0
         self.on_wait: Callable[[str], None] | None = None
@@ -97,6 +98,8 @@ class CachedLLM:
         with self._lock:
             generation = (backend.generate(prompt, sampling, schema, grammar=grammar) if grammar is not None
                           else backend.generate(prompt, sampling, schema))
+        self.eval_tokens += generation.eval_tokens
+        self.prompt_tokens += generation.prompt_tokens
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"

@@ -21,7 +21,7 @@ _COLUMNS = ("cover", "acc", "rounds", "steps", "n_model", "n_corrected", "n_comp
 def searchain_report(store: Store, name: str | None = None, *, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Every SearChain figure of a run over its finished samples (95% bootstrap CIs, paired by sample)."""
     prun = get_pipeline_run(store, name)
-    prun_id, name, dataset_id, config = prun.id, prun.name, prun.dataset_id, prun.config
+    prun_id, name, config = prun.id, prun.name, prun.config
     status = dict(store.conn.execute("SELECT status, count(*) FROM pipeline_samples WHERE prun_id = ?"
                                      " GROUP BY status", (prun_id,)).fetchall())
     rows = store.conn.execute(f"SELECT {', '.join(_COLUMNS)}, outcome FROM pipeline_samples"

@@ -366,7 +366,7 @@ def manifest_lines(manifest: dict[str, Any]) -> list[str]:
         s = gen["sampling"]
         lines += [f"  prompt      {prompt['style']}, {prompt['answer_format']} answers",
                   f"    template  sha256 {prompt['template_sha256']}",
-                  f"    schema    " + (f"sha256 {prompt['schema_sha256']}" if prompt.get("schema_sha256")
+                  "    schema    " + (f"sha256 {prompt['schema_sha256']}" if prompt.get("schema_sha256")
                                        else "none (free text)"),
                   f"  generation  {gen['backend']}" + (f" at {gen['base_url']}" if gen.get("base_url") else "")
                   + f", n_ctx {gen['n_ctx']}, max_tokens {s['max_tokens']}, temperature {s['temperature']:g}, "

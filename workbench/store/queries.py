@@ -194,3 +194,17 @@ def latest_run_name(store: Store) -> str | None:
     """The most recently planned run, or None."""
     row = store.conn.execute("SELECT name FROM runs ORDER BY id DESC LIMIT 1").fetchone()
     return row[0] if row else None
+
+
+def opening_run_name(store: Store) -> str | None:
+    """The run to open first: the most recent one a model answered in, else the most recent run, or None.
+
+    A model's answers are what the Ledger's plots and terms are about; a run of imported answers
+    (model ``external``) or one planned and not yet executed shows little, so the newest run is only
+    the fallback. ``model`` narrows to candidate runs cheaply before looking for one answered event.
+    """
+    row = store.conn.execute(
+        "SELECT name FROM runs r WHERE model IS NOT NULL AND model != 'external' AND EXISTS ("
+        " SELECT 1 FROM events e WHERE e.run_id = r.id AND e.status = 'done' AND e.source IN ('model', 'cache'))"
+        " ORDER BY id DESC LIMIT 1").fetchone()
+    return row[0] if row else latest_run_name(store)

@@ -13,7 +13,7 @@ from pathlib import Path
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
 
-from workbench.store.queries import latest_run_name, list_datasets, run_names
+from workbench.store.queries import list_datasets, opening_run_name, run_names
 from workbench.tui.base import WorkbenchAppBase
 from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.dialogs import ConfirmDialog
@@ -64,7 +64,7 @@ class WorkbenchApp(WorkbenchAppBase):
         self._poll_timer = None
 
     def on_mount(self) -> None:
-        self.run_name = latest_run_name(self.store)
+        self.run_name = opening_run_name(self.store)
         # An empty database opens on Datasets, which greets a new user with what to do first.
         self.switch_mode("ledger" if self.run_name else ("runs" if self._has_datasets() else "datasets"))
         self._poll_timer = self.set_interval(self.poll_seconds, self._poll)

@@ -27,8 +27,16 @@ def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
     """
     if report is None:
         return ["[dim]report: computing …[/dim]"]
-    counts = f"[dim]{report.labelled_items} labelled · {report.uniform_items} from the uniform queue[/dim]"
-    lines = [f"[b]Judges vs human labels[/b] {counts}"] if wide else ["[b]Judges vs human labels[/b]", counts]
+    # Every annotator's labels (the heading counts only yours): say so, and whose they are.
+    whose = ", ".join(f"{esc(a)} {n}" for a, n in sorted(report.annotators.items()))
+    by = f"{report.labelled_items} labelled by all annotators"
+    uniform = f"{report.uniform_items} from the uniform queue"
+    if wide:    # one line within 80 columns: "uniform" is short for the uniform queue here
+        lines = [f"[b]Judges vs human labels[/b] [dim]{by}{f' ({whose})' if whose else ''} · "
+                 f"{report.uniform_items} uniform[/dim]"]
+    else:   # a side panel of 36 columns: whose labels on a line of their own
+        lines = ["[b]Judges vs human labels[/b]", f"[dim]{by}[/dim]"] + ([f"[dim] {whose}[/dim]"] if whose else [])
+        lines.append(f"[dim]{uniform}[/dim]")
     if not report.labelled_items:
         lines.append("[dim]κ appears once items are labelled (y/n)[/dim]")
     width = max((len(j.judge) for j in report.agreement), default=0)

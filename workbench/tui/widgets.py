@@ -33,6 +33,34 @@ class KeyFooter(Footer):
         if self.show_command_palette != roomy:
             self.show_command_palette = roomy
             self.refresh(recompose=True)
+        self._fit_keys()
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self._fit_keys()
+
+    def _fit_keys(self) -> None:
+        """Show every key, then, once laid out, hide those the screen's edge (or the palette's hint) cuts.
+
+        A cut key reads as a key without its label ("J/K Side d"). Hidden, not removed, so the keys
+        before it keep their places; shown again first, as a hidden key has no region to measure.
+        """
+        for entry in self.children:
+            entry.visible = True
+        self.call_after_refresh(self._hide_cut_keys, 5)
+
+    def _hide_cut_keys(self, tries: int) -> None:
+        if any(not entry.region.width for entry in self.children):
+            if tries > 1:   # not laid out yet (just recomposed): measure after the next refresh
+                self.call_after_refresh(self._hide_cut_keys, tries - 1)
+            return
+        palette = [w.region.x for w in self.query("FooterKey.-command-palette")]
+        end = min(palette + [self.region.right])
+        entries = [e for e in self.children if not e.has_class("-command-palette")]
+        for i, entry in enumerate(entries):
+            entry.visible = entry.region.right <= end
+            if not entry.visible and i and type(entry).__name__ == "FooterLabel":
+                entries[i - 1].visible = False      # a group's keys ("J/K") mean nothing without its label
 
 
 def fit(text: str, width: int) -> str:

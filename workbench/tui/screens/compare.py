@@ -372,10 +372,18 @@ class CompareScreen(WorkbenchScreen):
         choices = [(r["name"], f"[b]{esc(r['name'])}[/b]  [dim]{esc(r['dataset'])} · "
                                f"{esc(r['model'] or 'no model')} · {r['cells']} cells · {r['done']:,}/{r['jobs']:,} "
                                f"done · {esc(str(r['created_at'])[:16])}[/dim]") for r in reversed(self.view.runs)]
-        current = self.a if side == "a" else self.b
+        current, other = (self.a, self.b) if side == "a" else (self.b, self.a)
 
         def picked(name: str | None) -> None:
-            if name is None or name == current:
+            # A pick that changes nothing says so: a silent key looks broken.
+            if name is not None and name == current:
+                self.notify(f"{name} is already run {side.upper()}", timeout=4)
+                return
+            if name is not None and name == other:
+                self.notify(f"{name} is already run {'B' if side == 'a' else 'A'}: a run against itself has "
+                            "nothing to compare. Pick another run, or x to swap A and B", timeout=6)
+                return
+            if name is None:
                 return
             if side == "a":
                 self.a = name

@@ -101,14 +101,21 @@ def render_prompt(d) -> list[str]:
 
 
 def render_answer(d) -> list[str]:
-    """The raw output (or the job's error), then the parsed prediction and its score."""
+    """The raw output (or the job's error), then the parsed prediction and its score; for an imported
+    answer, the answer itself and its score."""
     e = d.event
     score = "—" if e["score"] is None else f"{e['score']:.2f}"
+    citations = f"   citations {escape(e['citations'])}" if e["citations"] else ""
+    if e["source"] == "import":
+        # Generated outside the workbench: no raw output was ever stored, and the answer is
+        # scored as given, not parsed out of an output.
+        return ["[b]Output[/b] [dim](imported answer: no raw model output)[/dim]",
+                escape(e["prediction"]) if e["prediction"] else "[dim](an empty answer)[/dim]",
+                f"[b]score[/b] {score}{citations}"]
     return ["[b]Output[/b] " + (f"[dim]({e['source']})[/dim]" if e["source"] else ""),
             escape(d.output) if d.output is not None else ("[red]" + escape(e["error"]) + "[/red]" if e["error"]
                                                             else "—"),
-            f"[b]Parsed[/b] {escape(e['prediction'] or '—')}   [b]score[/b] {score}"
-            + (f"   citations {escape(e['citations'])}" if e["citations"] else "")]
+            f"[b]Parsed[/b] {escape(e['prediction'] or '—')}   [b]score[/b] {score}{citations}"]
 
 
 class SampleDetailScreen(WorkbenchScreen):
@@ -223,6 +230,9 @@ class SampleDetailScreen(WorkbenchScreen):
             if 0 <= i < len(self.sids):
                 self.sid = self.sids[i]
                 self.reload()
+            else:   # a key that does nothing must say why
+                self.notify("This is the last sample of the list." if step > 0 else
+                            "This is the first sample of the list.", timeout=3)
 
     def action_chain(self) -> None:
         self.load("chain", _chain_for, self.run_name, self.sid)

@@ -29,7 +29,7 @@ from workbench.kg.runner import get_dedup_run
 from workbench.retrieval.relevance import latest_relevance_dataset
 from workbench.store.labels import ClaimKey, clear_label, default_annotator, put_label
 from workbench.store.lookup import NotFound
-from workbench.store.queries import get_run
+from workbench.store.queries import get_run, run_names
 from workbench.tables import DASH
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.label_text import ANSWERS, card_text, report_lines, short, verdict_text
@@ -63,6 +63,7 @@ class QueueView:
     total: int = 0                  # items the order can ever show
     empty: str = ""                 # nothing to label: what to do
     note: str = ""                  # e.g. why the disagreement order was refused
+    runs: tuple[str, ...] = ()      # the runs of the selected run's dataset (what m cycles through)
 
     @property
     def has_queue(self) -> bool:
@@ -91,6 +92,16 @@ def load_queue(store, kind: str | None, run_name: str | None, order: str, annota
     """The population of ``kind`` (None: the default kind) and the next ``window`` items of the annotator's
     queue in ``order``, leaving out the keys in ``skip`` (skipped, labelled or already listed on screen).
     ``pop``: the population already read (the next window of the same queue), not read again."""
+    view = _load_queue(store, kind, run_name, order, annotator, skip, window, pop)
+    try:
+        # Read with the queue, so m can pick the next run at once (no key waits on a separate load).
+        runs = tuple(run_names(store, get_run(store, run_name).dataset_id)) if run_name else ()
+    except NotFound:
+        runs = ()
+    return replace(view, runs=runs)
+
+
+def _load_queue(store, kind, run_name, order, annotator, skip, window, pop) -> QueueView:
     kind = kind or default_kind(store, run_name)
     window = window or WINDOW
     if kind == "dedup":
@@ -171,6 +182,8 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         Binding("y", "label(True)", "Yes"), Binding("n", "label(False)", "No"), Binding("s", "skip", "Skip"),
         Binding("z", "undo", "Undo"), Binding("t", "next_kind", "Kind"), Binding("o", "toggle_order", "Order"),
         Binding("e", "toggle_more", "More context"), Binding("w", "toggle_verdicts", "Verdicts"),
+        # m as on the Ledger: the run whose claims and answers are labelled, without going back there.
+        Binding("m", "next_run", "Run"),
     ]
     AUTO_FOCUS = "#card-scroll"
 
@@ -220,6 +233,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         run_changed = self.view is not None and self.view.kind not in RUNLESS and self.view.run != self.app.run_name
         if run_changed:
             self.kind = None    # the new run's default kind
+            self._clear_last()  # what was done to the other run's items
         if self.view is None or run_changed or not self.touched:
             self.reload_queue()
 
@@ -356,8 +370,9 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         where = {"dedup": f"dedup run {esc(view.run or DASH)}", "relevance": f"dataset {esc(view.run or DASH)}"}.get(
             kind, f"run {esc(view.run or DASH)}")
         total = view.total
+        # Yours only (the queue is this annotator's); the report panel counts every annotator's labels.
         heading.update(f"[b]Labels[/b]  {KIND_TITLES[kind]} (t) · {where} · annotator {esc(self.annotator)} · "
-                       f"labelled {self.labelled} of {total} ({self.order})")
+                       f"you labelled {self.labelled} of {total} ({self.order})")
         order_line.update(f"{self.order} order (o): {describe_order(self.order)}")
         if view.empty:
             body.update(f"[b]Nothing to label here.[/b] {esc(view.empty)}\n\n[dim]t: next kind "
@@ -411,6 +426,10 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
     def action_toggle_order(self) -> None:
         if self._act("toggle_order"):
             self._do_toggle_order()
+
+    def action_next_run(self) -> None:
+        if self._act("next_run"):
+            self._do_next_run()
 
     def _do_label(self, value: bool) -> None:
         item = self.current()
@@ -470,6 +489,30 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         self.last = ""
         self._show_last()
         self.reload_queue()
+
+    def _do_next_run(self) -> None:
+        """The next run of the dataset, as the Ledger's m: its default kind, a fresh queue, the last line cleared."""
+        runs = list(self.view.runs) if self.view is not None else []
+        if not runs:
+            self.notify("no run selected: open one in Runs (r)", timeout=4)
+            return
+        if len(runs) == 1:
+            self.notify(f"only one run of this dataset: {runs[0]}", timeout=4)
+            return
+        current = self.app.run_name
+        self.app.run_name = runs[(runs.index(current) + 1) % len(runs)] if current in runs else runs[0]
+        if self.kind not in RUNLESS:
+            self.kind = None        # the new run's default kind
+        else:
+            self.notify(f"run {self.app.run_name}: {KIND_TITLES[self.kind]} do not belong to a run "
+                        "(t for its claims or answers)", timeout=6)
+        self._clear_last()
+        self.reload_queue()
+
+    def _clear_last(self) -> None:
+        self.last = ""
+        if self.is_mounted:
+            self._show_last()
 
     def _do_toggle_order(self) -> None:
         if self.view is None:

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
@@ -21,6 +22,7 @@ from workbench.store.queries import get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.triage import tag_counts
 from workbench.tui.base import WorkbenchScreen
+from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.widgets import KeyFooter
 
@@ -29,6 +31,9 @@ COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_h
 QUICK_RESAMPLES = 100
 WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
 SIDE_KEYS = Binding.Group("Side", compact=True)
+# Narrower than this, a plot's axes leave no room for its curves, and cropped it reads as stray braille.
+PLOT_MIN_WIDTH = 40
+NARROW_PLOT = "[dim]No room for the plot beside the panel: it needs 80 columns (or `workbench plot {run}`).[/dim]"
 
 
 @dataclass
@@ -102,6 +107,8 @@ class LedgerScreen(WorkbenchScreen):
     # over the table's own hidden enter, which would otherwise keep "Samples" out of the footer.
     BINDINGS = [
         Binding("enter", "samples", "Samples", priority=True),
+        # The app's s opens the last cell opened; here it opens the highlighted one, as enter does.
+        Binding("s", "samples", "Samples", show=False),
         Binding("b", "next_budget", "Budget"), Binding("f", "next_format", "Format"),
         Binding("m", "next_run", "Run"), Binding("o", "toggle_oracle", "Oracle"),
         Binding("space", "mark", "Mark"), Binding("e", "toggle_exclude", "Excl. tagged"),
@@ -221,14 +228,10 @@ class LedgerScreen(WorkbenchScreen):
             f"{' · ←/→ more columns' if self.size.width < WIDE else ''}[/dim]")
         plot = self.query_one("#main-plot", Static)
         width, height = max(40, (plot.size.width or 80) - 1), max(10, plot.size.height or 16)
-        try:
-            figure = (plots.oracle_plot(report.oracle, width=width, height=height, colors=True)
-                      if self.show_oracle else
-                      plots.main_plot(report.rows, budget=self.budget, fmt=self.format, width=width, height=height,
-                                      colors=True))
-            plot.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
-        except ValueError as exc:
-            plot.update(str(exc))
+        if plot.size.width and plot.size.width - 1 < PLOT_MIN_WIDTH:
+            plot.update(NARROW_PLOT.format(run=esc(report.run)))
+        else:
+            self._draw_plot(plot, width, height)
         table = self.query_one(DataTable)
         cursor, scrolled = table.cursor_row, table.scroll_x
         table.clear()
@@ -239,12 +242,24 @@ class LedgerScreen(WorkbenchScreen):
                           _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
+        self.call_after_refresh(self._end_on_a_column_edge)
         if scrolled:
             # clear() scrolls home; a live run redraws every second, so keep the columns the user chose.
             self.call_after_refresh(table.scroll_to, x=scrolled, animate=False)
         # After the rows: the side panel describes the highlighted cell, which needs them.
         if len(self.marked) < 2:
             self.query_one("#side", Static).update(self._side_text())
+
+    def _draw_plot(self, plot: Static, width: int, height: int) -> None:
+        report = self.view.report
+        try:
+            figure = (plots.oracle_plot(report.oracle, width=width, height=height, colors=True)
+                      if self.show_oracle else
+                      plots.main_plot(report.rows, budget=self.budget, fmt=self.format, width=width, height=height,
+                                      colors=True))
+            plot.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
+        except ValueError as exc:
+            plot.update(str(exc))
 
     def _side_text(self) -> str:
         report = self.view.report
@@ -301,6 +316,32 @@ class LedgerScreen(WorkbenchScreen):
         x = (min(ahead) if step > 0 else max(ahead)) if ahead else (edges[-1] if step > 0 else 0)
         table.scroll_to(x=x, animate=False)
 
+    def _end_on_a_column_edge(self) -> None:
+        """Pad the last column's label so that the table scrolled fully right starts on a column's edge.
+
+        Otherwise → at the far right shows the first term in view cut in half ("lm" for S_llm): the
+        scroll stops where the content ends, which is rarely where a column begins.
+        """
+        table = self.query_one(DataTable)
+        columns = list(table.columns.values())
+        if not columns or not table.row_count:
+            return
+        last = columns[-1]
+        name = str(last.label).rstrip()
+        natural = max(len(name), *(len(str(v)) for v in table.get_column_at(len(columns) - 1)))
+        added = last.content_width - natural                  # what an earlier call added
+        widths = [c.get_render_width(table) for c in columns]
+        furthest = sum(widths) - added - table.scrollable_content_region.width
+        extra = 0
+        if furthest > 0:
+            edges = [sum(widths[table.fixed_columns:i]) for i in range(table.fixed_columns, len(columns) + 1)]
+            extra = min((e for e in edges if e >= furthest), default=furthest) - furthest
+        if extra != added:
+            last.label = Text(name.ljust(natural + extra))
+            # update_width measures the column again, its label included (no public call just for that).
+            corner = Coordinate(0, len(columns) - 1)
+            table.update_cell_at(corner, table.get_cell_at(corner), update_width=True)
+
     def action_scroll_side(self, step: int) -> None:
         side = self.query_one("#side-scroll", VerticalScroll)
         side.scroll_to(y=side.scroll_y + step * max(1, side.size.height - 2), animate=False)
@@ -345,6 +386,11 @@ class LedgerScreen(WorkbenchScreen):
             self._draw()
 
     def action_toggle_exclude(self) -> None:
+        if self.view is not None and not self.view.tags:
+            # The ledger would not change: say why rather than seem to ignore the key.
+            self.notify("no sample of this dataset is tagged: nothing to exclude (tag samples with A/L/R/F "
+                        "in Samples or Sample detail)", timeout=5)
+            return
         self.app.exclude_tagged = not self.app.exclude_tagged
         self.refresh_ledger()
 
@@ -373,10 +419,11 @@ class LedgerScreen(WorkbenchScreen):
         self.action_samples()
 
     def action_samples(self) -> None:
+        """The highlighted cell's samples; before the table has loaded, the samples of the cell last opened."""
         cell = self._highlighted()
         if cell:
             self.app.cell_id = cell
-            self.app.switch_mode("samples")
+        self.app.switch_mode("samples")
 
 
 def _ci_lines(terms, row) -> list[str]:

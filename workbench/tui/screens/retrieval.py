@@ -15,6 +15,7 @@ from workbench.tables import fmt_estimate
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.screens.ledger import PLOT_MIN_WIDTH
 from workbench.tui.widgets import KeyFooter
 
 
@@ -62,6 +63,9 @@ class RetrievalScreen(WorkbenchScreen):
 
     BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("n", "next_retriever", "Next retriever"),
                 Binding("enter", "open_miss", "Open miss", priority=True)]
+    # The misses, not the metrics panel (which comes first and can take focus to scroll): ↑/↓ move
+    # through what enter opens; tab moves to the panel (listed in ? with the Retrieval keys).
+    AUTO_FOCUS = "#misses"
 
     def __init__(self):
         super().__init__()
@@ -117,8 +121,11 @@ class RetrievalScreen(WorkbenchScreen):
             self._draw()
         elif message.what == "miss":
             miss, gold, got = message.payload
+            # An empty section would read as a display fault: say that nothing came back.
+            instead = ("\n\n".join(esc(g) for g in got) if got else
+                       "[dim](nothing: the retriever returned no document for this question)[/dim]")
             text = (f"[b]{esc(miss['question'])}[/b]\n\n[b]Gold document[/b]\n{esc(gold)}\n\n"
-                    "[b]Retrieved instead[/b]\n" + "\n\n".join(esc(g) for g in got))
+                    f"[b]Retrieved instead[/b]\n{instead}")
             self.app.push_screen(MissScreen(text))
 
     def _draw(self) -> None:
@@ -136,11 +143,15 @@ class RetrievalScreen(WorkbenchScreen):
                        f"{self.level}-level · {len(r.misses):,} doc-level misses at @{max(r.ks)}{refining}")
         curves = self.query_one("#curves", Static)
         width, height = max(40, (curves.size.width or 80) - 1), max(10, curves.size.height or 14)
-        figure = plots.retrieval_plot(r.ks, {"Recall@k": [overall[("recall", k)].value for k in r.ks],
-                                             "MRR@k": [overall[("mrr", k)].value for k in r.ks]},
-                                      width=width, height=height, colors=True,
-                                      title=f"{self.level}-level Recall@k and MRR@k")
-        curves.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
+        if curves.size.width and curves.size.width - 1 < PLOT_MIN_WIDTH:
+            # Cropped, a plot this narrow reads as stray braille; the panel beside it has every number.
+            curves.update("[dim]No room for the curves beside the panel: they need 80 columns.[/dim]")
+        else:
+            figure = plots.retrieval_plot(r.ks, {"Recall@k": [overall[("recall", k)].value for k in r.ks],
+                                                 "MRR@k": [overall[("mrr", k)].value for k in r.ks]},
+                                          width=width, height=height, colors=True,
+                                          title=f"{self.level}-level Recall@k and MRR@k")
+            curves.update(Text.from_ansi(figure, no_wrap=True, overflow="crop"))
         lines = [f"[b]{self.level}-level, 95% CI[/b]"]
         for metric in ("recall", "precision", "hit_rate", "mrr", "f1", "ndcg"):
             for k in r.ks:
@@ -154,7 +165,9 @@ class RetrievalScreen(WorkbenchScreen):
         q, g = width * 35 // 100, width * 30 // 100
         table.add_column("missed question", width=q)
         table.add_column("gold document", width=g)
-        table.add_column("retrieved instead (top 3)", width=width - q - g - 4)
+        rest = width - q - g - 4
+        # The heading whole or shorter, never cut mid-word (80 columns leave 24 characters here).
+        table.add_column("retrieved instead (top 3)" if rest >= 25 else "retrieved instead", width=rest)
         for i, miss in enumerate(r.misses):
             table.add_row(miss["question"], miss["gold"], " · ".join(miss["retrieved"]) or "—", key=str(i))
         if r.misses:

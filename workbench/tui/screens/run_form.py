@@ -141,7 +141,8 @@ class RunForm(ModalScreen[dict | None]):
                 yield Select([("json", "json"), ("grounded (cite unit IDs)", "grounded"), ("text", "text")],
                              value=v["answer_format"], allow_blank=False, id="answer_format")
                 yield from text("max_tokens")
-                yield from text("prompt_file", "optional: JSON {system,user} or text")
+                # At most 35 characters: what the field shows at 80 columns.
+                yield from text("prompt_file", "optional: JSON {system,user}/text")
                 yield from text("name", "optional")
                 yield Label(FIELDS["oracle"])
                 yield Checkbox("only p*, struct vs shuffled", value=v["oracle"], id="oracle")

@@ -191,6 +191,16 @@ class RunsScreen(WorkbenchScreen):
         if name in self.app.executions:
             self.app.executions[name].set()
             self.query_one("#status", Static).update(f"pausing {esc(name)} after the job in progress …")
+            return
+        # Nothing to pause: say why, from the state the table shows (a silent key looks broken).
+        if name is None:
+            self.notify("no run to pause: start one with n", timeout=4)
+            return
+        state = str(self.query_one(DataTable).get_cell(name, "state"))
+        why = {"done": "is finished: every job is done", "sweep": "has no model (a sweep): nothing executes",
+               "paused": "is not executing (u resumes it)"}.get(
+            state, f"is executing in another process ({state.removeprefix('running: ')}): pause it there")
+        self.notify(f"nothing to pause: run {name} {why}", timeout=5)
 
     def action_resume(self) -> None:
         name = self._selected()
