@@ -49,18 +49,23 @@ def test_the_escaping_stream_writes_only_escaped_text(tmp_path):
     assert (tmp_path / "out.txt").read_bytes() == (printable(ATTACK) + "\r").encode()
 
 
-@pytest.fixture
-def attacked_db(tmp_path, tiny_store) -> Path:
-    """The tiny dataset, renamed with an escape sequence as a database written before names were
-    checked would hold it, and a question that carries one."""
-    path = tiny_store.path
-    tiny_store.close()
+def _attacked(store) -> Path:
+    """Close ``store`` and give its dataset a name with an escape sequence, as a database written before
+    names were checked would hold it, and a question that carries one."""
+    path = store.path
+    store.close()
     con = sqlite3.connect(path)
     con.execute("UPDATE datasets SET name = ?", (ATTACK,))
     con.execute("UPDATE samples SET question = ? WHERE id = 'q1'", ("who\x1b]0;PWNED2\x07 directed Kismet",))
     con.commit()
     con.close()
     return path
+
+
+@pytest.fixture
+def attacked_db(tmp_path, tiny_store) -> Path:
+    """The tiny dataset; its name and a question carry escape sequences."""
+    return _attacked(tiny_store)
 
 
 def on_a_terminal(argv: list[str], steps: list[tuple[bytes, bytes]], timeout: float = 90) -> bytes:
@@ -154,14 +159,7 @@ def test_write_data_writes_a_files_content_byte_for_byte_into_a_file(tmp_path):
 def attacked_run_db(tmp_path, tiny_store) -> Path:
     """The tiny dataset with a model-free sweep ``s``; the dataset's name and a question carry escape sequences."""
     plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), name="s")
-    path = tiny_store.path
-    tiny_store.close()
-    con = sqlite3.connect(path)
-    con.execute("UPDATE datasets SET name = ?", (ATTACK,))
-    con.execute("UPDATE samples SET question = ? WHERE id = 'q1'", ("who\x1b]0;PWNED2\x07 directed Kismet",))
-    con.commit()
-    con.close()
-    return path
+    return _attacked(tiny_store)
 
 
 @pytest.mark.parametrize("argv, escaped", [
