@@ -22,7 +22,7 @@ from workbench.store import open_store
 from workbench.store.queries import get_run, load_samples
 from workbench.tables import fmt_estimate
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.screens import labels as labels_screen
+from workbench.tui.screens import label_loads
 
 ANNOTATOR = "ana"
 CELL = "k5-b256-score"
@@ -166,7 +166,7 @@ async def test_claims_are_labelled_by_keyboard_and_the_report_follows(claims_db)
 
 async def test_forty_quick_keys_store_exactly_the_labels_pressed(claims_db, monkeypatch):
     # Six items a window: the screen asks for the next window while keys keep coming.
-    monkeypatch.setattr(labels_screen, "WINDOW", 6)
+    monkeypatch.setattr(label_loads, "WINDOW", 6)
     items = _queue(claims_db, "claims")
     keys = (["y", "n", "s", "y", "n", "y", "z", "n", "s", "y"] * 4)[:40]
     assert len(items) >= 40
@@ -276,7 +276,7 @@ async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_d
 
 
 async def test_the_end_of_the_queue_offers_the_skipped_items_again(claims_db, monkeypatch):
-    monkeypatch.setattr(labels_screen, "WINDOW", 6)
+    monkeypatch.setattr(label_loads, "WINDOW", 6)
     total = len(_queue(claims_db, "answers"))
     app = WorkbenchApp(claims_db)
     async with app.run_test(size=SMALL) as pilot:

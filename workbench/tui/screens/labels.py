@@ -13,166 +13,31 @@ estimates — is recomputed in a worker once the labels land.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Header, Static
 
-from workbench.claims.report import latest_claim_run
-from workbench.judges.cards import card
-from workbench.judges.items import JudgedItem, Population, population
-from workbench.judges.queue import describe_order, label_queue
-from workbench.judges.report import JudgeReport, report_on
-from workbench.kg.runner import get_dedup_run
-from workbench.retrieval.relevance import latest_relevance_dataset
-from workbench.store.labels import ClaimKey, clear_label, default_annotator, put_label
-from workbench.store.lookup import NotFound
-from workbench.store.queries import get_run, run_names
+from workbench.judges.items import JudgedItem
+from workbench.judges.queue import describe_order
+from workbench.judges.report import JudgeReport
+from workbench.store.labels import ClaimKey, default_annotator
 from workbench.tables import DASH
 from workbench.tui.base import WorkbenchScreen
+from workbench.tui.screens import label_loads
+from workbench.tui.screens.label_loads import (KIND_TITLES, KINDS, RUNLESS, QueueView, load_cards, load_queue, load_report,
+                                              undo_label, write_label)
 from workbench.tui.label_text import ANSWERS, card_text, report_lines, short, verdict_text
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.serial import SerialWrites
 from workbench.tui.widgets import KeyFooter
 
-KINDS = ("claims", "dedup", "answers", "relevance")
-KIND_TITLES = {"claims": "claims", "dedup": "dedup pairs", "answers": "answers", "relevance": "retrieved chunks"}
-#: The kinds whose items do not belong to the current run: the newest dedup run's, the latest judged dataset's.
-RUNLESS = ("dedup", "relevance")
 WIDE = 100          # from this width the report sits right of the item, below it on a narrower screen
 PREFETCH = 4        # cards loaded ahead of the item shown
-WINDOW = 100        # items of the queue materialized at a time (a queue of 5M answers is never listed whole)
 REPORT_DELAY = 0.4  # seconds of quiet after a label before the report is recomputed
-RESAMPLES = 1000    # κ's bootstrap in the live report
-
-
-@dataclass(frozen=True)
-class QueueView:
-    """What a queue worker returns: the population and its queue, or what to do when there is none."""
-
-    kind: str
-    run: str | None                 # the run labelled (the dedup run for dedup pairs, the dataset for relevance)
-    order: str
-    population: Population | None = None
-    items: tuple[JudgedItem, ...] = ()   # the next items to label, with their texts (a window of the queue)
-    more: bool = False              # the queue goes on after the window
-    labelled: int = 0               # items of the queue's population this annotator has labelled
-    total: int = 0                  # items the order can ever show
-    empty: str = ""                 # nothing to label: what to do
-    note: str = ""                  # e.g. why the disagreement order was refused
-    runs: tuple[str, ...] = ()      # the runs of the selected run's dataset (what m cycles through)
-
-    @property
-    def has_queue(self) -> bool:
-        return self.population is not None and not self.empty
-
-
-def default_kind(store, run_name: str | None) -> str:
-    """Claims when the run has verified claims, else its answers (with no run: dedup when there is a dedup
-    run, else chunk relevance when some was judged)."""
-    if run_name is None:
-        for kind, latest in (("dedup", get_dedup_run), ("relevance", latest_relevance_dataset)):
-            try:
-                latest(store)
-                return kind
-            except NotFound:
-                pass
-        return "claims"
-    try:
-        return "claims" if latest_claim_run(store, get_run(store, run_name)) else "answers"
-    except NotFound:
-        return "answers"
-
-
-def load_queue(store, kind: str | None, run_name: str | None, order: str, annotator: str,
-               skip: frozenset = frozenset(), window: int | None = None, pop: Population | None = None) -> QueueView:
-    """The population of ``kind`` (None: the default kind) and the next ``window`` items of the annotator's
-    queue in ``order``, leaving out the keys in ``skip`` (skipped, labelled or already listed on screen).
-    ``pop``: the population already read (the next window of the same queue), not read again."""
-    view = _load_queue(store, kind, run_name, order, annotator, skip, window, pop)
-    try:
-        # Read with the queue, so m can pick the next run at once (no key waits on a separate load).
-        runs = tuple(run_names(store, get_run(store, run_name).dataset_id)) if run_name else ()
-    except NotFound:
-        runs = ()
-    return replace(view, runs=runs)
-
-
-def _load_queue(store, kind, run_name, order, annotator, skip, window, pop) -> QueueView:
-    kind = kind or default_kind(store, run_name)
-    window = window or WINDOW
-    if kind == "dedup":
-        try:
-            run = get_dedup_run(store).name
-        except NotFound:
-            return QueueView(kind, None, order, empty=(
-                "No dedup runs yet: in a shell, `workbench dedup import DIR`, then `workbench dedup run KG` "
-                "(e.g. `workbench dedup import sample_data/dedup`, `workbench dedup run dedup`)."))
-    elif kind == "relevance":
-        try:
-            run = latest_relevance_dataset(store)
-        except NotFound:
-            return QueueView(kind, None, order, empty=(
-                "No chunk relevance judged yet: in a shell, `workbench retrieval judge DATASET --retriever bm25 --k 5` "
-                "(e.g. after `workbench corpus import sample_data/howtocook --name hc`, `workbench questions "
-                "generate hc`, `workbench retrieve hc`)."))
-    else:
-        if run_name is None:
-            return QueueView(kind, None, order, empty="No run selected: open one in Runs (r, then enter).")
-        run = run_name
-    try:
-        pop = pop if pop is not None else population(store, kind, run)
-    except NotFound as exc:
-        if kind == "claims":
-            return QueueView(kind, run, order, empty=(
-                f"Run {run} has no verified claims yet: run `workbench claims run {run}` first."))
-        return QueueView(kind, run, order, empty=str(exc))
-    if not len(pop):
-        what = {"claims": "no claims", "dedup": "no judged pairs", "answers": "no scored answers",
-                "relevance": "no judged chunks"}[kind]
-        todo = {"claims": f"`workbench claims run {run}`", "dedup": f"`workbench dedup resume {run}`",
-                "answers": f"the run (r, then u to resume) or `workbench predictions import FILE {run}`",
-                "relevance": f"`workbench retrieval judge {run}`"}[kind]
-        return QueueView(kind, run, order, pop, empty=f"{KIND_TITLES[kind].capitalize()} of {run}: {what} yet. "
-                                                      f"Finish it first: {todo}.")
-    note = ""
-    try:
-        queue = label_queue(store.conn, pop, annotator, order=order)
-    except ValueError as exc:
-        note, order = str(exc), "uniform"
-        queue = label_queue(store.conn, pop, annotator, order=order)
-    head = queue.head(store, window + len(skip))
-    fresh = [item for item in head if item.key not in skip]
-    items = tuple(fresh[:window])
-    more = len(queue.positions) > len(head) or len(fresh) > window
-    return QueueView(kind, run, order, pop, items, more, queue.labelled, queue.total, note=note)
-
-
-def load_cards(store, keys) -> dict:
-    """The card of each item key (a string saying why, when one cannot be read)."""
-    out = {}
-    for key in keys:
-        try:
-            out[key] = card(store, key)
-        except (NotFound, ValueError) as exc:
-            out[key] = f"no card: {exc}"
-    return out
-
-
-def write_label(store, key, label: bool, annotator: str, via: str, claim: str | None):
-    put_label(store, key, label, annotator, via=via, claim=claim)
-    return key, label
-
-
-def undo_label(store, key, annotator: str):
-    return key, clear_label(store, key, annotator)
-
-
-def load_report(store, pop: Population) -> JudgeReport:
-    return report_on(store, pop, resamples=RESAMPLES)
 
 
 class LabelsScreen(SerialWrites, WorkbenchScreen):
@@ -464,7 +329,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         """On to the next item; with half a window left, the next window is asked for."""
         self.pos += 1
         self._show_last()
-        if len(self.items) - self.pos <= WINDOW // 2:
+        if len(self.items) - self.pos <= label_loads.WINDOW // 2:
             self._extend()
         self._draw()
 
