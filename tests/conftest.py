@@ -129,6 +129,17 @@ def tiny_store(store, tiny_dir):
     return store
 
 
+@pytest.fixture
+def tiny_swept_db(tmp_path, tiny_dir) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept (K=1, B=64, linear) as run ``s``, closed."""
+    path = tmp_path / "tiny-swept.db"
+    store = open_store(path)
+    import_dataset(store, tiny_dir, "tiny")
+    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="tiny", name="s")
+    store.close()
+    return path
+
+
 def copy_db(src: Path, dst: Path) -> Path:
     """A private copy of a closed workbench database: copying a small SQLite file costs
     milliseconds, building it (import, sweep, a model pass) costs seconds to minutes."""

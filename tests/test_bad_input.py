@@ -21,11 +21,8 @@ import pytest
 from conftest import REPO, every_row, write_jsonl
 from workbench.cli import main
 from workbench.data.fields import check_name
-from workbench.data.importer import import_dataset
 from workbench.data.jsonl import MAX_DEPTH, RecordRefused, decode_record
-from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.errors import BadInput
-from workbench.store import open_store
 
 DEEP = "[" * 5000 + "]" * 5000       # far past Python's recursion limit in json.loads
 ESC_NAME = "\x1b[31mred"
@@ -33,14 +30,9 @@ ESC_NAME = "\x1b[31mred"
 
 
 @pytest.fixture
-def db(tmp_path, tiny_dir) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept (K=1, B=64, linear) as run ``s``."""
-    path = tmp_path / "bad.db"
-    store = open_store(path)
-    import_dataset(store, tiny_dir, "tiny")
-    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="tiny", name="s")
-    store.close()
-    return path
+def db(tiny_swept_db) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest)."""
+    return tiny_swept_db
 
 
 def refused(argv: list[str], db: Path, capsys) -> str:

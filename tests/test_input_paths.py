@@ -14,9 +14,6 @@ import pytest
 
 from conftest import every_row, write_tiny_kg
 from workbench.cli import main
-from workbench.data.importer import import_dataset
-from workbench.runs.sweep import SweepConfig, plan_sweep
-from workbench.store import open_store
 
 # What the path is made into, and what the refusal must call it.
 ODD_PATHS = {
@@ -44,14 +41,9 @@ def make(path: Path, how: str) -> Path:
 
 
 @pytest.fixture
-def db(tmp_path, tiny_dir) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (predictions go to a run)."""
-    path = tmp_path / "in.db"
-    store = open_store(path)
-    import_dataset(store, tiny_dir, "tiny")
-    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="tiny", name="s")
-    store.close()
-    return path
+def db(tiny_swept_db) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest)."""
+    return tiny_swept_db
 
 
 def refused(argv: list[str], db: Path, capsys, fifo: Path | None = None) -> str:

@@ -72,9 +72,7 @@ def check_target(path: str | os.PathLike, *, force: bool = False, database: str 
         raise BadInput(f"{path}: is a directory; name the file to write")
     _refuse_database(path, target, database)
     if st is None:
-        if not target.parent.is_dir():
-            raise BadInput(f"{target.parent}: directory does not exist (for {path})")
-        return target
+        return _in_an_existing_directory(path, target)
     if not stat.S_ISREG(st.st_mode):
         raise BadInput(f"{path}: is {file_kind(st.st_mode)}; name a regular file (or - for stdout)")
     if _is_sqlite(target):
@@ -104,9 +102,7 @@ def check_directory(path: str | os.PathLike, *, files: Iterable[str], force: boo
         raise BadInput(f"{path}: is not a directory; name the directory the files go in")
     _refuse_database(path, target, database)
     if st is None:
-        if not target.parent.is_dir():
-            raise BadInput(f"{target.parent}: directory does not exist (for {path})")
-        return target
+        return _in_an_existing_directory(path, target)
     for name in files:
         check_target(target / name, force=force, database=database)
     return target
@@ -126,6 +122,13 @@ def make_directory(path: str | os.PathLike) -> Path:
         check_directory(path, files=())
     except OSError as exc:
         raise EnvironmentFault(f"cannot create directory {path}: {exc.strerror or exc}; nothing was written") from None
+    return target
+
+
+def _in_an_existing_directory(path, target: Path) -> Path:
+    """``target``, a new output, when its directory exists; an output never creates its parents."""
+    if not target.parent.is_dir():
+        raise BadInput(f"{target.parent}: directory does not exist (for {path})")
     return target
 
 
