@@ -80,21 +80,24 @@ tui: install
     {{wb}} tui
 
 # Lint with ruff (its rules: pyproject.toml's [tool.ruff]; a finding fails the recipe before any test runs),
-# then run the test suite (pytest's "no tests collected", exit 5, is not a failure).
+# then run the test suite (pytest's "no tests collected", exit 5, is not a failure): one worker per core,
+# each pinned to its core (tests/workercore.py), a test file's tests on one worker (their module fixtures
+# built once). Arguments go to pytest after these: `just test -n0 tests/test_cli.py` runs one file in-process.
 test *args: install
     #!/usr/bin/env bash
     set -uo pipefail
     "{{venv}}/bin/ruff" check . || exit $?
-    "{{py}}" -m pytest {{args}}
+    "{{py}}" -m pytest -n auto --dist loadfile {{args}}
     rc=$?
     if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 0; fi
     exit "$rc"
 
-# The suite again with every generation of the real model perturbed (seeded noise on the logits before the
-# greedy choice, WORKBENCH_PERTURB_LOGITS): the text differs from the greedy one as it may on another CPU,
-# so a test that leaned on what SmolLM2 writes here fails. It must pass this way too.
+# The tests that run a real model (marked real_model; tests/modeluse.py fails a test that runs one unmarked)
+# again with every generation perturbed (seeded noise on the logits before the greedy choice,
+# WORKBENCH_PERTURB_LOGITS): the text differs from the greedy one as it may on another CPU, so a test that
+# leaned on what SmolLM2 writes here fails. They must pass this way too.
 test-perturbed *args: install
-    WORKBENCH_PERTURB_LOGITS=1 just test {{args}}
+    WORKBENCH_PERTURB_LOGITS=1 just test -m real_model {{args}}
 
 # Benchmarks of the performance targets (docs/design.md §10) (separate from tests); figures go in the README.
 bench: install

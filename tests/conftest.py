@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import workercore  # noqa: F401,I001 (first: an xdist worker is pinned to its core before any thread starts)
 import importlib
 import json
 import shutil
@@ -25,6 +26,7 @@ from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
 import lockguard
+import modeluse
 from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +68,30 @@ def private_model_slot(tmp_path, monkeypatch):
     """Each test (and the CLI processes it starts) has its own model slot, not the machine's:
     a test never waits for a model held elsewhere on the machine or leaked by an earlier test."""
     monkeypatch.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path / "model.lock"))
+
+
+modeluse.install()
+
+
+_CALLS_BEFORE = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    # Counted before any fixture is set up: a module's fixture that runs the model counts for the
+    # test that first asked for it, so every test using such a fixture must be marked.
+    item.stash[_CALLS_BEFORE] = modeluse.CALLS[0]
+    return (yield)
+
+
+@pytest.fixture(autouse=True)
+def real_model_is_marked(request, tmp_path, private_model_slot):
+    """A test that ran a real model carries the ``real_model`` marker (`just test-perturbed` runs those)."""
+    before = request.node.stash.get(_CALLS_BEFORE, modeluse.CALLS[0])
+    yield
+    if modeluse.used_a_model(before, tmp_path / "model.lock") and not request.node.get_closest_marker(modeluse.MARKER):
+        pytest.fail(f"{request.node.nodeid} ran a real model: mark it @pytest.mark.{modeluse.MARKER} "
+                    "(tests/modeluse.py)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

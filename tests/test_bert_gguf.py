@@ -100,6 +100,7 @@ def test_llama_cpp_tokenizes_like_the_hugging_face_tokenizer(minilm):
         assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=False) == hf.encode(text).ids, text
 
 
+@pytest.mark.real_model
 @needs_minilm
 def test_llama_cpp_embeddings_equal_a_numpy_forward_pass_of_the_checkpoint(minilm):
     _, llm, reference, hf = minilm
@@ -191,6 +192,7 @@ def tiny_reference(folder: Path) -> NumpyBert:
     return NumpyBert((folder / "model.safetensors").read_bytes(), json.loads((folder / "config.json").read_text()))
 
 
+@pytest.mark.real_model
 def test_a_tiny_bert_folder_embeds_like_its_numpy_forward_pass(tmp_path):
     folder = write_tiny_bert(tmp_path / "tiny")
     llm = embedding_llm(convert_checkpoint(folder, tmp_path / "tiny.gguf"), n_ctx=64)

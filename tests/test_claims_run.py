@@ -67,6 +67,7 @@ def test_the_verdict_table_of_one_answer_follows_the_ragchecker_layout():
     assert checks.answer2response[0] == {"containment": "E", "vote": "E"}
 
 
+@pytest.mark.real_model
 def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdict(text_run):
     store, run = text_run
     config = ClaimsConfig(decomposer="llm", verifiers=("llm_judge",))
@@ -95,6 +96,7 @@ def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdic
     assert (again.jobs, again.model_calls) == (0, 0)
 
 
+@pytest.mark.real_model
 def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run):
     store, run = text_run
     config = ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge"))
@@ -121,6 +123,7 @@ def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run)
     assert calls_before == first.model_calls  # the counters are per pass
 
 
+@pytest.mark.real_model
 def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_run, capsys):
     store, run = text_run
     assert run_ledger(store, run, resamples=50).claims is None
@@ -138,6 +141,7 @@ def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_ru
     assert "Claims (claim run" in text and "faithful" in text
 
 
+@pytest.mark.real_model
 def test_the_cli_runs_reports_and_shows_claims_and_the_samples_filter_finds_unsupported_ones(tiny_store, tmp_path,
                                                                                            capsys):
     from workbench.browse import list_samples
@@ -168,6 +172,7 @@ def test_claims_check_decomposes_and_verifies_a_chinese_answer(store, capsys):
     assert out["filtered_answer"] == "感冒的症状包括流鼻涕；感冒的症状包括咳嗽；感冒的症状包括发热"
 
 
+@pytest.mark.real_model
 def test_bad_claims_options_are_refused_by_name(tiny_store, capsys):
     _generated_run(tiny_store, "r")
     db = str(tiny_store.path)

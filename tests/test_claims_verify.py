@@ -251,6 +251,7 @@ def test_a_two_way_verdict_is_entailment_or_neutral_and_a_label_must_agree():
         Verdict("nli", True, 1.0, "C")
 
 
+@pytest.mark.real_model
 def test_nli_with_the_real_model_chooses_one_label_in_one_pass_and_reuses_the_premise(store):
     """What holds on every CPU: one of the three labels per pair (which one is the CPU's), a second
     check of the same premise evaluates only its hypothesis, and a rerun is served from the cache."""
@@ -271,6 +272,7 @@ def test_nli_with_the_real_model_chooses_one_label_in_one_pass_and_reuses_the_pr
         llm.close()
 
 
+@pytest.mark.real_model
 def test_a_one_pass_choice_is_what_greedy_generation_under_the_labels_grammar_writes(store):
     """On any CPU: the label read from one forward pass equals the one the model generates, greedily, under a
     grammar admitting only the three labels (both read the same logits; the choice takes the best token that
@@ -314,6 +316,7 @@ def test_make_verifiers_errors(names, kwargs, error, pattern):
 
 # ---------------------------------------------------------------- embedding (real model)
 
+@pytest.mark.real_model
 def test_embedding_verifier_with_the_shipped_model_needs_no_flag(store):
     embedder = CachedEmbedder(store)                                   # all-MiniLM-L6-v2, converted once
     verifier = make_verifiers(["embedding"], embedder=embedder)[0]

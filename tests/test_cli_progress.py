@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from workbench.data.importer import import_dataset
 from workbench.runs.generation import GenerationConfig
 from workbench.progress import ProgressBar
@@ -29,6 +31,7 @@ def test_the_bar_counts_the_run_overall_but_rates_only_this_execution():
     assert "] 2/2 " in out.getvalue()  # a fresh run: this execution is the run
 
 
+@pytest.mark.real_model
 def test_a_resumed_run_reports_its_overall_progress_on_the_command_line(tmp_path):
     db = tmp_path / "wb.db"
     store = open_store(db)

@@ -8,6 +8,8 @@ this is that report, computed here as the demo computes it, and the docs page th
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import REPO, SAMPLE_METAQA
 from workbench.cli import main
 from workbench.data.importer import import_dataset
@@ -16,6 +18,7 @@ from workbench.store import open_store
 LABELS = REPO / "sample_data" / "labels"
 
 
+@pytest.mark.real_model
 def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_docs(tmp_path, capsys):
     db = tmp_path / "demo.db"
     store = open_store(db)

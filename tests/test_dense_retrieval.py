@@ -49,6 +49,7 @@ def test_cosine_top_k_is_exact_and_breaks_ties_by_position():
     assert ranked == [("u0", 1.0), ("u2", 1.0)]
 
 
+@pytest.mark.real_model
 def test_dense_and_hybrid_need_no_model_argument_and_a_rerun_embeds_nothing(store, tmp_path):
     import_corpus(store, _corpus(tmp_path / "corpus"), "hc")
     filename_questions(store, "hc")
@@ -67,6 +68,7 @@ def test_dense_and_hybrid_need_no_model_argument_and_a_rerun_embeds_nothing(stor
     assert max(json.loads(stored)) <= 2 / 61 + 1e-12                    # RRF scores, not cosines
 
 
+@pytest.mark.real_model
 def test_a_changed_corpus_embeds_only_its_changed_units(store, tmp_path):
     root = _corpus(tmp_path / "corpus")
     import_corpus(store, root, "hc")
@@ -79,19 +81,23 @@ def test_a_changed_corpus_embeds_only_its_changed_units(store, tmp_path):
     assert report.embedded == 1 and report.cached == 7
 
 
-def test_dense_retrieval_over_kg_triples(store):
-    from conftest import SAMPLE_METAQA
+@pytest.mark.real_model
+def test_dense_retrieval_over_kg_triples(store, tiny_dir):
+    """A KG's triples are embedded as their ``h | r | t`` lines, each once, and the questions once
+    (the five-triple movie KB: what holds for it holds for MetaQA's 5,270, at a fraction of the cost)."""
     from workbench.data.importer import import_dataset
 
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    import_dataset(store, tiny_dir, "tiny")
     units = store.conn.execute("SELECT count(*) FROM units u JOIN datasets d ON d.id = u.dataset_id"
-                               " WHERE d.name = 'metaqa'").fetchone()[0]
+                               " WHERE d.name = 'tiny'").fetchone()[0]
     samples = store.conn.execute("SELECT count(*) FROM samples").fetchone()[0]
-    report = retrieve(store, "metaqa", k=5, retriever="dense")
+    assert units >= 5 and samples == 3
+    report = retrieve(store, "tiny", k=5, retriever="dense")
     assert report.queries == samples and report.embedded + report.cached == units + samples
-    assert retrieve(store, "metaqa", k=5, retriever="dense").embedded == 0
+    assert retrieve(store, "tiny", k=5, retriever="dense").embedded == 0
 
 
+@pytest.mark.real_model
 def test_the_cli_says_what_was_embedded_and_refuses_a_chat_model(store, tmp_path, capsys):
     import_corpus(store, _corpus(tmp_path / "corpus"), "hc")
     filename_questions(store, "hc")

@@ -43,6 +43,7 @@ def test_the_pages_have_console_examples():
     assert sum(counted.values()) >= 15, counted
 
 
+@pytest.mark.real_model
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_console_example_prints_what_its_page_shows(page, docs_db, tmp_path):
     differences, _skipped, _outputs = docs_examples.check_page(page, docs_db, tmp_path)

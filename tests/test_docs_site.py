@@ -117,6 +117,42 @@ def test_no_page_has_a_list_run_into_a_paragraph(site):
     assert not found, f"lists with no blank line before them (page: the line above each): {found}"
 
 
+# Python-Markdown nests a list only under four spaces (a tab): an item indented two or three spaces, as GitHub
+# accepts, renders as one more item of the outer list, its parent's sub-points flattened beside it.
+SHALLOW_ITEM = re.compile(r"^ {1,3}(?:[-*+]|\d+[.)])[ \t]+\S")
+
+
+def shallow_nested_items(markdown: str) -> list[int]:
+    """The 1-based lines of ``markdown`` outside code fences that start a list item indented 1 to 3 spaces."""
+    found, fence = [], None
+    for number, line in enumerate(markdown.splitlines(), 1):
+        stripped = line.lstrip()
+        if stripped[:3] in ("```", "~~~"):
+            fence = None if fence and stripped.startswith(fence) else (fence or stripped[:3])
+        elif fence is None and SHALLOW_ITEM.match(line):
+            found.append(number)
+    return found
+
+
+def test_shallow_nested_items_are_found_outside_code_only():
+    assert shallow_nested_items("- a\n  - b\n   1. c\n    - d\n") == [2, 3]
+    assert shallow_nested_items("```\n  - in code\n```\n- a\n") == []
+
+
+def test_every_nested_list_is_indented_four_spaces():
+    found = {page.name: shallow_nested_items(page.read_text(encoding="utf-8"))
+             for page in sorted((REPO / "docs").rglob("*.md"))}
+    found = {name: lines for name, lines in found.items() if lines}
+    assert not found, f"nested list items indented less than 4 spaces render flat (page: lines): {found}"
+
+
+def test_a_nested_list_renders_inside_its_item(site):
+    out, _ = site
+    html = (out / "design.html").read_text(encoding="utf-8")
+    item = html.index("Generations go into a content-addressed cache")
+    assert html.index("<ul>", item) < html.index("the model file", item) < html.index("</li>", item)
+
+
 RESOURCE = re.compile(r'<(?:script|img|link|iframe)\b[^>]*\b(?:src|href)="(https?:)?//[^"]*"', re.I)
 
 

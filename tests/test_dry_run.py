@@ -55,6 +55,7 @@ def db(tiny_store) -> Path:
     return tiny_store.path
 
 
+@pytest.mark.real_model
 def test_a_dry_run_writes_nothing(db, capsys):
     before = _fingerprint(db)
     result = _dry(db, capsys, "--name", "small")
@@ -70,6 +71,7 @@ def test_a_dry_run_writes_nothing(db, capsys):
     assert _fingerprint(db) == before
 
 
+@pytest.mark.real_model
 def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run(db, capsys):
     """The dry run's token counts against what the real run records on its jobs (events).
 
@@ -99,6 +101,7 @@ def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run(db, capsys
     assert dry["eval_tokens"] < dry["unique_prompt_tokens"]   # consecutive prompts do share a prefix
 
 
+@pytest.mark.real_model
 def test_cache_hits_history_and_a_planned_run(db, capsys):
     assert main(_run(db, "--name", "small")) == 0   # the real run: 5 generations recorded
     # The same prompts under another name: every one is in the cache, nothing to generate.

@@ -37,6 +37,7 @@ def _plan(store, name, *, ks=(1, 2), budgets=(256,), formats=("score",), limit=N
     return get_run(store, name)
 
 
+@pytest.mark.real_model
 def test_the_default_model_really_generates_tokens():
     backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
     prompt = backend.render([{"role": "user", "content": "Name a colour."}])
@@ -49,6 +50,7 @@ def test_the_default_model_really_generates_tokens():
     assert out.eval_tokens == prompt.tokens == out.prompt_tokens
 
 
+@pytest.mark.real_model
 def test_greedy_generation_is_reproducible_and_json_answers_parse():
     from workbench.runs.answers import SCHEMAS, parse_output
 
@@ -65,6 +67,7 @@ def test_greedy_generation_is_reproducible_and_json_answers_parse():
     assert isinstance(json.loads(parse_output(a.text, "json").prediction), list)
 
 
+@pytest.mark.real_model
 def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(tiny_store):
     first = execute(tiny_store, _plan(tiny_store, "a"))
     assert (first.done, first.errors) == (6, 0)
@@ -80,6 +83,7 @@ def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(tiny_s
     assert stats["prompt_tokens_evaluated"] == 0 and stats["prompt_tokens_naive"] > 0
 
 
+@pytest.mark.real_model
 def test_cells_with_identical_truncated_evidence_cost_one_call(tiny_store):
     # q3 has a single retrieved triple: K=1 and K=2 show the same window, so the same prompt.
     run = _plan(tiny_store, "d", ks=(1, 2), budgets=(256, 512))
@@ -109,6 +113,7 @@ def test_grounded_mode_scores_zero_without_a_visible_citation():
     assert score_answer(outside, answers, {}, ["T1", "T3"], score_acc) == 0.0
 
 
+@pytest.mark.real_model
 def test_grounded_runs_record_citations(tiny_store):
     run = _plan(tiny_store, "g", ks=(2,), answer_format="grounded", max_tokens=40)
     execute(tiny_store, run)
@@ -128,6 +133,7 @@ def test_grounded_runs_record_citations(tiny_store):
             assert score == score_acc(prediction, json.loads(answers), json.loads(aliases))
 
 
+@pytest.mark.real_model
 def test_a_missing_model_is_recorded_on_the_jobs_and_the_run_stays_resumable(tiny_store, tmp_path):
     run = _plan(tiny_store, "m", model=str(tmp_path / "nope.gguf"))
     report = execute(tiny_store, run)
@@ -141,6 +147,7 @@ def test_a_missing_model_is_recorded_on_the_jobs_and_the_run_stays_resumable(tin
     assert (retried.jobs, retried.done, retried.errors) == (6, 6, 0)
 
 
+@pytest.mark.real_model
 def test_a_corrupt_gguf_gives_a_clear_error(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model at all")
@@ -152,6 +159,7 @@ def test_a_corrupt_gguf_gives_a_clear_error(tmp_path):
         LlamaCppBackend(truncated, "sha", n_ctx=256)
 
 
+@pytest.mark.real_model
 def test_a_prompt_longer_than_the_context_is_recorded_and_the_run_goes_on(tiny_store):
     run = _plan(tiny_store, "c", ks=(1, 3), n_ctx=100, max_tokens=8)
     report = execute(tiny_store, run)
@@ -196,6 +204,7 @@ def metaqa_file_db(tmp_path):
     return db
 
 
+@pytest.mark.real_model
 def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db):
     db = metaqa_file_db
     proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -224,6 +233,7 @@ def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db)
     assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 16
 
 
+@pytest.mark.real_model
 def test_ctrl_c_stops_cleanly_after_the_current_job(metaqa_file_db):
     db = metaqa_file_db
     proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -238,6 +248,7 @@ def test_ctrl_c_stops_cleanly_after_the_current_job(metaqa_file_db):
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+@pytest.mark.real_model
 def test_the_ledger_of_an_unfinished_run_shows_partial_numbers_with_n(metaqa_file_db):
     db = metaqa_file_db
     proc = subprocess.Popen(_cli(db, *RUN_ARGS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

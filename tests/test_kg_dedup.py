@@ -44,6 +44,7 @@ def test_bad_kg_lines_name_file_line_and_field_and_nothing_is_written(store, kg_
     assert store.conn.execute("SELECT count(*) FROM kgs").fetchone()[0] == 0
 
 
+@pytest.mark.real_model
 def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, created, stats = plan_dedup(store, "tiny", DedupConfig(), "tiny-run")
@@ -61,6 +62,7 @@ def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_d
     assert execute_dedup(store, name).jobs == 0
 
 
+@pytest.mark.real_model
 def test_the_embedding_mode_needs_no_model_argument_and_embeds_each_context_once(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, _, stats = plan_dedup(store, "tiny", DedupConfig(modes=("embedding",)), "by-embedding")

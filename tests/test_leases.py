@@ -285,6 +285,7 @@ def _generations(db: Path) -> int:
         con.close()
 
 
+@pytest.mark.real_model
 def test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generated_twice(live_db):
     procs = [subprocess.Popen(_cli(live_db, "resume", "live", "--json"), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -302,6 +303,7 @@ def test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generat
     assert _holder_row(live_db, "run:live") is None
 
 
+@pytest.mark.real_model
 def test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do(live_db):
     procs = [subprocess.Popen(_cli(live_db, "resume", "live", "--wait"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -317,6 +319,7 @@ def test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do(
     assert generated and int(generated.group(1)) == _generations(live_db) > 0, errs[writer]
 
 
+@pytest.mark.real_model
 def test_a_run_whose_writer_was_killed_with_9_resumes_and_recovers_its_lease(live_db):
     proc = subprocess.Popen(_cli(live_db, "resume", "live"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_rows(live_db, "SELECT count(*) FROM events WHERE status = 'done'", 1, proc)

@@ -264,6 +264,7 @@ def test_a_run_planned_before_manifests_says_so(tiny_store, capsys):
 
 
 # -- executions (the real model) ---------------------------------------------------------------------
+@pytest.mark.real_model
 def test_an_execution_records_threads_gpu_layers_and_the_model_it_ran(tiny_store):
     run = _plan(tiny_store)
     from workbench.models.registry import ExecOptions
@@ -285,6 +286,7 @@ def test_an_execution_records_threads_gpu_layers_and_the_model_it_ran(tiny_store
     assert again["times"] == 2 and again["last_started_at"] >= e["started_at"]
 
 
+@pytest.mark.real_model
 def test_a_run_planned_before_manifests_gets_one_at_its_next_execution(tiny_store, capsys):
     run = _plan(tiny_store)
     planned = get_manifest(tiny_store, run.id)
@@ -302,6 +304,7 @@ def test_a_run_planned_before_manifests_gets_one_at_its_next_execution(tiny_stor
     assert "execution 1 " in capsys.readouterr().out
 
 
+@pytest.mark.real_model
 def test_a_model_file_missing_when_planned_is_described_by_the_execution_that_finds_it(tiny_store, tmp_path):
     from workbench.models.registry import ExecOptions
 

@@ -55,6 +55,7 @@ def test_the_slot_is_a_lock_file_per_user_in_the_temporary_directory(monkeypatch
     assert slot.slot_path() is None
 
 
+@pytest.mark.real_model
 def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
     with holder("workbench claims run demo") as child:
         messages = []
@@ -78,6 +79,7 @@ def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
     assert slot.read_holder(slot.slot_path()) is None   # released: nobody is named any more
 
 
+@pytest.mark.real_model
 def test_a_holder_killed_with_sigkill_frees_the_slot():
     with holder() as child:
         messages = []
@@ -92,6 +94,7 @@ def test_a_holder_killed_with_sigkill_frees_the_slot():
             assert slot.read_holder(slot.slot_path()).pid == os.getpid()
 
 
+@pytest.mark.real_model
 def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
     with holder() as child:
         stop = threading.Event()
@@ -103,6 +106,7 @@ def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
         assert slot.read_holder(slot.slot_path()).pid == child.pid
 
 
+@pytest.mark.real_model
 def test_holders_in_one_process_share_the_slot_until_the_last_releases():
     never_wait = threading.Event()
     never_wait.set()   # a wait would raise ModelSlotStopped instead of deadlocking the test
@@ -116,6 +120,7 @@ def test_holders_in_one_process_share_the_slot_until_the_last_releases():
     assert slot.held_in_process() == 0 and not busy_elsewhere()
 
 
+@pytest.mark.real_model
 def test_off_turns_the_coordination_off(monkeypatch):
     with holder():
         monkeypatch.setenv(slot.SLOT_ENV, "off")
@@ -134,6 +139,7 @@ def test_an_unusable_lock_file_is_a_model_error_naming_it(monkeypatch, tmp_path)
         slot.acquire("x")
 
 
+@pytest.mark.real_model
 def test_the_progress_bar_shows_the_wait_then_the_bar_at_the_rate_after_it():
     out = io.StringIO()
     bar = ProgressBar("claims", stream=out)
@@ -152,6 +158,7 @@ def test_the_progress_bar_shows_the_wait_then_the_bar_at_the_rate_after_it():
 # -- with the real model ---------------------------------------------------------------------------------
 
 
+@pytest.mark.real_model
 def test_loading_the_model_waits_for_another_process_and_says_so():
     with holder("workbench dedup run kg") as child:
         messages = []
@@ -175,6 +182,7 @@ def test_loading_the_model_waits_for_another_process_and_says_so():
     assert slot.held_in_process() == 0 and not busy_elsewhere()
 
 
+@pytest.mark.real_model
 def test_a_pass_model_loads_on_its_first_call_after_the_wait(store):
     with holder("workbench searchain run s") as child:
         llm = default_llm(store, n_ctx=256)
@@ -216,6 +224,7 @@ def _cli(db: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "workbench.cli", "--db", str(db), *args]
 
 
+@pytest.mark.real_model
 def test_workbench_resume_waits_for_the_model_then_runs(two_job_db):
     with holder("workbench tui") as child:
         proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -229,6 +238,7 @@ def test_workbench_resume_waits_for_the_model_then_runs(two_job_db):
     assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("done", 2)]
 
 
+@pytest.mark.real_model
 def test_llm_question_generation_says_whom_it_waits_for(corpus_db):
     # Once silent: `questions generate --strategy llm` waited for the model without a word.
     with holder("workbench dedup run kg") as child:
@@ -242,6 +252,7 @@ def test_llm_question_generation_says_whom_it_waits_for(corpus_db):
     assert proc.stdout.read().endswith("llm questions added\n")
 
 
+@pytest.mark.real_model
 def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db):
     with holder():
         proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -255,6 +266,7 @@ def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db
     assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("pending", 2)]
 
 
+@pytest.mark.real_model
 async def test_the_runs_screen_says_whom_a_run_waits_for_and_p_ends_the_wait(two_job_db):
     app = WorkbenchApp(two_job_db)
     with holder("workbench claims run demo") as child:

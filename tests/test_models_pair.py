@@ -34,6 +34,7 @@ def test_gemma_resolves_to_the_gguf_its_package_vouches_for():
     assert not list(path.parent.glob("*.partial"))
 
 
+@pytest.mark.real_model
 def test_gemma_generates_with_plain_completion_prompts(tiny_store):
     plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="g",
                generation=GenerationConfig(model="gemma3-270m", max_tokens=8, n_ctx=1024).as_dict())
@@ -57,6 +58,7 @@ def _events(store, name):
         " WHERE r.name = ? ORDER BY 1, 2", (name,)).fetchall()
 
 
+@pytest.mark.real_model
 def test_two_models_make_sibling_runs_over_the_same_jobs_then_a_comparison(tiny_store, capsys):
     argv = ["--db", str(tiny_store.path), "run", "tiny", "--limit", "2", "--k", "1", "--budget", "64",
             "--format", "score", "--max-tokens", "8", "--n-ctx", "1024", "--model", "default,gemma3-270m",

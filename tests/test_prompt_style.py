@@ -96,6 +96,7 @@ def test_a_missing_models_extra_names_what_to_install(monkeypatch):
         resolve_model("gemma3-270m")
 
 
+@pytest.mark.real_model
 def test_the_two_styles_of_one_text_never_share_a_cache_entry():
     backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
     try:

@@ -60,6 +60,7 @@ def test_doc_level_metrics_agree_with_ranx(corpus):
         assert report.levels["doc"]["overall"][(m, int(k))].value == pytest.approx(expected[name], abs=1e-9), name
 
 
+@pytest.mark.real_model
 def test_llm_questions_from_the_real_default_model_parse(store):
     """What holds whatever the model writes on this CPU: every stored question is a well-formed llm
     sample, at most n per document, and a second pass asks the model only about the documents that

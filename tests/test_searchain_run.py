@@ -35,6 +35,7 @@ def metaqa(tmp_path):
     store.close()
 
 
+@pytest.mark.real_model
 def test_searchain_stores_a_tree_and_its_metrics_compute(metaqa):
     name, created = plan_searchain(metaqa, "metaqa", SearChainConfig(hops=2, limit=3), "sc")
     assert created
@@ -60,6 +61,7 @@ def test_searchain_stores_a_tree_and_its_metrics_compute(metaqa):
     assert diff == pytest.approx(r["cover_em"].value - r["baseline"]["cover_em"].value)
 
 
+@pytest.mark.real_model
 def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
     name, _ = plan_searchain(metaqa, "metaqa", SearChainConfig(hops=2, limit=3), "resumable")
     stop = threading.Event()
@@ -77,6 +79,7 @@ def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
     assert execute_searchain(metaqa, name).jobs == 0
 
 
+@pytest.mark.real_model
 def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa):
     db = metaqa.path
     cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
@@ -100,6 +103,7 @@ def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa
     assert result["cache_hits"] >= 1 or done_before == 3
 
 
+@pytest.mark.real_model
 def test_the_cli_refuses_a_changed_config_under_the_same_name_and_shows_a_tree(metaqa, capsys):
     db = str(metaqa.path)
     assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one"]) == 0

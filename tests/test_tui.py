@@ -104,6 +104,7 @@ async def test_samples_page_filter_search_and_detail(swept_db):
         await wait_for(pilot, lambda: app.screen.cell_id != "k1-b64-score")
 
 
+@pytest.mark.real_model
 async def test_cli_writes_while_the_tui_reads(live_db):
     """A CLI run writes jobs while the app polls the same file: live rows, no lock errors."""
     db = live_db
@@ -127,6 +128,7 @@ async def test_cli_writes_while_the_tui_reads(live_db):
         assert not isinstance(app.screen, ErrorDialog)
 
 
+@pytest.mark.real_model
 async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):
     """The acceptance flow, keyboard only, with the real default model."""
     app = WorkbenchApp(tmp_path / "flow.db")

@@ -8,12 +8,15 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from workbench.runs.aggregate import LedgerReader
 from workbench.tui.app import WorkbenchApp
 
 from tuikit import MODEL_PATIENCE, SIZE, until_loaded, wait_for
 
 
+@pytest.mark.real_model
 async def test_the_ledger_follows_a_real_run_reading_only_the_changed_events(live_db, monkeypatch):
     refreshes = []  # (jobs done in the view it returned, what the refresh read)
     original = LedgerReader.refresh

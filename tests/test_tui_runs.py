@@ -206,6 +206,7 @@ def half_done_db(live_db):
     return live_db
 
 
+@pytest.mark.real_model
 async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(half_done_db):
     # No polling: the row can only follow the progress messages themselves.
     app = WorkbenchApp(half_done_db, poll_seconds=3600)
@@ -307,6 +308,7 @@ async def _start_live_then_ask_to_quit(pilot) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
 
 
+@pytest.mark.real_model
 async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_quits(live_db):
     """Another process holds the model, so the run is still executing when the question is answered,
     however fast this machine runs its six questions (on a fast one the run once ended under the dialog)."""
@@ -330,6 +332,7 @@ async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_q
     assert jobs["done"] + jobs["pending"] == 6 and jobs["pending"] > 0, "stopped cleanly, resumable"
 
 
+@pytest.mark.real_model
 async def test_q_answered_after_the_run_ended_under_the_question_just_quits(live_db):
     app = WorkbenchApp(live_db)
     async with app.run_test(size=SIZE) as pilot:

@@ -72,7 +72,7 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
 
 def add_model_threads(parser: argparse.ArgumentParser) -> None:
     """``--threads`` and ``--n-gpu-layers`` of llama.cpp."""
-    parser.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: all cores)")
+    parser.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: every core this process may use)")
     parser.add_argument("--n-gpu-layers", type=count(-1, MAX_GPU_LAYERS), default=0,
                         help="layers offloaded to a GPU (CUDA build; -1 = all)")
 

@@ -233,7 +233,7 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="dense, hybrid: default (all-MiniLM-L6-v2), a BERT checkpoint (directory or .zip, converted "
                         "once) or an embedding GGUF")
     p.add_argument("--dense-model", help=argparse.SUPPRESS)
-    p.add_argument("--threads", type=count(1, 1024), help="CPU threads for the embedding model (default: all cores)")
+    p.add_argument("--threads", type=count(1, 1024), help="CPU threads for the embedding model (default: every core this process may use)")
     p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto",
                    help="BM25 tokenizer (bm25, hybrid)")

@@ -6,12 +6,12 @@ Only offline-loadable tokenizers are built in. Model backends add their own
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from workbench.utf8 import complete_utf8_prefix
+from workbench.cores import usable_cores
 
 __all__ = [
     "Tokenizer",
@@ -68,7 +68,7 @@ class TiktokenTokenizer:
         One slice of the texts per core: a task per text (tiktoken's own batch) costs more in
         locking than the encoding it spreads.
         """
-        workers = max(1, min(os.cpu_count() or 1, len(texts) // 1000))
+        workers = max(1, min(usable_cores(), len(texts) // 1000))
         if workers == 1:
             return [len(self._enc.encode_ordinary(t)) for t in texts]
         from concurrent.futures import ThreadPoolExecutor

@@ -21,7 +21,6 @@ killed pass keeps what it embedded.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
@@ -33,6 +32,7 @@ from workbench.models.base import ModelError
 from workbench.models.bert_gguf import check_embedding_gguf, embedding_window, resolve_embedding_model
 from workbench.models.locate import cached_file_sha256
 from workbench.store.db import Store
+from workbench.cores import usable_cores
 
 #: Vectors written per transaction: a kill loses at most this many embeddings.
 COMMIT_EVERY = 64
@@ -52,7 +52,7 @@ class Embedder:
             # n_batch = n_ubatch: with embeddings on, a larger n_batch aborts the process.
             self.llm = llama_cpp.Llama(model_path=str(self.path), embedding=True, n_ctx=self.window,
                                        n_batch=self.window, n_ubatch=self.window,
-                                       n_threads=n_threads or os.cpu_count(), n_gpu_layers=n_gpu_layers,
+                                       n_threads=n_threads or usable_cores(), n_gpu_layers=n_gpu_layers,
                                        verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             self._slot.release()

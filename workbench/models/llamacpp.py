@@ -24,6 +24,7 @@ from workbench.models import slot as model_slot
 from workbench.models.base import Choice, Generation, ModelError, Prompt, PromptError, Sampling
 from workbench.models.locate import resolve_model
 from workbench.utf8 import complete_utf8_prefix
+from workbench.cores import usable_cores
 
 # llama-cpp-python is imported lazily: importing it costs ~0.3 s and most verbs never generate.
 
@@ -115,7 +116,7 @@ class LlamaCppBackend:
         # would also share one GPU's memory.
         self._slot = model_slot.acquire(on_wait=on_wait, stop=stop)
         try:
-            self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+            self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or usable_cores(),
                                    n_gpu_layers=n_gpu_layers, seed=seed)
         except BaseException:
             self._slot.release()

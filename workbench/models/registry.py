@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
 from workbench.models.base import Backend
 from workbench.models.locate import cached_file_sha256, resolve_model
+from workbench.cores import usable_cores
 
 BACKENDS = ("llamacpp", "openai")
 
@@ -60,5 +60,5 @@ def make_backend(spec: BackendSpec, opts: ExecOptions, store) -> Backend:
 
     path = resolve_model(spec.model)
     return LlamaCppBackend(path, cached_file_sha256(store, path), n_ctx=spec.n_ctx,
-                           n_threads=opts.n_threads or os.cpu_count(), n_gpu_layers=opts.n_gpu_layers, seed=spec.seed,
+                           n_threads=opts.n_threads or usable_cores(), n_gpu_layers=opts.n_gpu_layers, seed=spec.seed,
                            on_wait=opts.on_wait, stop=opts.stop, chat=spec.chat)

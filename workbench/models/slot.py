@@ -1,6 +1,6 @@
 """The machine-wide model slot: one process at a time runs the local model.
 
-llama.cpp gives a model every core (``n_threads = os.cpu_count()``). Two processes doing
+llama.cpp gives a model every core it may use (``n_threads = usable_cores()``). Two processes doing
 so on one machine do not share the cores, they thrash: a 3-sample SearChain pass took
 37 s alone and 470 s beside a dedup pass in another process. So a process that loads a
 llama.cpp model first takes this slot, and a second one waits, says once whom it waits

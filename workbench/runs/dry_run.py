@@ -18,7 +18,6 @@ mode (no weights, no model slot), and grouped with the executor's own grouping
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from workbench.runs.sweep import SweepConfig, preview_sweep
 from workbench.store.db import Store
 from workbench.store.manifests import cached_keys, known_file_sha256, model_timings, writes_refused
 from workbench.store.queries import get_run, load_samples
+from workbench.cores import usable_cores
 
 MIN_HISTORY = 3   # earlier generations needed to fit a speed instead of probing
 
@@ -272,7 +272,7 @@ def _probe_speed(path: Path, model_id: str, gen: GenerationConfig, opts: ExecOpt
     The second call reuses the first's KV cache, so it times generation alone. The model
     takes the machine-wide slot while it is loaded, as a run's does.
     """
-    backend = LlamaCppBackend(path, model_id, n_ctx=gen.n_ctx, n_threads=opts.n_threads or os.cpu_count(),
+    backend = LlamaCppBackend(path, model_id, n_ctx=gen.n_ctx, n_threads=opts.n_threads or usable_cores(),
                               n_gpu_layers=opts.n_gpu_layers, seed=gen.seed, on_wait=opts.on_wait, stop=opts.stop,
                               chat=gen.prompt_style != "completion")
     try:

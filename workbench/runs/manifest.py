@@ -43,6 +43,7 @@ from workbench.store.db import Store, utcnow
 from workbench.store.manifests import (dataset_content_sha256, get_manifest, retrieval_digest, samples_digest,
                                        units_digest, update_manifest)
 from workbench.store.lookup import NotFound
+from workbench.cores import usable_cores
 
 MANIFEST_VERSION = 1
 DISTRIBUTION = "dissipation-workbench"
@@ -311,7 +312,7 @@ def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int
         fresh = None
     now = utcnow()
     entry = {"started_at": now, "last_started_at": now, "times": 1, "host": host_facts(),
-             "n_threads": (n_threads or os.cpu_count()) if local else None,
+             "n_threads": (n_threads or usable_cores()) if local else None,
              "n_gpu_layers": n_gpu_layers if local else None,
              "concurrency": None if local else concurrency,
              "workbench": workbench_build(), "llama_cpp": llama_build() if local else None,
