@@ -84,6 +84,14 @@ def pytest_runtest_setup(item):
     return (yield)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The files that run a real model first (their order within a file kept): they are the longest,
+    and under `just test`'s one-worker-per-file scheduling a long file started last keeps one worker
+    busy while the other has nothing left to do."""
+    heavy = {item.path for item in items if item.get_closest_marker(modeluse.MARKER)}
+    items.sort(key=lambda item: item.path not in heavy)
+
+
 @pytest.fixture(autouse=True)
 def real_model_is_marked(request, tmp_path, private_model_slot):
     """A test that ran a real model carries the ``real_model`` marker (`just test-perturbed` runs those)."""
