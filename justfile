@@ -37,7 +37,8 @@ install:
 #
 # Import the sample data, run a K×B sweep with SmolLM2 (CPU), verify claims, print the ledger and plots;
 # then, over recorded answers (fixed data: the same on every CPU), 40 human labels of their claims and how far
-# the claim verifier can be trusted; last, BM25, dense and hybrid retrieval side by side on HowToCook.
+# the claim verifier can be trusted; BM25, dense and hybrid retrieval side by side on HowToCook; last, how far
+# the offline claim checker agrees with people's preferences between two answers (RAGChecker's data).
 demo: install
     mkdir -p .workbench
     {{wb}} import sample_data/metaqa --name metaqa
@@ -57,6 +58,9 @@ demo: install
     {{wb}} retrieve howtocook --retriever dense
     {{wb}} retrieve howtocook --retriever hybrid
     {{wb}} retrieval eval howtocook --retriever bm25,dense,hybrid --k 5
+    {{wb}} import --from ragchecker-meta sample_data/ragchecker-meta/human_labeled_data.json --baselines sample_data/ragchecker-meta/baseline_ragchecker.json --name prefs
+    {{wb}} meta run prefs
+    {{wb}} meta report prefs
     @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}}); T labels claims"
 
 # Build the documentation site into site/ (mkdocs, strict: a warning fails the build). It works offline,
@@ -119,3 +123,4 @@ bench: install
     "{{py}}" bench/bench_model_slot.py
     "{{py}}" bench/bench_nli.py
     "{{py}}" bench/bench_embedding.py
+    "{{py}}" bench/bench_meta.py

@@ -61,6 +61,8 @@ SETUP = [
     "retrieve howtocook --retriever bm25",
     "retrieve howtocook --retriever dense",
     "retrieve howtocook --retriever hybrid",
+    "import --from ragchecker-meta sample_data/ragchecker-meta/human_labeled_data.json"
+    " --baselines sample_data/ragchecker-meta/baseline_ragchecker.json --name prefs",
 ]
 
 ELISION = "…"

@@ -16,9 +16,13 @@ from typing import Iterator
 import pytest
 
 from workbench.data.corpus import import_corpus
+from workbench.claims.runner import ClaimsConfig
 from workbench.data.importer import import_dataset
+from workbench.data.meta_import import import_meta
 from workbench.kg.importer import import_kg
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
+from workbench.meta.run import run_meta
+from workbench.meta.sets import get_meta_set
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
 from workbench.retrieval.evaluate import filename_questions
 from workbench.retrieval.runs import retrieve
@@ -344,6 +348,34 @@ def corpus_template(tmp_path_factory) -> Path:
 def corpus_db(tmp_path, corpus_template):
     """sample_data/howtocook with Chinese and English filename questions and BM25 results: this test's copy."""
     return copy_db(corpus_template, tmp_path / "hc.db")
+
+
+SAMPLE_META = REPO / "sample_data" / "ragchecker-meta"
+
+
+def build_meta(store: Store) -> None:
+    """The shared half of RAGChecker's preference data imported as ``rc`` with its RAGChecker baseline, and
+    both responses checked by rule + lexical (no model: every CPU gives the same verdicts)."""
+    import_meta(store, SAMPLE_META / "human_labeled_data.json", "rc",
+                baselines=[SAMPLE_META / "baseline_ragchecker.json"])
+    report = run_meta(store, get_meta_set(store, "rc"), ClaimsConfig(decomposer="rule", verifiers=("lexical",)),
+                      similarity=False)
+    assert (report.done, report.errors) == (280, 0)
+
+
+@pytest.fixture(scope="session")
+def meta_template(tmp_path_factory) -> Path:
+    """RAGChecker's shared-half preference data as meta set ``rc``, checked by rule + lexical, built once."""
+    with new_template(tmp_path_factory, "meta.db", metaqa=False) as store:
+        build_meta(store)
+    return store.path
+
+
+@pytest.fixture
+def meta_db(tmp_path, meta_template):
+    """Meta set ``rc`` (140 instances, 2 annotators, RAGChecker's baseline, a rule + lexical claim run): this
+    test's copy."""
+    return copy_db(meta_template, tmp_path / "meta.db")
 
 
 class ScriptedLLM:

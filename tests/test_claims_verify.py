@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from workbench.claims.types import Claim, Verdict
@@ -343,3 +344,32 @@ def test_embedding_verifier_missing_or_unfit_model(store, tmp_path):
         CachedEmbedder(store, str(tmp_path / "nope.gguf"))
     with pytest.raises(ModelError, match="not an embedding model"):
         CachedEmbedder(store, str(default_model_path()))             # a chat model
+
+
+class _TableEmbedder:
+    """Fixed unit vectors by text (the verifier's logic, not a model's): a text not in the table is orthogonal."""
+
+    def __init__(self, table: dict[str, list[float]]):
+        self.table = {k: np.array(v, dtype=np.float32) / np.linalg.norm(v) for k, v in table.items()}
+        self.asked: list[str] = []
+
+    def vectors(self, texts):
+        self.asked += list(texts)
+        return np.stack([self.table.get(t, np.array([0.0, 0.0, 1.0], dtype=np.float32)) for t in texts])
+
+
+def test_a_long_premise_supports_a_claim_through_its_best_sentence():
+    """A claim that one sentence of a paragraph states is supported: the paragraph's own vector dilutes it."""
+    paragraph = "Water boils at 100 degrees. Salt raises the boiling point a little."
+    embedder = _TableEmbedder({"It boils at 100 degrees.": [1, 0, 0], paragraph: [0.5, 0.5, 0.7],
+                               "Water boils at 100 degrees": [0.95, 0.05, 0]})
+    (verdict,) = EmbeddingVerifier(embedder, threshold=0.8).verify("It boils at 100 degrees.", [paragraph])
+    assert verdict.supported and verdict.score == pytest.approx(0.95 / np.linalg.norm([0.95, 0.05, 0]), abs=1e-6)
+    assert "Salt raises the boiling point a little" in embedder.asked
+
+
+def test_a_one_sentence_premise_is_compared_whole():
+    embedder = _TableEmbedder({"a claim": [1, 0, 0], "one line of evidence": [0.6, 0.8, 0]})
+    (verdict,) = EmbeddingVerifier(embedder, threshold=0.75).verify("a claim", ["one line of evidence"])
+    assert not verdict.supported and verdict.score == pytest.approx(0.6, abs=1e-6)
+    assert embedder.asked == ["a claim", "one line of evidence"]

@@ -30,6 +30,7 @@ from workbench.compare.render import render_comparison
 from workbench.compare.report import compare_runs
 from workbench.judges.report import (AGREEMENT_COLUMNS, ESTIMATE_COLUMNS, METRIC, agreement_cells, estimate_cells,
                                      judge_report)
+from workbench.meta.report import PREFERENCE_COLUMNS, preference_cells, preference_rows
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.store.db import Store
@@ -233,6 +234,14 @@ def _judges_section(store: Store, run: Run, options: ReportOptions) -> str:
                   f'<p class="meta">{_e(METRIC[r.kind])}: naive (the judge alone), human-only and '
                   "prediction-powered (PPI++), 95% CLT intervals, uniform labels only.</p>",
                   _table(ESTIMATE_COLUMNS, [estimate_cells(e, estimate=_est, text=_e) for e in r.estimates])]
+    preferences = preference_rows(store, resamples=options.resamples, seed=options.seed)
+    if preferences:
+        parts += ["<h3>Checkers against people's preferences</h3>",
+                  '<p class="meta">Each meta set\'s scorers (<code>workbench meta report</code>): the score of '
+                  "response 2 minus response 1 against each annotator's overall preference, Pearson and Spearman "
+                  "×100 with 95% bootstrap CIs over instances.</p>",
+                  _table(PREFERENCE_COLUMNS, [preference_cells(name, r, estimate=lambda e: _est(e, 2), text=_e)
+                                              for name, r in preferences])]
     return "<h2>Judges against human labels</h2>" + "\n".join(parts) if parts else ""
 
 

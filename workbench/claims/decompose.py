@@ -118,6 +118,11 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (stops, line breaks, bullets), trimmed, as the rule decomposer splits them."""
+    return [text[a:b] for a, b in _sentences(text)]
+
+
 def _sentences(answer: str) -> list[tuple[int, int]]:
     spans, start = [], 0
     for m in _SENT_END.finditer(answer):

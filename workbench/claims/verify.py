@@ -22,6 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from workbench.claims.decompose import sentences
 from workbench.claims.types import LLM, Verdict
 from workbench.retrieval.text import tokenize
 
@@ -118,12 +119,22 @@ class EmbeddingVerifier:
         """One verdict per unit; ``question`` is not used."""
         if not units:
             return []
-        claim_vec, *unit_vecs = self.vectors([claim, *units])
-        out = []
-        for vec in unit_vecs:
-            score = min(1.0, max(0.0, float(claim_vec @ vec)))
+        parts = [_premise_parts(u) for u in units]
+        claim_vec, *vecs = self.vectors([claim, *(p for ps in parts for p in ps)])
+        out, at = [], 0
+        for ps in parts:
+            # A long premise (a paragraph, a reference answer) holds a claim in one of its sentences:
+            # its best sentence decides, as the whole text's vector dilutes any one statement in it.
+            score = min(1.0, max(0.0, max(float(claim_vec @ v) for v in vecs[at:at + len(ps)])))
+            at += len(ps)
             out.append(Verdict(self.name, score >= self.threshold, score))
         return out
+
+
+def _premise_parts(unit: str) -> list[str]:
+    """What a claim is compared with: the unit, and each of its sentences when it has several."""
+    split = sentences(unit)
+    return [unit, *split] if len(split) > 1 else [unit]
 
 
 # ---------------------------------------------------------------- llm_judge

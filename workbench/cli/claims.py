@@ -14,7 +14,8 @@ from workbench.cli.types import INT64_MAX, count, number
 from workbench.tables import fmt_estimate, table
 
 
-def _config(args):
+def claims_config(args):
+    """The ClaimsConfig of the verification options (:func:`verification_parent`), validated, its models checked."""
     from workbench.claims.runner import ClaimsConfig
 
     config = ClaimsConfig(decomposer=args.decomposer, verifiers=tuple(v for v in args.verifiers.split(",") if v),
@@ -33,7 +34,7 @@ def cmd_claims_run(args) -> int:
     from workbench.models.cached import default_llm
     from workbench.store.queries import get_run
 
-    config = _config(args)
+    config = claims_config(args)
     store = store_of(args)
     run = get_run(store, args.run)
     llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
@@ -195,7 +196,7 @@ def cmd_claims_check(args) -> int:
     """Decompose and verify one answer against a given context (units of a dataset, a document, or text)."""
     from workbench.claims.check import check_answer, context_units
 
-    config = _config(args)
+    config = claims_config(args)
     store = store_of(args)
     labels, texts = context_units(store, dataset=args.dataset, doc=args.doc, units=args.units, texts=args.context)
     result = check_answer(store, args.answer, labels, texts, config, question=args.question or "",
@@ -209,19 +210,26 @@ def cmd_claims_check(args) -> int:
     return OK
 
 
-def register(subparsers, parents: SharedParents) -> None:
-    """Add ``claims run|report|show|check`` to the CLI."""
+def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
+                        verifiers: str = "lexical,embedding,llm_judge", ties: str = "unsupported",
+                        lexical_threshold: float = 0.6, embedding_threshold: float = 0.75) -> argparse.ArgumentParser:
+    """The options of a claim verification (decomposer, verifiers, thresholds, models), for every verb that
+    verifies claims: ``claims run|check`` (seed 003's defaults) and ``meta run`` (the offline checker tuned
+    on RAGChecker's preference data, docs/checkers.md)."""
     verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass])
-    verify.add_argument("--decomposer", choices=DECOMPOSERS, default="hybrid", help="claim decomposer (default hybrid)")
-    verify.add_argument("--verifiers", default="lexical,embedding,llm_judge",
-                        help="comma list of lexical,embedding,llm_judge,nli (default lexical,embedding,llm_judge: "
-                             "seed 003's vote with a token-overlap proxy for nli)")
-    verify.add_argument("--ties", choices=TIES, default="unsupported",
-                        help="a tied vote between verifiers counts as (default unsupported)")
+    verify.add_argument("--decomposer", choices=DECOMPOSERS, default=decomposer,
+                        help="claim decomposer (default %(default)s)")
+    verify.add_argument("--verifiers", default=verifiers,
+                        help="comma list of lexical,embedding,llm_judge,nli (default %(default)s; lexical,embedding,"
+                             "llm_judge is seed 003's vote with a token-overlap proxy for nli)")
+    verify.add_argument("--ties", choices=TIES, default=ties,
+                        help="a tied vote between verifiers counts as (default %(default)s)")
     verify.add_argument("--reject-below", type=number(0, 1), default=0.5,
                         help="reject an answer whose support ratio is below this (default 0.5)")
-    verify.add_argument("--lexical-threshold", type=number(0, 1), default=0.6, help="lexical coverage for support (0.6)")
-    verify.add_argument("--embedding-threshold", type=number(0, 1), default=0.75, help="cosine for support (0.75)")
+    verify.add_argument("--lexical-threshold", type=number(0, 1), default=lexical_threshold,
+                        help="lexical coverage for support (%(default)s)")
+    verify.add_argument("--embedding-threshold", type=number(0, 1), default=embedding_threshold,
+                        help="cosine for support (%(default)s; a long unit is compared sentence by sentence)")
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
     verify.add_argument("--model", default="default",
                         help="GGUF of the LLM decomposer, the judge and nli (default SmolLM2)")
@@ -230,6 +238,12 @@ def register(subparsers, parents: SharedParents) -> None:
                              "(directory or .zip, converted once) or an embedding GGUF")
     verify.add_argument("--nli-model", help="another GGUF chat model for the nli verifier (default: --model); it "
                                             "chooses Entailment, Neutral or Contradiction from its next-token logits")
+    return verify
+
+
+def register(subparsers, parents: SharedParents) -> None:
+    """Add ``claims run|report|show|check`` to the CLI."""
+    verify = verification_parent(parents)
 
     p = subparsers.add_parser("claims", parents=[parents.db], help="claim decomposition and atomic verification")
     psub = p.add_subparsers(dest="claims_verb", metavar="VERB", required=True)

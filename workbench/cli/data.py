@@ -15,6 +15,12 @@ def cmd_import(args) -> int:
     """Import a directory of kb/samples/retrieval JSONL as a dataset, or another tool's results (--from)."""
     from workbench.data.importer import import_dataset
 
+    if args.source_format == "ragchecker-meta":
+        return _import_meta(args)
+    if args.baselines is not None:
+        from workbench.errors import BadInput
+
+        raise BadInput("--baselines goes with --from ragchecker-meta (the scores of its response pairs)")
     if args.source_format == "ragchecker":
         return _import_ragchecker(args)
     if args.score is not None:
@@ -80,6 +86,41 @@ def _import_ragchecker(args) -> int:
     return OK
 
 
+def _import_meta(args) -> int:
+    """``import --from ragchecker-meta HUMAN.json [--baselines FILE ...] --name NAME``: a meta set."""
+    from workbench.data.meta_import import import_meta
+    from workbench.errors import BadInput
+
+    for flag, given, why in (("--score", args.score is not None, "its responses are scored with cover"),
+                             ("--strict", args.strict, "it has no KB")):
+        if given:
+            raise BadInput(f"{flag} does not go with --from ragchecker-meta ({why})")
+    if args.name is None:
+        raise BadInput("--from ragchecker-meta needs --name NAME: the meta set, its dataset and its runs "
+                       "NAME.model1 and NAME.model2 are named by it")
+    store = store_of(args)
+    report = import_meta(store, args.directory, args.name, baselines=args.baselines or (), replace=args.replace)
+    verb = _say_import(args, report)
+    if verb is None:
+        return OK
+    counts = sorted(report.annotators)
+    annotators = " to ".join(str(n) for n in dict.fromkeys((counts[0], counts[-1]))) if counts else "0"
+    print(f"{report.dataset}: {verb}: {report.samples:,} instances (queries with a reference answer and two "
+          f"responses), {annotators} annotators per instance, {report.labels:,} labels "
+          f"({report.annotations:,} annotations × correctness, completeness, overall), "
+          f"{len(report.systems):,} systems")
+    print(f"runs {' and '.join(report.runs)}: the responses of each side, {report.events // 2:,} events each, "
+          f"{report.scored:,} of {report.events:,} scored ({report.score}) against the reference answer")
+    for b in report.baselines:
+        scorers = "; ".join(f"{evaluator} ({', '.join(metrics)})" for evaluator, metrics in b.scorers.items())
+        undefined = f", {b.undefined:,} undefined" if b.undefined else ""
+        print(f"baseline {b.file}: {scorers}: {b.instances:,} instances scored{undefined}")
+    if not report.baselines:
+        print("no baselines (--baselines FILE ...: RAGChecker's baseline_*.json, to compare with)")
+    print(f"next: workbench meta run {report.dataset}; workbench meta report {report.dataset}")
+    return OK
+
+
 def cmd_datasets(args) -> int:
     """List the datasets with their stats."""
     from workbench.store.queries import list_datasets
@@ -97,13 +138,20 @@ def register(subparsers, parents: SharedParents) -> None:
                               help="import a dataset directory (kb/samples/retrieval.jsonl), or RAGChecker's JSON")
     p.add_argument("directory", metavar="PATH",
                    help="directory holding kb.jsonl, samples.jsonl and retrieval.jsonl; with --from ragchecker, "
-                        "RAGChecker's input JSON file")
-    p.add_argument("--from", dest="source_format", choices=("dataset", "ragchecker"), default="dataset",
-                   help="what PATH holds: a dataset directory (default), or RAGChecker's {\"results\": [...]}, "
+                        "RAGChecker's input JSON file; with --from ragchecker-meta, its human_labeled_data.json")
+    p.add_argument("--from", dest="source_format", choices=("dataset", "ragchecker", "ragchecker-meta"),
+                   default="dataset",
+                   help="what PATH holds: a dataset directory (default); RAGChecker's {\"results\": [...]}, "
                         "imported as a dataset of its retrieved contexts plus a run of the same name holding "
-                        "its responses")
+                        "its responses; or RAGChecker's human preference labels (ragchecker-meta), imported as "
+                        "the meta set NAME: a dataset of its queries, runs NAME.model1 and NAME.model2 holding "
+                        "the two responses of each, and the annotators' labels (see `workbench meta`)")
     p.add_argument("--name", type=chosen_name,
-                   help="dataset name (default: the directory name; the file name without extension with --from)")
+                   help="dataset name (default: the directory name; the file name without extension with "
+                        "--from ragchecker; required with --from ragchecker-meta)")
+    p.add_argument("--baselines", nargs="+", metavar="FILE",
+                   help="with --from ragchecker-meta: baseline files scoring the same response pairs "
+                        "(RAGChecker's baseline_*.json: model1.EVALUATOR.METRIC), to compare with the people")
     p.add_argument("--score", choices=SCORES,
                    help="with --from ragchecker: how a response is scored against gt_answer (default: cover)")
     p.add_argument("--strict", action="store_true", help="reject gold/retrieved triples missing from kb.jsonl")

@@ -48,8 +48,9 @@ def cmd_judge_report(args) -> int:
     store = store_of(args)
     report = judge_report(store, args.kind, args.run, claim_run=args.claim_run, threshold=args.threshold,
                           retriever=args.retriever, resamples=args.resamples, seed=args.seed)
+    preferences = _preferences(store, args) if report.kind == "claim" else None
     if args.json:
-        emit_json(report_json(report))
+        emit_json({**report_json(report), **({"preferences": preferences[1]} if preferences else {})})
         return OK
     what = {"claim": "claims", "dedup_pair": "candidate pairs", "answer": "answers",
             "relevance": "judged (question, chunk) pairs"}[report.kind]
@@ -67,6 +68,7 @@ def cmd_judge_report(args) -> int:
     if not report.labelled_items:
         print(f"\nno labels yet: label {what} by keyboard in the TUI (Labels screen), or "
               f"`workbench judge labels import FILE`")
+        _print_preferences(preferences)
         return OK
     print("\nagreement with the human labels (κ: 95% bootstrap CI over items)")
     print(table(AGREEMENT_COLUMNS, [agreement_cells(j) for j in report.agreement], left=1))
@@ -83,7 +85,29 @@ def cmd_judge_report(args) -> int:
                           "judge's share"}[report.kind]
     print(f"\n{metric}: {scope} (95% CLT intervals, uniform labels only)")
     print(estimates_table(report.estimates))
+    _print_preferences(preferences)
     return OK
+
+
+def _preferences(store, args) -> tuple[list, list[dict]] | None:
+    """Every meta set's scorers against the overall preference label: (rows, their JSON), or None without a set."""
+    from workbench.meta.report import preference_rows, rows_json
+
+    rows = preference_rows(store, resamples=args.resamples, seed=args.seed)
+    return (rows, [{"meta_set": name, **row} for (name, _), row in zip(rows, rows_json([r for _, r in rows]))]) \
+        if rows else None
+
+
+def _print_preferences(preferences) -> None:
+    """Beside κ on claim labels: how far each checker tracks people's pairwise preferences (`meta report`)."""
+    from workbench.meta.report import PREFERENCE_COLUMNS, preference_cells
+
+    if not preferences:
+        return
+    rows = preferences[0]
+    print("\nagreement with people's preferences between two answers (overall label; score difference against "
+          "each\nannotator, 95% bootstrap CI over instances; `workbench meta report SET` has every label)")
+    print(table(PREFERENCE_COLUMNS, [preference_cells(name, r) for name, r in rows], left=2))
 
 
 def _check_retriever(args) -> None:

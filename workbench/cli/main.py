@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from workbench.cli import byo, claims, compare, data, dedup, judge, ledger, report, retrieval, runs, searchain, triage, tui
+from workbench.cli import (byo, claims, compare, data, dedup, judge, ledger, meta, report, retrieval, runs, searchain,
+                           triage, tui)
 from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
 from workbench.cli.shared import close_stores
@@ -31,7 +32,7 @@ every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad inpu
 (nothing written). WORKBENCH_DEBUG=1 shows the traceback behind a database error."""
 
 # In the order the top-level help lists their verbs.
-VERB_GROUPS = (tui, data, runs, ledger, compare, report, retrieval, claims, searchain, dedup, judge, triage, byo)
+VERB_GROUPS = (tui, data, runs, ledger, compare, report, retrieval, claims, meta, searchain, dedup, judge, triage, byo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,10 +53,7 @@ from workbench.errors import BadInput
 from workbench.evidence import DEFAULT_TOKENIZER
 from workbench.evidence.units import Unit, normalize_text
 from workbench.metrics.scoring import get_scorer
-from workbench.passes import canonical_json
-from workbench.runs.manifest import plan_manifest
-from workbench.runs.sweep import SweepConfig, uncut_evidence, write_uncut_run
-from workbench.store.manifests import insert_manifest
+from workbench.runs.sweep import SweepConfig, insert_imported_run, uncut_evidence
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Sample
 
@@ -143,14 +140,10 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
             "INSERT INTO datasets (name, unit_kind, source, content_sha256, created_at) VALUES (?, 'chunk', ?, ?, ?)",
             (name, display, sha, utcnow())).lastrowid
         plan.insert_dataset(conn, ds_id)
-        run_id = conn.execute(
-            "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (name, ds_id, RETRIEVER, canonical_json(stored_config), "external", utcnow())).lastrowid
-        events = write_uncut_run(conn, run_id, config, evidence, answers)
+        run_id, events = insert_imported_run(conn, store, name=name, dataset_id=ds_id, dataset_name=name,
+                                             retriever=RETRIEVER, stored=stored_config, config=config,
+                                             evidence=evidence, answers=answers)
         claim_run, computed = _write_checks(conn, run_id, results) if results[0].checks is not None else (None, {})
-        # What the run was made from (`runs show`): the imported file's content, hashed like any run's inputs.
-        insert_manifest(conn, run_id, plan_manifest(store, name=name, dataset_id=ds_id, dataset_name=name,
-                                                    identity=stored_config, recorded="when imported"))
     return RagCheckerReport(
         dataset=name, dataset_id=ds_id, unit_kind="chunk", units=len(plan.units), samples=len(results),
         retrievals=len(results), retrievers=[RETRIEVER], warnings=warnings, replaced=replaced,

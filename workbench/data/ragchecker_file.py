@@ -20,18 +20,13 @@ file; the shapes must agree with the claims and the contexts.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.data.errors import InputRejected, Problem, ProblemLog
 from workbench.data.fields import check_str, json_type
 from workbench.data.importer import count_noun
-from workbench.data.jsonl import RecordRefused, decode_record
-
-_RESULT_PATH = re.compile(r"^\$\.results\[(\d+)\]")
-_WS = re.compile(r"[ \t\n\r]*")
+from workbench.data.json_document import EntryLines, parse_document
 
 
 #: The fields of a RAGChecker output file that hold its claims and checks, all or none per result.
@@ -58,7 +53,7 @@ class Result:
     """One checked ``results[i]`` entry of a RAGChecker file."""
 
     index: int
-    lines: "_EntryLines"          # where results[index] starts, looked up only for a message
+    lines: EntryLines             # where results[index] starts, looked up only for a message
     query_id: str | None          # None only until read_results names it by position
     query: str
     gt_answer: str
@@ -80,13 +75,7 @@ def read_results(data: bytes, display: str) -> tuple[list[Result], list[str], di
     (up to the importers' limit). The JSON is decoded strictly as the JSONL importers decode a
     line: no repeated key, no lone surrogate, no nesting past the depth limit.
     """
-    text = _decode(data, display)
-    try:
-        doc = decode_record(text)
-    except json.JSONDecodeError as exc:
-        raise InputRejected([Problem(display, exc.lineno, "$", f"malformed JSON: {exc.msg} (column {exc.colno})")])
-    except RecordRefused as exc:
-        raise InputRejected([Problem(display, _line_of(text, exc.field), exc.field, exc.reason)]) from None
+    text, doc = parse_document(data, display, "results")
     if not isinstance(doc, dict):
         raise InputRejected([Problem(display, 1, "$", f'expected an object {{"results": [...]}}, got {json_type(doc)}')])
     if "results" not in doc:
@@ -96,7 +85,7 @@ def read_results(data: bytes, display: str) -> tuple[list[Result], list[str], di
         raise InputRejected([Problem(display, 1, "$.results", f"expected an array, got {json_type(entries)}")])
     if not entries:
         raise InputRejected([Problem(display, 1, "$.results", "must not be empty")])
-    lines = _EntryLines(text)
+    lines = EntryLines(text, "results")
     log = ProblemLog()
     results: list[Result] = []
     first: dict[str, int] = {}
@@ -142,91 +131,7 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _decode(data: bytes, display: str) -> str:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputRejected([Problem(display, line, "$", f"not valid UTF-8 (byte {exc.start} of the file: "
-                                                          f"{data[exc.start:exc.start + 1]!r})")]) from None
-    if not text.strip():
-        raise InputRejected([Problem(display, 1, "$", "file is empty (no JSON document)")])
-    return text
-
-
-def _entry_lines(text: str) -> list[int]:
-    """The 1-based line where each element of the top-level ``results`` array starts.
-
-    ``text`` is known to be valid JSON by now; this walks its top-level object with
-    ``raw_decode`` to find where each entry starts (``json`` itself keeps no positions).
-    """
-    # Only skips values: numbers are not converted (a 5,000-digit integer would raise).
-    decoder = json.JSONDecoder(parse_int=len, parse_float=len, parse_constant=len)
-    lines: list[int] = []
-    pos, line = 0, 1
-
-    def at(i: int) -> int:
-        nonlocal pos, line
-        line += text.count("\n", pos, i)
-        pos = i
-        return line
-
-    def skip(i: int) -> int:
-        return _WS.match(text, i).end()
-
-    i = skip(0) + 1                                   # past "{"
-    while True:
-        i = skip(i)
-        if text[i] == "}":
-            return lines
-        key, i = decoder.raw_decode(text, i)
-        i = skip(skip(i) + 1)                         # past ":"
-        if key == "results":
-            i = skip(i + 1)                           # past "["
-            while text[i] != "]":
-                lines.append(at(i))
-                _, i = decoder.raw_decode(text, i)
-                i = skip(i)
-                if text[i] == ",":
-                    i = skip(i + 1)
-            return lines
-        _, i = decoder.raw_decode(text, i)
-        i = skip(i)
-        if text[i] == ",":
-            i += 1
-
-
-class _EntryLines:
-    """``lines[i]``: the line where ``results[i]`` starts, found (by :func:`_entry_lines`) on first use.
-
-    Only a message needs a line, and finding them walks the whole document a second time.
-    """
-
-    def __init__(self, text: str):
-        self.text, self._lines = text, None
-
-    def __getitem__(self, i: int) -> int:
-        if self._lines is None:
-            self._lines = _entry_lines(self.text)
-        return self._lines[i]
-
-
-def _line_of(text: str, fld: str) -> int:
-    """The line of the ``results[i]`` entry a refused field lies in (1 when it lies elsewhere)."""
-    m = _RESULT_PATH.match(fld)
-    if not m:
-        return 1
-    try:
-        lines = _entry_lines(text)
-    except (ValueError, RecursionError):   # too deep for the walk: the top of the file will do
-        return 1
-    i = int(m.group(1))
-    return lines[i] if i < len(lines) else 1
-
-
-def _check_entry(log: ProblemLog, display: str, i: int, lines: _EntryLines, rec: Any) -> Result | None:
+def _check_entry(log: ProblemLog, display: str, i: int, lines: EntryLines, rec: Any) -> Result | None:
     """One ``results[i]``, checked field by field; None (with the problems logged) when bad."""
     base = f"$.results[{i}]"
     if not isinstance(rec, dict):

@@ -60,6 +60,7 @@ __all__ = [
     "bootstrap_means",
     "mean_and_resampled",
     "bootstrap_ratio",
+    "paired_columns",
     "paired_mean_difference",
 ]
 
@@ -445,6 +446,19 @@ def bootstrap_ratio(
     return percentile_interval(point, ratio(wnum, wden), alpha)
 
 
+def paired_columns(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float],
+                   what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` as float64 columns of one length with finite values, else ``ValueError`` naming ``what``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"{what}: two 1-D arrays expected, got shapes {a.shape} and {b.shape}")
+    common_length([len(a), len(b)], what)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError(f"{what} must be finite; leave out the items either side lacks")
+    return a, b
+
+
 def paired_mean_difference(
     a: np.ndarray,
     b: np.ndarray,
@@ -467,11 +481,5 @@ def paired_mean_difference(
     sides measured before calling. Rules as :func:`bootstrap_mean` (no items → ``None``,
     one item or ``resamples=0`` → no interval).
     """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"paired_mean_difference takes 1-D arrays, got shapes {a.shape} and {b.shape}")
-    common_length([len(a), len(b)], "paired measurements")
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("paired measurements must be finite; leave out the items either side lacks")
+    a, b = paired_columns(a, b, "paired measurements")
     return bootstrap_mean(a - b, resamples=resamples, seed=seed, alpha=alpha, keys=keys)

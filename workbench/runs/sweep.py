@@ -367,6 +367,22 @@ def uncut_evidence(config: SweepConfig, samples, units, ranked, tokenizer=None) 
     return budget, [(sid, h_set, gold, uncut(text, n)) for (sid, h_set, gold), text, n in zip(rows, texts, counts)]
 
 
+def insert_imported_run(conn, store: Store, *, name: str, dataset_id: int, dataset_name: str, retriever: str | None,
+                        stored: dict, config: SweepConfig, evidence: list[tuple[int, int, list, Window]],
+                        answers: dict[int, tuple[str, float | None]]) -> tuple[int, int]:
+    """A run of imported answers, in the caller's transaction: its row (model ``external``, config
+    ``stored``), its one uncut cell with every answer's event done (:func:`write_uncut_run`), and its
+    manifest, recorded as made when imported. Returns (the run's id, events written)."""
+    run_id = conn.execute(
+        "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (name, dataset_id, retriever, canonical_json(stored), "external", utcnow())).lastrowid
+    events = write_uncut_run(conn, run_id, config, evidence, answers)
+    # What the run was made from (`runs show`): the imported file's content, hashed like any run's inputs.
+    insert_manifest(conn, run_id, plan_manifest(store, name=name, dataset_id=dataset_id, dataset_name=dataset_name,
+                                                identity=stored, recorded="when imported"))
+    return run_id, events
+
+
 def write_uncut_run(conn, run_id: int, config: SweepConfig, evidence: list[tuple[int, int, list, Window]],
                     answers: dict[int, tuple[str, float | None]] | None = None) -> int:
     """Write the one cell (K, B = the longest evidence, format) of run ``run_id`` and its events.

@@ -1,4 +1,4 @@
-"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup, Compare, Labels)
+"""The Workbench app: modes (Datasets, Runs, Ledger, Samples, Retrieval, SearChain, Dedup, Compare, Labels, Meta)
 over one SQLite file.
 
 Screens never touch SQL or llama.cpp: they call core functions from thread workers,
@@ -24,6 +24,7 @@ from workbench.tui.screens.datasets import DatasetsScreen
 from workbench.tui.screens.dedup import DedupScreen
 from workbench.tui.screens.labels import LabelsScreen
 from workbench.tui.screens.ledger import LedgerScreen
+from workbench.tui.screens.meta import MetaScreen
 from workbench.tui.screens.retrieval import RetrievalScreen
 from workbench.tui.screens.runs import RunsScreen
 from workbench.tui.screens.samples import SamplesScreen
@@ -50,13 +51,15 @@ class WorkbenchApp(WorkbenchAppBase):
         Binding("C", "switch_mode('compare')", "Compare"),
         # T (trust the judges), not L: L tags alias-miss in Samples and Sample detail, which would hide this one there.
         Binding("T", "switch_mode('labels')", "Labels"),
+        # M (meta-evaluation): m picks a run on the Ledger and Labels and a meta set on Meta itself.
+        Binding("M", "switch_mode('meta')", "Meta"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
     MODES = {"datasets": DatasetsScreen, "runs": RunsScreen, "ledger": LedgerScreen,
              "samples": SamplesScreen, "retrieval": RetrievalScreen,
              "searchain": SearChainScreen, "dedup": DedupScreen, "compare": CompareScreen,
-             "labels": LabelsScreen}
+             "labels": LabelsScreen, "meta": MetaScreen}
 
     def __init__(self, db_path: str | Path | None = None, *, poll_seconds: float = 0.5):
         super().__init__(db_path)

@@ -11,6 +11,7 @@ from textual.widgets import Label, Static
 
 from workbench.tui.screens.compare import FlipDetailScreen
 from workbench.tui.screens.detail import SampleDetailScreen
+from workbench.tui.screens.meta_instances import MetaInstanceScreen, MetaInstancesScreen
 from workbench.tui.screens.run_form import RunForm
 from workbench.tui.screens.searchain import ChainTreeScreen
 
@@ -26,7 +27,10 @@ EXTRA_KEYS = {
     "Compare": [("tab", "between the cells and the highlighted cell's flips"),
                 ("a/b, then enter", "pick the highlighted run (↑/↓ move, esc cancels)")],
     "Compare flip": [("tab", "the other pane (↑/↓ pgup/pgdn scroll it)")],
-    "Labels": [("↑/↓", "scroll the item (also pgup/pgdn)"), ("s at the end", "go through the skipped items again")],
+    "Labels": [("↑/↓", "scroll the item (also pgup/pgdn)"), ("s at the end", "go through the skipped items again"),
+               ("tab", "the report: κ, and people's preferences with a meta set (↑/↓ scroll it)")],
+    "Meta": [("m, then enter", "pick the highlighted meta set (↑/↓ move, esc cancels)")],
+    "Meta instance": [("tab", "the next pane: reference, response 1, response 2 (↑/↓ pgup/pgdn scroll it)")],
     "Help": [("↑/↓", "scroll (also pgup/pgdn, home/end)"), ("esc", "close (also ? and q)")],
 }
 KEY_NAMES = {"question_mark": "?", "slash": "/", "right_square_bracket": "]", "left_square_bracket": "[",
@@ -47,7 +51,8 @@ def help_sections(app) -> list[tuple[str, list[tuple[str, str]]]]:
 
     names = {b.action.split("'")[1]: b.description for b in app.BINDINGS if b.action.startswith("switch_mode(")}
     screens = [(names.get(mode, mode), cls) for mode, cls in app.MODES.items()]
-    screens += [("Compare flip", FlipDetailScreen), ("New-run form", RunForm), ("Sample detail", SampleDetailScreen),
+    screens += [("Compare flip", FlipDetailScreen), ("Meta instances", MetaInstancesScreen),
+                ("Meta instance", MetaInstanceScreen), ("New-run form", RunForm), ("Sample detail", SampleDetailScreen),
                 ("SearChain tree", ChainTreeScreen)]
     sections = [("Everywhere", keys(app.BINDINGS) + EXTRA_KEYS["Everywhere"])]
     sections += [(title, keys(cls.BINDINGS) + EXTRA_KEYS.get(title, [])) for title, cls in screens]

@@ -14,6 +14,7 @@ from workbench.judges.items import JudgedItem, Population, population
 from workbench.judges.queue import label_queue
 from workbench.judges.report import JudgeReport, report_on
 from workbench.kg.runner import get_dedup_run
+from workbench.meta.report import MetaRow, preference_rows
 from workbench.retrieval.relevance import latest_relevance_dataset
 from workbench.store.labels import clear_label, put_label
 from workbench.store.lookup import NotFound
@@ -149,5 +150,17 @@ def undo_label(store, key, annotator: str):
     return key, clear_label(store, key, annotator)
 
 
-def load_report(store, pop: Population) -> JudgeReport:
-    return report_on(store, pop, resamples=RESAMPLES)
+@dataclass(frozen=True)
+class ReportView:
+    """What a report worker returns: the judge report and, when asked for, how far each checker of every
+    meta set agrees with people's preferences (the overall label), shown beside κ."""
+
+    report: JudgeReport
+    preferences: tuple[tuple[str, MetaRow], ...] | None = None   # None: not read this time (the last stands)
+
+
+def load_report(store, pop: Population, preferences: bool = False) -> ReportView:
+    """The judge report of ``pop``; with ``preferences``, every meta set's scorers against the overall label
+    too (they change with a meta run, not with a label: read when the screen loads a queue, not per label)."""
+    report = report_on(store, pop, resamples=RESAMPLES)
+    return ReportView(report, tuple(preference_rows(store, resamples=RESAMPLES)) if preferences else None)

@@ -23,8 +23,9 @@ from textual.widgets import Header, Static
 from workbench.judges.items import JudgedItem
 from workbench.judges.queue import describe_order
 from workbench.judges.report import JudgeReport
+from workbench.meta.report import MetaRow
 from workbench.store.labels import ClaimKey, default_annotator
-from workbench.tables import DASH
+from workbench.tables import DASH, fmt_estimate
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.screens import label_loads
 from workbench.tui.screens.label_loads import (KIND_TITLES, KINDS, RUNLESS, QueueView, load_cards, load_queue, load_report,
@@ -36,6 +37,7 @@ from workbench.tui.serial import SerialWrites
 from workbench.tui.widgets import KeyFooter
 
 WIDE = 100          # from this width the report sits right of the item, below it on a narrower screen
+ESTIMATE = 19       # "74.64 [65.70,81.79]": a correlation ×100 with its interval
 PREFETCH = 4        # cards loaded ahead of the item shown
 REPORT_DELAY = 0.4  # seconds of quiet after a label before the report is recomputed
 
@@ -73,6 +75,8 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         self.show_verdicts = False
         self.last = ""
         self.report: JudgeReport | None = None
+        # Every meta set's scorers against people's overall preference (None: not read yet on this screen).
+        self.preferences: tuple[tuple[str, MetaRow], ...] | None = None
         self._report_due = False
         self._report_timer = None
 
@@ -89,6 +93,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
                 yield Static("", id="card")
             with VerticalScroll(id="report-panel"):
                 yield Static("", id="report")
+                yield Static("", id="preferences")
         yield Static("", id="last", classes="status")
         yield KeyFooter()
 
@@ -162,8 +167,10 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
             self._draw()
         elif what == "report":
             pop = self.view.population if self.view is not None else None
-            if pop is not None and (payload.kind, payload.run) == (pop.kind, pop.run):
-                self.report = payload
+            if payload.preferences is not None:
+                self.preferences = payload.preferences
+            if pop is not None and (payload.report.kind, payload.report.run) == (pop.kind, pop.run):
+                self.report = payload.report
             self._draw_report()
 
     def _queue_loaded(self, view: QueueView) -> None:
@@ -181,7 +188,8 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
             self.report = None
         self._draw()
         if view.population is not None:
-            self.load("report", load_report, view.population)
+            # A queue read afresh (the screen shown, another kind or run) reads people's preferences again too.
+            self.load("report", load_report, view.population, True)
         else:
             self._draw_report()
 
@@ -207,7 +215,7 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         self._report_due = False
         self._report_timer = None
         if self.view is not None and self.view.population is not None:
-            self.load("report", load_report, self.view.population)
+            self.load("report", load_report, self.view.population, self.preferences is None)
 
     def _prefetch(self) -> None:
         wanted = [i.key for i in self.items[self.pos:self.pos + PREFETCH] if i.key not in self.cards]
@@ -262,10 +270,17 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         if not self.is_mounted:
             return
         panel = self.query_one("#report", Static)
+        preferences = self.query_one("#preferences", Static)
         if self.view is None or self.view.population is None:
             panel.update("")
+            preferences.update("")
+            preferences.display = False
             return
         panel.update("\n".join(report_lines(self.report, wide=self.size.width < WIDE)))
+        # Below the item the panel is the screen's width less its padding and scrollbar.
+        lines = preference_lines(self.preferences, side=self.size.width >= WIDE, width=self.size.width - 6)
+        preferences.display = bool(lines)      # without a meta set, not even an empty line
+        preferences.update("\n".join(lines))
 
     # -- actions ---------------------------------------------------------------------------------
 
@@ -396,3 +411,32 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
 
     def _show_last(self) -> None:
         self.query_one("#last", Static).update(self.last)
+
+
+def preference_lines(rows: tuple[tuple[str, MetaRow], ...] | None, *, side: bool, width: int = 74) -> list[str]:
+    """Beside κ: how far each checker agrees with people's preferences between two answers (the overall label of
+    every meta set, as markup); none without a meta set. ``side``: lines of ≤ 36 columns for the side panel, else
+    one line a scorer within ``width`` (its name on a line of its own when long)."""
+    if not rows:
+        return []
+    sets = {name for name, _ in rows}
+    where = f"meta set {esc(next(iter(sets)))}" if len(sets) == 1 else f"{len(sets)} meta sets"
+    lines = ["", "[b]Agreement with people's preferences[/b]" + ("" if side else f" [dim](overall · {where})[/dim]")]
+    if side:
+        lines += [f"[dim]overall label · {where}[/dim]", "[dim]r Pearson, ρ Spearman ×100 \\[95% CI][/dim]",
+                  "[dim]n pairs · M: every label, instances[/dim]"]
+    else:
+        lines.append("[dim]Pearson, Spearman ×100 \\[95% CI] · n pairs · M: every label, the instances[/dim]")
+    for name, row in rows:
+        scorer = row.scorer if len(sets) == 1 else f"{name} · {row.scorer}"
+        pearson, spearman = fmt_estimate(row.pearson, 2), fmt_estimate(row.spearman, 2)
+        if side:
+            lines += [f"[b]{esc(scorer)}[/b]", f" r {pearson} [dim]n {row.n}[/dim]", f" ρ {spearman}"]
+            continue
+        numbers = f"{pearson:>{ESTIMATE}}  {spearman:>{ESTIMATE}}  n {row.n}"
+        room = max(0, width - len(numbers) - 1)
+        if len(scorer) <= room:
+            lines.append(f"{esc(scorer)}{' ' * (room - len(scorer))} {numbers}")
+        else:   # a long name on its own line: the numbers stay in their columns
+            lines += [esc(scorer), f"{' ' * room} {numbers}"]
+    return lines
