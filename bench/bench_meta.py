@@ -1,6 +1,6 @@
 """Benchmark: a meta run with the default offline checker on the shared half of RAGChecker's preference data.
 
-Target (issue 36): ``workbench meta run`` with its defaults (rule decomposer; lexical +
+Target: ``workbench meta run`` with its defaults (rule decomposer; lexical +
 embedding verifiers, then the whole-answer similarity) on ``sample_data/ragchecker-meta``
 (140 instances, 280 responses) finishes in under 10 minutes on 2 cores cold, and in under 10
 seconds warm (everything served from the store: claims, verdicts and vectors).

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_db, every_row, write_jsonl, write_tiny_kg
+from conftest import SAMPLE_META, copy_db, every_row, write_jsonl, write_tiny_kg
 from workbench.cli import main
 from workbench.cli.main import build_parser
 from workbench.data.corpus import import_corpus
 from workbench.data.importer import import_dataset
+from workbench.data.meta_import import import_meta
 from workbench.data.predictions import export_prompts, import_predictions
 from workbench.kg.importer import import_kg
 from workbench.models.base import ModelError
@@ -68,6 +69,9 @@ PROBES = {
     ("dedup run", "--embedding-model"): ("embedding", ["dedup", "run", "kg", "--modes", "embedding",
                                                        "--name", "probe"]),
     ("searchain run", "--model"): ("generator", ["searchain", "run", "films", "--name", "probe"]),
+    ("meta run", "--model"): ("generator", ["meta", "run", "pairs", "--verifiers", "llm_judge"]),
+    ("meta run", "--nli-model"): ("generator", ["meta", "run", "pairs", "--verifiers", "nli"]),
+    ("meta run", "--embedding-model"): ("embedding", ["meta", "run", "pairs"]),
 }
 
 BAD_FILES = ["missing", "empty", "text", "cut in its header", "cut in its weights", "directory", "/dev/zero",
@@ -168,6 +172,10 @@ def template(tmp_path_factory, model_cache):
         filename_questions(store, "notes", lang="en")
         retrieve(store, "notes", k=2)
         import_kg(store, write_tiny_kg(root / "kg"), "kg")
+        # Two instances of RAGChecker's preference data: what `meta run` checks.
+        human = json.loads((SAMPLE_META / "human_labeled_data.json").read_text(encoding="utf-8"))[:4]
+        (root / "pairs.json").write_text(json.dumps(human), encoding="utf-8")
+        import_meta(store, root / "pairs.json", "pairs")
     finally:
         store.close()
     return root / "probe.db", files

@@ -1,4 +1,4 @@
-"""Verbs for meta-evaluation: meta run / report (how far each checker agrees with people, issue 36)."""
+"""Verbs for meta-evaluation: meta run / report (how far each checker agrees with people)."""
 
 from __future__ import annotations
 

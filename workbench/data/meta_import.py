@@ -1,5 +1,5 @@
 """Importing RAGChecker's meta-evaluation data: ``workbench import --from ragchecker-meta HUMAN.json
-[--baselines FILE ...] --name NAME`` (issue 36: how far each checker agrees with people).
+[--baselines FILE ...] --name NAME``: how far each checker agrees with people.
 
 The files are read and checked by :mod:`workbench.data.meta_file`; they become, in one
 transaction:

@@ -1,1 +1,1 @@
-"""Meta-evaluation: how far each checker's verdicts agree with people's pairwise preferences (issue 36)."""
+"""Meta-evaluation: how far each checker's verdicts agree with people's pairwise preferences."""

@@ -1,4 +1,4 @@
-"""Meta: how far each checker agrees with people's preferences between two answers (issue 36).
+"""Meta: how far each checker agrees with people's preferences between two answers.
 
 The numbers are ``workbench.meta``'s (the same as ``workbench meta report``); this screen lays
 the report out by human label, opens a scorer's instances worst disagreement first, and one
