@@ -8,13 +8,18 @@ recomputed here straight from the files with scipy, the way RAGChecker's meta_ev
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import SAMPLE_META
+from conftest import SAMPLE_META, wait_for_rows
 from workbench.claims.runner import ClaimsConfig
 from workbench.cli import main
 from workbench.data.meta_import import import_meta
@@ -155,3 +160,26 @@ def test_the_default_offline_checker_and_the_similarity_run_then_a_second_run_do
     assert (again["jobs"], again["model_calls"], again["embedded"]) == (0, 0, 0)
     rows = rows_json(meta_report(open_store(db), get_meta_set(open_store(db), "three"), resamples=50))
     assert {r["kind"] for r in rows} == {"annotators", "claims", "similarity", "length"}
+
+
+def test_a_meta_run_killed_with_9_resumes_and_finishes_with_every_response_checked_once(meta_db):
+    """The claim passes commit each response whole: a `kill -9` loses at most the one in progress."""
+    argv = [sys.executable, "-m", "workbench.cli", "--db", str(meta_db), "meta", "run", "rc", "--verifiers", "lexical",
+            "--lexical-threshold", "0.45", "--no-similarity"]
+    jobs = ("SELECT count(*) FROM claim_jobs j JOIN claim_runs c ON c.id = j.claim_run_id"
+            " WHERE j.status = 'done' AND json_extract(c.config, '$.lexical_threshold') = 0.45")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_rows(meta_db, jobs, 30, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    con = sqlite3.connect(meta_db)
+    done_at_kill = con.execute(jobs).fetchone()[0]
+    con.close()
+    assert 30 <= done_at_kill < 280
+    assert subprocess.run(argv, capture_output=True).returncode == 0
+    con = sqlite3.connect(meta_db)
+    assert con.execute(jobs).fetchone()[0] == 280
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()

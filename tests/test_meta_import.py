@@ -261,12 +261,15 @@ def test_other_content_under_the_name_needs_replace(db, human, baseline, tmp_pat
     write(human, changed)
     capsys.readouterr()
     assert import_cli(db, human, "small", baseline) == 2
-    assert "dataset 'small' already exists with different content; pass --replace" in capsys.readouterr().err
+    refusal = capsys.readouterr().err
+    assert "dataset 'small' already exists with different content; pass --replace" in refusal
+    assert "18 human preference labels" in refusal      # what --replace would delete is said, the labels too
     assert every_row(db) == before
 
     assert import_cli(db, human, "small", baseline, extra=["--replace"]) == 0
-    assert "replaced dataset small: deleted 3 samples, 0 units, 2 runs (6 events, 6 answered)" in \
-        capsys.readouterr().err
+    replaced = capsys.readouterr().err
+    assert "replaced dataset small: deleted 3 samples, 0 units, 2 runs (6 events, 6 answered)" in replaced
+    assert "18 human preference labels" in replaced
     assert rows(db, "SELECT annotator, value FROM meta_labels WHERE sid = 1 AND label = 'overall'"
                     " ORDER BY annotator") == [(0, 2), (1, -2)]
     assert rows(db, "SELECT count(*) FROM meta_sets") == [(1,)]

@@ -80,6 +80,8 @@ def dataset_contents(conn, dataset_id: int) -> dict[str, int]:
         "notes": one("SELECT count(*) FROM notes WHERE dataset_id = ?"),
         "relevance_runs": one("SELECT count(*) FROM relevance_runs WHERE dataset_id = ?"),
         "relevance_labels": one("SELECT count(*) FROM relevance_labels WHERE dataset_id = ?"),
+        "preference_labels": one("SELECT count(*) FROM meta_labels l JOIN meta_sets m ON m.id = l.set_id"
+                                 " WHERE m.dataset_id = ?"),
     }
 
 
@@ -110,6 +112,8 @@ def describe_dataset_contents(c: dict[str, int]) -> str:
         parts.append(count_noun(c["relevance_runs"], "relevance run"))
     if c.get("relevance_labels"):
         parts.append(count_noun(c["relevance_labels"], "human relevance label"))
+    if c.get("preference_labels"):
+        parts.append(count_noun(c["preference_labels"], "human preference label"))
     return ", ".join(parts)
 
 
