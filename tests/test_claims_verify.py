@@ -13,6 +13,7 @@ from workbench.claims.vote import TIES, ClaimResult, judge_claim, summarize, vot
 from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
 from workbench.models.embedder import CachedEmbedder
+from workbench.models.embedders import E5
 from workbench.models.locate import default_model_path
 
 from conftest import ScriptedLLM
@@ -319,9 +320,9 @@ def test_make_verifiers_errors(names, kwargs, error, pattern):
 
 @pytest.mark.real_model
 def test_embedding_verifier_with_the_shipped_model_needs_no_flag(store):
-    embedder = CachedEmbedder(store)                                   # all-MiniLM-L6-v2, converted once
-    verifier = make_verifiers(["embedding"], embedder=embedder)[0]
-    assert isinstance(verifier, EmbeddingVerifier) and verifier.threshold == 0.75     # seed 003's threshold
+    embedder = CachedEmbedder(store)                                   # multilingual-e5-small, converted once
+    verifier = make_verifiers(["embedding"], embedder=embedder, embedding_threshold=E5.claims)[0]
+    assert isinstance(verifier, EmbeddingVerifier) and verifier.threshold == E5.claims
     text = "Tom Hanks starred in Forrest Gump"
     units = [text, "红烧肉要先焯水"]
     same, other = verifier.verify(text, units)

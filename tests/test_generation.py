@@ -39,7 +39,9 @@ def _plan(store, name, *, ks=(1, 2), budgets=(256,), formats=("score",), limit=N
 
 @pytest.mark.real_model
 def test_the_default_model_really_generates_tokens():
-    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
+    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=1)
+    # Prompt evaluation too runs on the threads asked for, not on every CPU of the machine.
+    assert (backend.llm.context_params.n_threads, backend.llm.context_params.n_threads_batch) == (1, 1)
     prompt = backend.render([{"role": "user", "content": "Name a colour."}])
     # A grammar that needs three letters at least: tokens are really generated on every CPU (which
     # ones is the CPU's: an unconstrained answer could even be an immediate end of text).

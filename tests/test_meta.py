@@ -26,6 +26,7 @@ from workbench.data.meta_import import import_meta
 from workbench.meta.report import meta_report, preference_rows, rows_json
 from workbench.meta.run import run_meta
 from workbench.meta.sets import LABELS, get_meta_set
+from workbench.models.embedders import E5
 from workbench.store import open_store
 
 HUMAN = json.loads((SAMPLE_META / "human_labeled_data.json").read_text(encoding="utf-8"))
@@ -154,12 +155,15 @@ def test_the_default_offline_checker_and_the_similarity_run_then_a_second_run_do
                               (meta.id,)).fetchone()[0] == 6
     config = json.loads(store.conn.execute("SELECT config FROM claim_runs LIMIT 1").fetchone()[0])
     assert (config["decomposer"], config["verifiers"], config["ties"]) == ("rule", ["lexical", "embedding"], "supported")
+    # The default embedder, and its own threshold for a long answer's claims, are what the run records.
+    assert (config["embedding_model"], config["embedding_threshold"]) == ("multilingual-e5-small", E5.long_answers)
     store.close()
     assert main(["--db", db, "meta", "run", "three", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["jobs"], again["model_calls"], again["embedded"]) == (0, 0, 0)
     rows = rows_json(meta_report(open_store(db), get_meta_set(open_store(db), "three"), resamples=50))
     assert {r["kind"] for r in rows} == {"annotators", "claims", "similarity", "length"}
+    assert {r["scorer"] for r in rows if r["kind"] == "similarity"} == {"similarity (multilingual-e5-small)"}
 
 
 def test_a_meta_run_killed_with_9_resumes_and_finishes_with_every_response_checked_once(meta_db):

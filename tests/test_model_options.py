@@ -32,7 +32,7 @@ from workbench.data.meta_import import import_meta
 from workbench.data.predictions import export_prompts, import_predictions
 from workbench.kg.importer import import_kg
 from workbench.models.base import ModelError
-from workbench.models.bert_gguf import default_embedding_model
+from workbench.models.bert_gguf import minilm_model
 from workbench.models.check import check_model
 from workbench.models.gguf import GGUFError, check_gguf, read_header
 from workbench.models.locate import default_model_path
@@ -139,7 +139,7 @@ def template(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("model-options")
     with pytest.MonkeyPatch.context() as env:   # the session's model cache, as every test's
         env.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
-        real = {"generator": default_model_path(), "embedding": default_embedding_model()}
+        real = {"generator": default_model_path(), "embedding": minilm_model()}
     files = write_bad_files(root / "files", real)
     store = open_store(root / "probe.db")
     try:
@@ -281,7 +281,7 @@ def test_a_generator_given_as_the_embedding_model_is_named_for_what_it_is(probe,
 
 def test_the_shipped_models_are_whole_by_their_own_headers(template):
     # The weights' sizes come from a table of ggml types: a wrong entry would call a whole file cut.
-    for path, embedding in ((default_model_path(), False), (default_embedding_model(), True)):
+    for path, embedding in ((default_model_path(), False), (minilm_model(), True)):
         header = check_gguf(path, embedding=embedding)
         assert header.data_end == header.file_size == path.stat().st_size
 

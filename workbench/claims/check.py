@@ -55,6 +55,7 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
 
     config.validate()
     config.check_models()
+    config = config.resolved()
     own = llm is None and config.needs_llm
     if own:
         llm = default_llm(store, config.model, n_threads=threads)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -26,6 +26,7 @@ from workbench.claims.vote import TIES, judge_claim, summarize, vote_label
 from workbench.models.cached import default_llm
 from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
 from workbench.models.embedder import CachedEmbedder
+from workbench.models.embedders import CLAIMS, embedding_choice
 from workbench.passes import CLAIMS_KEY_DIGITS, PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
@@ -40,10 +41,10 @@ class ClaimsConfig:
     ties: str = "unsupported"
     reject_below: float = 0.5
     lexical_threshold: float = 0.6
-    embedding_threshold: float = 0.75
+    embedding_threshold: float | None = None  # None: the embedding model's own (workbench.models.embedders)
     long_clause: int = 40
     model: str = "default"                  # the GGUF of the llm decomposer, the judge and (default) nli
-    embedding_model: str | None = None     # None: all-MiniLM-L6-v2 (shipped)
+    embedding_model: str | None = None     # None: multilingual-e5-small (shipped)
     nli_model: str | None = None            # another GGUF for nli (default: ``model``)
 
     def validate(self) -> None:
@@ -79,6 +80,20 @@ class ClaimsConfig:
         if "embedding" in self.verifiers or self.embedding_model is not None:
             options.append(("--embedding-model", self.embedding_model, EMBEDDING))
         check_model_options(*options)
+
+    def resolved(self, use: str = CLAIMS) -> ClaimsConfig:
+        """This config with the embedding verifier's defaults filled in: the model's name and its threshold for ``use``.
+
+        Run before the key is taken, so a claim run records (and is keyed by) the model and the
+        threshold it really used: runs of two embedders never share a claim run. ``use`` is
+        :data:`~workbench.models.embedders.CLAIMS` (seed 003's short answers) or
+        :data:`~workbench.models.embedders.LONG_ANSWERS` (``meta run``). Without the embedding
+        verifier the config is returned as it is.
+        """
+        if "embedding" not in self.verifiers:
+            return self
+        model, threshold = embedding_choice(self.embedding_model, self.embedding_threshold, use)
+        return replace(self, embedding_model=model, embedding_threshold=threshold)
 
     def key(self) -> str:
         """The claim run's identity among those over one run (``claim_runs.config_key``)."""
@@ -325,6 +340,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     """
     config.validate()
     config.check_models()
+    config = config.resolved()
     own_llm = llm is None and config.needs_llm
     if own_llm:
         llm = default_llm(store, config.model)   # loads the model on its first call only

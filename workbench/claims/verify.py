@@ -5,7 +5,8 @@ one verdict per unit, in the units' order. Aggregation across verifiers is in
 :mod:`workbench.claims.vote`.
 
 - ``lexical``: a token-overlap entailment proxy, see :func:`lexical_score`.
-- ``embedding``: cosine similarity of llama.cpp embeddings (all-MiniLM-L6-v2, shipped; or a model the user names).
+- ``embedding``: cosine similarity of llama.cpp embeddings (multilingual-e5-small, shipped; all-MiniLM-L6-v2 by
+  name, seed 003's; or a model the user names).
 - ``llm_judge``: one grammar-constrained yes/no call to the local model per (claim, unit).
 - ``nli``: a three-way checker (entailment, neutral, contradiction) read from the local
   model's next-token logits in one forward pass, premise first so checks share a KV prefix.
@@ -97,12 +98,13 @@ class LexicalVerifier:
 # ---------------------------------------------------------------- embedding
 
 class EmbeddingVerifier:
-    """Cosine similarity of an embedding model's vectors (all-MiniLM-L6-v2 by default); supported when ≥ ``threshold``.
+    """Cosine similarity of an embedding model's vectors (multilingual-e5-small by default); supported when ≥ ``threshold``.
 
     The vectors come from a :class:`~workbench.models.embedder.CachedEmbedder`: kept in the
     store by text, so a unit shared by many claims, or a re-run, is embedded once. The score
-    is the cosine clipped to ``[0, 1]`` (a negative cosine is no support at all). The default
-    threshold, 0.75, is seed 003's.
+    is the cosine clipped to ``[0, 1]`` (a negative cosine is no support at all). Both sides are
+    embedded as queries (a symmetric comparison). The threshold is the caller's: each model's
+    default is in :mod:`workbench.models.embedders` (0.75 for all-MiniLM-L6-v2 is seed 003's).
     """
 
     name = "embedding"

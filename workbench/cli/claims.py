@@ -11,6 +11,7 @@ from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, count, number
+from workbench.models.embedders import CLAIMS, LONG_ANSWERS, default_threshold
 from workbench.tables import fmt_estimate, table
 
 
@@ -212,7 +213,7 @@ def cmd_claims_check(args) -> int:
 
 def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                         verifiers: str = "lexical,embedding,llm_judge", ties: str = "unsupported",
-                        lexical_threshold: float = 0.6, embedding_threshold: float = 0.75) -> argparse.ArgumentParser:
+                        lexical_threshold: float = 0.6, threshold_use: str = CLAIMS) -> argparse.ArgumentParser:
     """The options of a claim verification (decomposer, verifiers, thresholds, models), for every verb that
     verifies claims: ``claims run|check`` (seed 003's defaults) and ``meta run`` (the offline checker tuned
     on RAGChecker's preference data, docs/checkers.md)."""
@@ -228,14 +229,19 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                         help="reject an answer whose support ratio is below this (default 0.5)")
     verify.add_argument("--lexical-threshold", type=number(0, 1), default=lexical_threshold,
                         help="lexical coverage for support (%(default)s)")
-    verify.add_argument("--embedding-threshold", type=number(0, 1), default=embedding_threshold,
-                        help="cosine for support (%(default)s; a long unit is compared sentence by sentence)")
+    verify.add_argument("--embedding-threshold", type=number(0, 1),
+                        help="cosine for support (default: the embedding model's own for "
+                             f"{'long answers' if threshold_use == LONG_ANSWERS else 'claims'}: "
+                             f"{default_threshold(None, threshold_use)} for multilingual-e5-small, "
+                             f"{default_threshold('all-minilm-l6-v2', threshold_use)} for all-MiniLM-L6-v2; "
+                             "a long unit is compared sentence by sentence)")
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
     verify.add_argument("--model", default="default",
                         help="GGUF of the LLM decomposer, the judge and nli (default SmolLM2)")
     verify.add_argument("--embedding-model",
-                        help="the embedding verifier's model: default (all-MiniLM-L6-v2, shipped), a BERT checkpoint "
-                             "(directory or .zip, converted once) or an embedding GGUF")
+                        help="the embedding verifier's model: default (multilingual-e5-small, shipped), "
+                             "all-minilm-l6-v2 (seed 003's), a BERT checkpoint (directory or .zip, converted once) "
+                             "or an embedding GGUF")
     verify.add_argument("--nli-model", help="another GGUF chat model for the nli verifier (default: --model); it "
                                             "chooses Entailment, Neutral or Contradiction from its next-token logits")
     return verify

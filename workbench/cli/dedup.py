@@ -10,6 +10,7 @@ from workbench.cli.common import SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number
+from workbench.models.embedders import DEDUP, default_threshold
 from workbench.tables import fmt_estimate, table
 
 
@@ -180,9 +181,13 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
     q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
     q.add_argument("--max-tokens", type=int, default=64, help="tokens per verdict (64)")
-    q.add_argument("--embedding-model", help="the embedding mode's model: default (all-MiniLM-L6-v2, shipped), a BERT "
-                                              "checkpoint (directory or .zip) or an embedding GGUF")
-    q.add_argument("--embedding-threshold", type=number(0, 1), default=0.9, help="cosine for the embedding mode (0.9)")
+    q.add_argument("--embedding-model", help="the embedding mode's model: default (multilingual-e5-small, shipped), "
+                                              "all-minilm-l6-v2, a BERT checkpoint (directory or .zip) or an "
+                                              "embedding GGUF")
+    q.add_argument("--embedding-threshold", type=number(0, 1),
+                   help=f"cosine for the embedding mode (default: the model's own: {default_threshold(None, DEDUP)} "
+                        f"for multilingual-e5-small, {default_threshold('all-minilm-l6-v2', DEDUP)} for "
+                        "all-MiniLM-L6-v2)")
     q.set_defaults(func=cmd_dedup_run)
 
     q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from workbench.kg.candidates import CandidateConfig, gold_pairs_from_clusters, generate_candidates, pairs_completeness
@@ -19,6 +19,7 @@ from workbench.kg.judge import JUDGE_SCHEMA, MODES, EmbeddingJudge, judge_messag
 from workbench.models.cached import default_llm
 from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
 from workbench.models.embedder import CachedEmbedder
+from workbench.models.embedders import DEDUP, embedding_choice
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
 from workbench.store.db import Store, utcnow
@@ -37,8 +38,8 @@ class DedupConfig:
     use_neighbours: bool = True
     model: str = "default"
     max_tokens: int = 64
-    embedding_model: str | None = None     # None: all-MiniLM-L6-v2 (shipped)
-    embedding_threshold: float = 0.9
+    embedding_model: str | None = None     # None: multilingual-e5-small (shipped)
+    embedding_threshold: float | None = None   # None: the embedding model's own for dedup (models.embedders)
 
     def validate(self) -> None:
         for mode in self.modes:
@@ -48,6 +49,17 @@ class DedupConfig:
             raise ValueError("--modes: give at least one of " + ", ".join(MODES))
         if self.max_relations < 0 or self.max_text_chunks < 0 or self.chunk_max_chars < 1:
             raise ValueError("--max-relations and --max-text-chunks must be ≥ 0, --chunk-max-chars ≥ 1")
+
+    def resolved(self) -> DedupConfig:
+        """This config with the embedding mode's defaults filled in (the model's name, its dedup threshold).
+
+        Run before the config is stored or named, so a run records what it used; without the
+        embedding mode the config is returned as it is.
+        """
+        if "embedding" not in self.modes:
+            return self
+        model, threshold = embedding_choice(self.embedding_model, self.embedding_threshold, DEDUP)
+        return replace(self, embedding_model=model, embedding_threshold=threshold)
 
     def check_models(self) -> None:
         """Refuse (``BadInput`` naming the option) a model the modes need, or one named, that cannot serve.
@@ -155,6 +167,7 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
     """Generate the candidate pairs and one pending verdict per (pair, mode); returns (name, created, stats)."""
     config.validate()
     config.check_models()
+    config = config.resolved()
     kg_ref = get_kg(store, kg)
     kg_id, kg_name = kg_ref.id, kg_ref.name
     name = name or default_name(f"dedup-{kg_name}", asdict(config), PIPELINE_NAME_DIGITS)

@@ -105,8 +105,12 @@ def claim_scores(store: Store, meta: MetaSet) -> list[tuple[str, dict, dict[str,
 
 
 def model_name(metric: str) -> str:
-    """A converted model's file stem without the content hash the converter appends (``…-0872f5d7d0e806c4``)."""
-    return re.sub(r"-[0-9a-f]{16}$", "", metric)
+    """A converted model's file stem without the content hash (and version) the converter appends.
+
+    ``all-minilm-l6-v2-0872f5d7d0e806c4`` → ``all-minilm-l6-v2``;
+    ``multilingual-e5-small-1571fc9827503943-v1`` → ``multilingual-e5-small``.
+    """
+    return re.sub(r"-[0-9a-f]{16}(-v\d+)?$", "", metric)
 
 
 def length_scores(pairs: dict[int, tuple[str, str]]) -> dict[int, tuple[float, float]]:

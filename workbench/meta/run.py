@@ -28,6 +28,7 @@ from workbench.data.meta_file import RESERVED_EVALUATOR
 from workbench.meta.sets import MetaSet, responses
 from workbench.models.cached import default_llm
 from workbench.models.embedder import CachedEmbedder
+from workbench.models.embedders import LONG_ANSWERS
 from workbench.store.db import Store
 from workbench.store.queries import load_samples
 
@@ -75,6 +76,7 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
     """
     config.validate()
     config.check_models()
+    config = config.resolved(LONG_ANSWERS)   # a long answer's claims: the embedder's threshold for them
     report = MetaRunReport(meta.name)
     own_llm = llm is None and config.needs_llm
     if own_llm:

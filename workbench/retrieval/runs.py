@@ -19,6 +19,7 @@ from workbench.data.importer import count_noun
 from workbench.errors import BadInput
 from workbench.evidence.stored import load_units
 from workbench.models.embedder import CachedEmbedder
+from workbench.models.embedders import PASSAGE, QUERY
 from workbench.retrieval.bm25 import META_NAME, BM25Index, fingerprint, triple_text
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.store.caches import index_cache
@@ -96,8 +97,8 @@ def dense_search(store: Store, docs: Sequence[tuple[int, str]], questions: Seque
     """
     embedder = CachedEmbedder(store, model, n_threads=n_threads, on_wait=on_wait)
     try:
-        vectors = embedder.vectors([text for _, text in docs])
-        queries = embedder.vectors(list(questions))
+        vectors = embedder.vectors([text for _, text in docs], role=PASSAGE)
+        queries = embedder.vectors(list(questions), role=QUERY)
     finally:
         embedder.close()
     return cosine_top_k(queries, vectors, [uid for uid, _ in docs], k), embedder
@@ -109,7 +110,7 @@ def retrieve(store: Store, dataset: str | None = None, *, name: str | None = Non
     """Run a built-in retriever for every question; store the top ``k`` as retriever ``name``.
 
     ``retriever``: ``bm25``; ``dense`` (cosine over ``embedding_model``'s vectors, default
-    all-MiniLM-L6-v2); ``hybrid`` (reciprocal rank fusion of the two, each ranked to
+    multilingual-e5-small); ``hybrid`` (reciprocal rank fusion of the two, each ranked to
     ``max(k, HYBRID_DEPTH)``). ``name`` defaults to the retriever's.
     """
     if k < 1:
