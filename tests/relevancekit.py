@@ -59,7 +59,7 @@ class ScriptedChooser:
         if self.fail_on is not None and self.fail_on in passage:
             raise RuntimeError(f"scripted failure on {passage!r}")
         self.calls += 1
-        return Choice(list(options).index(self.answers[(question, passage)]), (0.0, 0.0), 10, 10, 0.0)
+        return scripted_choice(list(options).index(self.answers[(question, passage)]), len(options))
 
     def close(self) -> None:
         pass
@@ -83,3 +83,13 @@ def build_tiny(directory: Path) -> Path:
         {"sample_id": q, "retriever": r, "results": [{"chunk_id": c, "score": 10.0 - i} for i, c in enumerate(cs)]}
         for r, per in RANKED.items() for q, cs in per.items()])
     return directory
+
+
+def scripted_choice(index: int, n: int) -> Choice:
+    """The scripted judge's choice: the chosen option's first token 2 logits above the others'."""
+    return Choice(index, tuple(2.0 if i == index else 0.0 for i in range(n)), 10, 10, 0.0)
+
+
+def p_yes(verdict: str) -> float:
+    """The score stored for a scripted Yes or No: the judge's P(Yes), as the pass computes it."""
+    return scripted_choice(0 if verdict == "Yes" else 1, 2).probabilities[0]

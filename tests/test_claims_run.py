@@ -26,9 +26,9 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store.queries import Sample, get_run
 
 
-def _generated_run(store, name="gen", answer_format="text", ks=(1, 2)):
+def _generated_run(store, name="gen", answer_format="text", ks=(1, 2), max_tokens=24):
     plan_sweep(store, SweepConfig(ks=ks, budgets=(256,), formats=("score",)), name=name,
-               generation=GenerationConfig(max_tokens=24, n_ctx=1024, answer_format=answer_format).as_dict())
+               generation=GenerationConfig(max_tokens=max_tokens, n_ctx=1024, answer_format=answer_format).as_dict())
     run = get_run(store, name)
     report = execute(store, run)
     assert report.errors == 0
@@ -37,8 +37,9 @@ def _generated_run(store, name="gen", answer_format="text", ks=(1, 2)):
 
 @pytest.fixture
 def text_run(tiny_store):
-    """The tiny dataset answered in free text by SmolLM2 at K = 1, 2 (6 answers)."""
-    return tiny_store, _generated_run(tiny_store)
+    """The tiny dataset answered in free text by SmolLM2 at K = 1, 2 (6 answers of at most 12 tokens: a few
+    claims each keep the model's work, decomposing and judging them, short)."""
+    return tiny_store, _generated_run(tiny_store, max_tokens=12)
 
 
 def test_a_list_answer_is_its_items_each_with_its_span():

@@ -230,7 +230,10 @@ class ChoosingLLM:
     def choose(self, messages, options):
         premise, hypothesis = messages[-1]["content"].removeprefix("Premise: ").split("\n\nHypothesis: ")
         self.asked.append(premise)
-        return ScriptedLLM.Reply(self.labels[(premise, hypothesis)])
+        reply = ScriptedLLM.Reply(self.labels[(premise, hypothesis)])
+        # The scripted label at 0.7, the other two sharing the rest.
+        reply.probabilities = tuple(0.7 if o == reply.text else 0.15 for o in options)
+        return reply
 
 
 def test_nli_gives_three_way_verdicts_and_checks_premise_by_premise():
@@ -241,7 +244,7 @@ def test_nli_gives_three_way_verdicts_and_checks_premise_by_premise():
     verdicts = nli.verify_pairs(pairs)
     assert [v.label for v in verdicts] == ["E", "N", "C", "E"]
     assert [v.supported for v in verdicts] == [True, False, False, True]
-    assert [v.score for v in verdicts] == [1.0, 0.0, 0.0, 1.0]
+    assert [v.score for v in verdicts] == [0.7] * 4          # the probability of the label chosen
     # Premise-major: each premise's checks follow one another, so its KV prefix is reused.
     assert llm.asked == ["u1", "u1", "u2", "u2"]
     assert [v.label for v in nli.verify("a", ["u2", "u1"])] == ["N", "E"]

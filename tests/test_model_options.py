@@ -65,6 +65,7 @@ PROBES = {
     ("retrieve", "--embedding-model"): ("embedding", ["retrieve", "films", "--retriever", "dense", "--name", "probe"]),
     ("retrieve", "--dense-model"): ("embedding", ["retrieve", "films", "--name", "probe"]),
     ("retrieval judge", "--model"): ("generator", ["retrieval", "judge", "notes", "--k", "1"]),
+    ("questions generate", "--model"): ("generator", ["questions", "generate", "notes", "--strategy", "llm"]),
     ("dedup run", "--model"): ("generator", ["dedup", "run", "kg", "--name", "probe"]),
     ("dedup run", "--embedding-model"): ("embedding", ["dedup", "run", "kg", "--modes", "embedding",
                                                        "--name", "probe"]),

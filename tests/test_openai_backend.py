@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -25,11 +21,7 @@ from workbench.models.base import ModelError, PromptError, Sampling
 from workbench.models.locate import default_model_path
 from workbench.models.openai_http import OpenAIBackend
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from llama_server import free_port, serve
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
@@ -38,40 +30,8 @@ def server_url(tmp_path_factory):
         model = default_model_path()
     except ModelError as exc:
         pytest.skip(str(exc))
-    port = free_port()
-    # One thread: ggml's worker threads spin-wait at barriers, and on a busy 2-core box
-    # (other test processes running) two of them slowed a 1-token request to >8 s.
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose", "False"]
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    log_fh = open(log, "wb")      # a file, not a pipe: a full pipe would stall the server
-    proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: "
-                            f"{log.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(base + "/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer GET /v1/models within 60 s")
-            time.sleep(0.2)
+    with serve(model, tmp_path_factory.mktemp("llama_server")) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log_fh.close()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_db, write_jsonl
-from relevancekit import DATASET, QUESTIONS, RANKED, VERDICTS, build_tiny, scripted_llm
+from relevancekit import DATASET, QUESTIONS, RANKED, VERDICTS, build_tiny, p_yes, scripted_llm
 from workbench.data.errors import InputRejected
 from workbench.data.importer import import_dataset
 from workbench.data.labels import export_labels, import_labels
@@ -80,7 +80,7 @@ def test_the_pass_judges_each_top_k_pair_once_and_a_second_run_calls_no_model(ti
     assert (first.jobs, first.done, first.errors, first.model_calls, first.cache_hits) == (8, 8, 0, 8, 0)
     assert first.relevant == 3 and first.run == f"{DATASET}:bm25@3"
     rows = verdict_rows(tiny)
-    assert rows == {("bm25@3", q, c): ("done", int(VERDICTS[(q, c)] == "Yes"), float(VERDICTS[(q, c)] == "Yes"))
+    assert rows == {("bm25@3", q, c): ("done", int(VERDICTS[(q, c)] == "Yes"), p_yes(VERDICTS[(q, c)]))
                     for q, cs in RANKED["bm25"].items() for c in cs[:3]}
     again = judge_relevance(tiny, DATASET, "bm25", k=3, llm=llm)
     assert (again.jobs, again.done, again.model_calls, again.cache_hits) == (0, 0, 0, 0)
@@ -135,7 +135,7 @@ def test_a_failed_pair_is_recorded_and_retried_on_request(tiny):
     assert judge_relevance(tiny, DATASET, "bm25", k=3, llm=scripted_llm(tiny)).jobs == 0   # errors wait for a retry
     retried = judge_relevance(tiny, DATASET, "bm25", k=3, llm=scripted_llm(tiny), retry_errors=True)
     assert (retried.jobs, retried.done, retried.model_calls) == (1, 1, 1)
-    assert verdict_rows(tiny)[("bm25@3", "q2", "c5")] == ("done", 0, 0.0)
+    assert verdict_rows(tiny)[("bm25@3", "q2", "c5")] == ("done", 0, p_yes("No"))
 
 
 def test_bad_options_are_refused_before_anything_is_written(tiny):
@@ -189,7 +189,7 @@ def test_kill_9_loses_at_most_the_pair_in_progress_and_a_rerun_finishes_the_rest
         assert rest.done == rest.jobs == 8 - done and rest.model_calls + rest.cache_hits == 8 - done
         assert store.conn.execute("SELECT count(*), sum(status = 'done') FROM relevance_verdicts").fetchone() == (8, 8)
         assert verdict_rows(store) == {("bm25@3", q, c): ("done", int(VERDICTS[(q, c)] == "Yes"),
-                                                          float(VERDICTS[(q, c)] == "Yes"))
+                                                          p_yes(VERDICTS[(q, c)]))
                                        for q, cs in RANKED["bm25"].items() for c in cs[:3]}
     finally:
         store.close()
@@ -308,7 +308,8 @@ def test_judge_report_relevance_gives_kappa_and_ppi_from_imported_labels(tiny, t
     assert est.metric == "precision of retrieved chunks"
     assert (est.estimates.n_labelled, est.estimates.n_unlabelled) == (6, 2)
     assert est.estimates.human.value == pytest.approx(3 / 6)
-    assert est.estimates.naive.value == pytest.approx(3 / 8)             # the judge's share over every pair
+    # The judge's estimate over every pair: its mean P(Yes) (3 of the 8 pairs judged Yes).
+    assert est.estimates.naive.value == pytest.approx((3 * p_yes("Yes") + 5 * p_yes("No")) / 8)
     assert labelled_estimates(tiny, "relevance", DATASET)[0] == est
     tiny.close()
     db = str(tiny.path)
@@ -435,7 +436,9 @@ def test_the_real_model_judges_resumably_and_replays_from_the_cache(corpus_db, m
         assert "hc · bm25: 4 pairs judged by smollm2-135m" in captured.out
         assert f"over {2 + empty} of 130 questions" in captured.out
         rows = store.conn.execute("SELECT status, relevant, score, gen_key FROM relevance_verdicts").fetchall()
-        assert len(rows) == 4 and all(s == "done" and r in (0, 1) and sc == float(r) and k for s, r, sc, k in rows)
+        # The score is the judge's P(Yes) between the two answers: above one half exactly when it said Yes.
+        assert len(rows) == 4 and all(s == "done" and r in (0, 1) and 0 <= sc <= 1 and (sc > 0.5) == bool(r) and k
+                                      for s, r, sc, k in rows)
         outputs = [o for (o,) in store.conn.execute("SELECT output FROM generations WHERE finish_reason = 'choice'")]
         assert len(outputs) == 4 and set(outputs) <= set(OPTIONS)
         again = judge_relevance(store, "hc", "bm25", k=2, limit=2)

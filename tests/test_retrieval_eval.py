@@ -63,34 +63,22 @@ def test_doc_level_metrics_agree_with_ranx(corpus):
 @pytest.mark.real_model
 def test_llm_questions_from_the_real_default_model_parse(store):
     """What holds whatever the model writes on this CPU: every stored question is a well-formed llm
-    sample, at most n per document, and a second pass asks the model only about the documents that
-    got none (the text itself is the CPU's: never asserted)."""
+    sample, at most n per document, and a second pass asks the model nothing (a document that got
+    no question is asked again, and the cache answers; the text itself is the CPU's: never asserted)."""
     import json
 
-    from workbench.models.registry import BackendSpec, ExecOptions, make_backend
+    from workbench.models.cached import default_llm
     from workbench.retrieval.evaluate import llm_questions
 
     import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
-    real = make_backend(BackendSpec(n_ctx=2048), ExecOptions(), store)
-    asked: list[str] = []
-
-    class Counting:
-        def render(self, messages):
-            return real.render(messages)
-
-        def generate(self, prompt, sampling, json_schema=None):
-            asked.append(prompt.text)
-            return real.generate(prompt, sampling, json_schema)
-
+    llm = default_llm(store)
     try:
-        added = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, backend=Counting())
+        added = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, llm=llm)
         rows = store.conn.execute("SELECT question, meta FROM samples WHERE id LIKE 'llm:%'").fetchall()
-        assert added == len(rows) <= 3 and len(asked) == 1
+        assert added == len(rows) <= 3 and llm.model_calls == 1
         assert all(q.strip() and json.loads(m)["strategy"] == "llm" for q, m in rows)
-        answered = {json.loads(m)["doc_id"] for _, m in rows}
-        asked.clear()
-        again = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, backend=Counting())
-        assert len(asked) == 1 - len(answered)
+        again = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, llm=llm)
+        assert llm.model_calls == 1 and llm.cache_hits == (0 if rows else 1)
         assert again == store.conn.execute("SELECT count(*) FROM samples WHERE id LIKE 'llm:%'").fetchone()[0] - added
     finally:
-        real.close()
+        llm.close()

@@ -237,7 +237,7 @@ class NLIVerifier:
     highest next-token logit: one forward pass, no generation
     (:meth:`~workbench.models.cached.CachedLLM.choose`), cached like every model call.
     :meth:`verify_pairs` checks premise by premise, so each premise is evaluated once and every
-    claim about it reuses its KV prefix. Score: 1.0 for entailment, else 0.0.
+    claim about it reuses its KV prefix. Score: the probability of the label chosen, among the three.
     """
 
     name = "nli"
@@ -247,8 +247,9 @@ class NLIVerifier:
 
     def check(self, premise: str, hypothesis: str) -> Verdict:
         """The three-way verdict on one pair."""
-        label = _NLI_LABEL[self.llm.choose(nli_messages(premise, hypothesis), NLI_OPTIONS).text]
-        return Verdict(self.name, label == "E", 1.0 if label == "E" else 0.0, label)
+        call = self.llm.choose(nli_messages(premise, hypothesis), NLI_OPTIONS)
+        label = _NLI_LABEL[call.text]
+        return Verdict(self.name, label == "E", call.probabilities[NLI_OPTIONS.index(call.text)], label)
 
     def verify(self, claim: str, units: Sequence[str], *, question: str = "") -> list[Verdict]:
         """One verdict per unit, the unit being the premise."""

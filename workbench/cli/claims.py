@@ -7,7 +7,7 @@ import sys
 
 from workbench.claims.decompose import DECOMPOSERS
 from workbench.claims.vote import TIES
-from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, count, number
@@ -22,7 +22,8 @@ def claims_config(args):
     config = ClaimsConfig(decomposer=args.decomposer, verifiers=tuple(v for v in args.verifiers.split(",") if v),
                           ties=args.ties, reject_below=args.reject_below, lexical_threshold=args.lexical_threshold,
                           embedding_threshold=args.embedding_threshold, long_clause=args.long_clause,
-                          model=args.model, embedding_model=args.embedding_model, nli_model=args.nli_model)
+                          model=chosen_model(args, args.model), embedding_model=args.embedding_model,
+                          nli_model=args.nli_model)
     config.validate()
     config.check_models()   # before the store is opened: a refused model file leaves nothing behind
     return config
@@ -38,8 +39,7 @@ def cmd_claims_run(args) -> int:
     config = claims_config(args)
     store = store_of(args)
     run = get_run(store, args.run)
-    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
-        if config.needs_llm else None
+    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) if config.needs_llm else None
     reports = []
 
     def execute(**kwargs):
@@ -217,7 +217,7 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
     """The options of a claim verification (decomposer, verifiers, thresholds, models), for every verb that
     verifies claims: ``claims run|check`` (seed 003's defaults) and ``meta run`` (the offline checker tuned
     on RAGChecker's preference data, docs/checkers.md)."""
-    verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass])
+    verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass, parents.model_choice])
     verify.add_argument("--decomposer", choices=DECOMPOSERS, default=decomposer,
                         help="claim decomposer (default %(default)s)")
     verify.add_argument("--verifiers", default=verifiers,
@@ -237,7 +237,8 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                              "a long unit is compared sentence by sentence)")
     verify.add_argument("--long-clause", type=int, default=40, help="hybrid: clauses longer than this go to the LLM")
     verify.add_argument("--model", default="default",
-                        help="GGUF of the LLM decomposer, the judge and nli (default SmolLM2)")
+                        help="the LLM decomposer's, the judge's and nli's model: a GGUF (default SmolLM2), or with "
+                             "--backend openai a served model's name")
     verify.add_argument("--embedding-model",
                         help="the embedding verifier's model: default (multilingual-e5-small, shipped), "
                              "all-minilm-l6-v2 (seed 003's), a BERT checkpoint (directory or .zip, converted once) "

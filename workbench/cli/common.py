@@ -11,6 +11,9 @@ import argparse
 from dataclasses import dataclass
 
 from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count
+from workbench.errors import BadInput
+from workbench.models.base import ModelError
+from workbench.models.registry import BACKENDS, served_model, served_ref
 
 DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir)"
 JSON_HELP = "machine-readable output"
@@ -77,6 +80,42 @@ def add_model_threads(parser: argparse.ArgumentParser) -> None:
                         help="layers offloaded to a GPU (CUDA build; -1 = all)")
 
 
+def add_concurrency(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency``: requests in flight at once to a served model."""
+    parser.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
+                        help="requests in flight at once to a served model (default 4; a local GGUF runs one at a time)")
+
+
+def add_model_choice(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` and ``--base-url``: where the verb's ``--model`` runs (in-process, or on a server)."""
+    parser.add_argument("--backend", choices=BACKENDS, default="llamacpp",
+                        help="llamacpp: --model is a local GGUF run in this process (default); openai: --model is "
+                             "the name of a model served at --base-url (any OpenAI-compatible server)")
+    parser.add_argument("--base-url", help="with --backend openai: the server's API root, e.g. "
+                                           "http://127.0.0.1:8000/v1 (a per-role model option takes URL#NAME)")
+
+
+def chosen_model(args: argparse.Namespace, model: str | None) -> str | None:
+    """What ``--model`` means under ``--backend``/``--base-url``: a local model as given, a served one as ``URL#NAME``.
+
+    A model already written ``URL#NAME`` is taken as it is. Refuses (:class:`BadInput`, exit 2)
+    ``--backend openai`` without ``--base-url`` or a model name, and ``--base-url`` without it.
+    """
+    backend, base_url = getattr(args, "backend", "llamacpp"), getattr(args, "base_url", None)
+    try:
+        if served_model(model) is not None:
+            return model
+        if backend == "openai":
+            if not base_url:
+                raise BadInput("--backend openai needs --base-url, the server's API root (e.g. http://127.0.0.1:8000/v1)")
+            return served_ref(base_url, model or "")
+    except ModelError as exc:
+        raise BadInput(f"--model: {exc}") from None
+    if base_url:
+        raise BadInput("--base-url needs --backend openai")
+    return model
+
+
 def add_retry_errors(parser: argparse.ArgumentParser, help: str) -> None:
     """``--retry-errors``: also redo what failed the last time."""
     parser.add_argument("--retry-errors", action="store_true", help=help)
@@ -88,7 +127,7 @@ def add_wait(parser: argparse.ArgumentParser) -> None:
 
 
 def model_pass_parent() -> argparse.ArgumentParser:
-    """Options of a resumable pass with the local model (claims, SearChain, dedup)."""
+    """Options of a resumable pass with a model (claims, SearChain, dedup, relevance): how it runs."""
     parent = argparse.ArgumentParser(add_help=False)
     add_model_threads(parent)
     add_retry_errors(parent, "also redo items that failed")
@@ -103,8 +142,11 @@ class SharedParents:
 
     db: argparse.ArgumentParser          # --db after the verb
     model_pass: argparse.ArgumentParser  # threads, GPU layers, --retry-errors, --wait, --json
+    model_choice: argparse.ArgumentParser  # --backend, --base-url: where --model runs
 
 
 def shared_parents() -> SharedParents:
     """One of each shared parent, for one parser tree."""
-    return SharedParents(db=db_parent(), model_pass=model_pass_parent())
+    choice = argparse.ArgumentParser(add_help=False)
+    add_model_choice(choice)
+    return SharedParents(db=db_parent(), model_pass=model_pass_parent(), model_choice=choice)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number
@@ -40,7 +40,8 @@ def cmd_dedup_run(args) -> int:
     config = DedupConfig(modes=tuple(m for m in args.modes.split(",") if m), max_relations=args.max_relations,
                          max_text_chunks=args.max_text_chunks, chunk_max_chars=args.chunk_max_chars,
                          fuzzy_threshold=args.fuzzy_threshold, use_neighbours=not args.no_neighbours,
-                         model=args.model, max_tokens=args.max_tokens, embedding_model=args.embedding_model,
+                         model=chosen_model(args, args.model), max_tokens=args.max_tokens,
+                         embedding_model=args.embedding_model,
                          embedding_threshold=args.embedding_threshold)
     config.validate()
     config.check_models()   # before the store is opened: a refused model file leaves nothing behind
@@ -169,7 +170,7 @@ def register(subparsers, parents: SharedParents) -> None:
     add_json(q)
     q.set_defaults(func=cmd_dedup_import)
 
-    q = psub.add_parser("run", parents=[parents.db, parents.model_pass],
+    q = psub.add_parser("run", parents=[parents.db, parents.model_pass, parents.model_choice],
                         help="candidates by blocking, then the judge per mode")
     q.add_argument("kg", nargs="?", help="KG name (default: the latest import)")
     q.add_argument("--name", type=chosen_name, help="run name (default: dedup-KG-<config hash>, so re-running resumes)")
@@ -179,7 +180,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--chunk-max-chars", type=count(1, MAX_CHARS), default=200, help="characters per chunk (200)")
     q.add_argument("--fuzzy-threshold", type=number(0, 1), default=0.85, help="name similarity within a block (0.85)")
     q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
-    q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
+    q.add_argument("--model", default="default",
+                   help="the judge: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name")
     q.add_argument("--max-tokens", type=int, default=64, help="tokens per verdict (64)")
     q.add_argument("--embedding-model", help="the embedding mode's model: default (multilingual-e5-small, shipped), "
                                               "all-minilm-l6-v2, a BERT checkpoint (directory or .zip) or an "

@@ -28,8 +28,7 @@ def cmd_meta_run(args) -> int:
     config = claims_config(args)
     store = store_of(args)
     meta = get_meta_set(store, args.name)
-    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) \
-        if config.needs_llm else None
+    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) if config.needs_llm else None
     reports = []
 
     def execute(**kwargs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from workbench.cli.common import SharedParents
+from workbench.cli.common import SharedParents, chosen_model
 from workbench.cli.shared import run_pass, store_of
 from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, count
 from workbench.tables import fmt_estimate
@@ -37,17 +37,18 @@ def cmd_retrieval_judge(args) -> int:
     from workbench.retrieval.relevance import judge_relevance
     from workbench.store.queries import get_dataset
 
-    check_model_options(("--model", args.model, GENERATOR))
+    model = chosen_model(args, args.model)
+    check_model_options(("--model", model, GENERATOR))
     store = store_of(args)
     dataset = get_dataset(store, args.dataset).name
     hint = (f"workbench retrieval judge {dataset} --retriever {args.retriever} --k {args.k}"
-            + (f" --model {args.model}" if args.model != "default" else "")
+            + (f" --model {model}" if model != "default" else "")
             + (f" --max-chars {args.max_chars}" if args.max_chars is not None else "")
             + (f" --limit {args.limit}" if args.limit is not None else ""))
     cut = {} if args.max_chars is None else {"max_chars": args.max_chars}
-    llm = default_llm(store, args.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    llm = default_llm(store, model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     code = run_pass("relevance", "pairs", partial(judge_relevance, store, dataset, args.retriever, k=args.k,
-                                                  model=args.model, limit=args.limit, llm=llm,
+                                                  model=model, limit=args.limit, llm=llm,
                                                   retry_errors=args.retry_errors, **cut),
                     as_json=args.json, resume_hint=hint, llm=llm, wait=args.wait)
     if not args.json:
@@ -105,14 +106,15 @@ def judged_json(store, dataset: str, retriever: str, ks, *, resamples: int = 200
 def register_relevance(retrieval_subparsers, parents: SharedParents) -> None:
     """Add ``retrieval judge`` to the ``retrieval`` group (its subparsers)."""
     q = retrieval_subparsers.add_parser(
-        "judge", parents=[parents.db, parents.model_pass], epilog=JUDGE_EPILOG,
+        "judge", parents=[parents.db, parents.model_pass, parents.model_choice], epilog=JUDGE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         help="the local model judges the relevance of a retriever's top-k chunks (resumable, cached)")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
     q.add_argument("--retriever", default="bm25", help="retriever name whose results are judged (default bm25)")
     q.add_argument("--k", type=count(1, MAX_K), default=5, help="chunks judged per question: its top k (default 5)")
     q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N questions (a later run adds the rest)")
-    q.add_argument("--model", default="default", help="judge GGUF (default: SmolLM2-135M)")
+    q.add_argument("--model", default="default",
+                   help="the judge: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name")
     q.add_argument("--max-chars", type=count(1, MAX_CHARS),
                    help="characters of a chunk shown to the judge (default 600; another cut is another judge)")
     q.set_defaults(func=cmd_retrieval_judge)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from dataclasses import asdict
 
-from workbench.cli.common import SharedParents, add_json, add_resamples, add_out
+from workbench.models.registry import served_model
+from workbench.cli.common import SharedParents, add_json, add_model_threads, add_out, add_resamples, chosen_model
 from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
@@ -87,7 +88,7 @@ def cmd_retrieve(args) -> int:
         parts.append(f"BM25 index {'built' if report.index_built else 'loaded (corpus unchanged)'} at {report.index_dir}")
     if report.embedding_model is not None:
         parts.append(f"embedded {report.embedded:,} texts, {report.cached:,} from the cache "
-                     f"({Path(report.embedding_model).name})")
+                     f"({report.embedding_model if served_model(report.embedding_model) else Path(report.embedding_model).name})")
     tokens = f"; {report.mode} tokens" if report.mode else ""
     print(f"{report.dataset}: retriever {report.retriever} ({report.method}{tokens}): "
           f"{report.queries:,} questions {state}; " + "; ".join(parts))
@@ -105,11 +106,20 @@ def cmd_retrieval_export(args) -> int:
 
 
 def cmd_questions_generate(args) -> int:
-    """Add questions to a corpus: one per document from its file name, or written by the local model."""
+    """Add questions to a corpus: one per document from its file name, or written by a model."""
+    from workbench.models.cached import default_llm
+    from workbench.models.check import GENERATOR, check_model_options
     from workbench.retrieval.evaluate import filename_questions, llm_questions
 
     if args.strategy == "llm":
-        added = llm_questions(store_of(args), args.dataset, n=args.n, limit=args.limit, on_wait=say)
+        model = chosen_model(args, args.model)
+        check_model_options(("--model", model, GENERATOR))
+        store = store_of(args)
+        llm = default_llm(store, model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, on_wait=say)
+        try:
+            added = llm_questions(store, args.dataset, n=args.n, limit=args.limit, llm=llm)
+        finally:
+            llm.close()
     else:
         added = filename_questions(store_of(args), args.dataset, lang=args.lang)
     print(f"{added:,} {args.strategy} questions added")
@@ -264,7 +274,8 @@ def register(subparsers, parents: SharedParents) -> None:
 
     p = subparsers.add_parser("questions", parents=[parents.db], help="generate questions for a Markdown corpus")
     psub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    q = psub.add_parser("generate", parents=[parents.db], help="one question per document from its file name")
+    q = psub.add_parser("generate", parents=[parents.db, parents.model_choice],
+                        help="one question per document from its file name, or written by a model")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
     q.add_argument("--strategy", choices=("filename", "llm"), default="filename",
                    help="filename: a template per language; llm: the local model writes N questions per document")
@@ -272,4 +283,8 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="template: 如何做{菜名}？ or How do I make {name}?")
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
     q.add_argument("--limit", type=count(1, INT64_MAX), help="llm: only the first N documents")
+    q.add_argument("--model", default="default",
+                   help="llm: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name; its "
+                        "answers are cached, so a second run asks nothing again")
+    add_model_threads(q)
     q.set_defaults(func=cmd_questions_generate)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
-                                  add_wait)
+from workbench.cli.common import (SCORES, SharedParents, add_concurrency, add_json, add_model_threads,
+                                  add_retry_errors, add_seed, add_wait)
 from workbench.cli.exit_codes import FAILURE, OK, STOPPED
 from workbench.cli.shared import emit_json, list_rows, say, store_of
-from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_THREADS, MAX_TOKENS, chosen_name,
+from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_TOKENS, chosen_name,
                                  comma_separated, count, counts, number)
 
 
@@ -401,8 +401,7 @@ def _execution_parent() -> argparse.ArgumentParser:
     """How ``run`` and ``resume`` execute: llama.cpp threads, HTTP concurrency, retries, another writer."""
     execution = argparse.ArgumentParser(add_help=False)
     add_model_threads(execution)
-    execution.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
-                           help="concurrent requests (openai backend)")
+    add_concurrency(execution)
     add_retry_errors(execution, "also re-run jobs that failed")
     add_wait(execution)
     return execution
@@ -417,7 +416,7 @@ def register(subparsers, parents: SharedParents) -> None:
                               help="plan a K×B×format sweep and compute its interface events (no model)")
     p.set_defaults(func=cmd_sweep)
 
-    p = subparsers.add_parser("run", parents=[parents.db, grid, execution],
+    p = subparsers.add_parser("run", parents=[parents.db, grid, execution, parents.model_choice],
                               help="plan a sweep with a model and generate every (sample, cell) job; resumable")
     p.add_argument("--model", default="default",
                    help="GGUF path, 'default' (SmolLM2-135M-Instruct Q4_1) or 'gemma3-270m' (Gemma 3 270M base, "
@@ -427,8 +426,6 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="chat: the GGUF's chat template; completion: plain text and an answer cue, for base "
                         "models; auto (default): completion for base models (gemma3-270m, a GGUF without a chat "
                         "template), else chat. The run's config records the style used")
-    p.add_argument("--backend", choices=("llamacpp", "openai"), default="llamacpp")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")
     p.add_argument("--max-tokens", type=count(1, MAX_TOKENS), default=48, help="generated tokens at most (default 48)")
     p.add_argument("--temperature", type=number(0, 100), default=0.0, help="0 = greedy (default)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_seed
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_seed, chosen_model
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, chosen_name, count, number
@@ -16,8 +16,9 @@ def cmd_searchain_run(args) -> int:
     from workbench.models.check import GENERATOR, check_model_options
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
-    check_model_options(("--model", args.model, GENERATOR))
-    config = SearChainConfig(model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
+    model = chosen_model(args, args.model)
+    check_model_options(("--model", model, GENERATOR))
+    config = SearChainConfig(model=model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
                              threshold=args.threshold,
                              max_rounds=args.max_rounds, reader=args.reader, baseline_k=args.baseline_k,
                              baseline_retriever=args.baseline_retriever, hops=args.hops, limit=args.limit,
@@ -84,7 +85,7 @@ def register(subparsers, parents: SharedParents) -> None:
     p = subparsers.add_parser("searchain", parents=[parents.db],
                               help="SearChain (Chain-of-Query + retrieval) as a system under test")
     psub = p.add_subparsers(dest="searchain_verb", metavar="VERB", required=True)
-    q = psub.add_parser("run", parents=[parents.db, parents.model_pass],
+    q = psub.add_parser("run", parents=[parents.db, parents.model_pass, parents.model_choice],
                         help="plan and run SearChain over a dataset's samples")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
     q.add_argument("--hops", type=count(1, 1_000), help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
@@ -97,7 +98,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--max-rounds", type=int, default=5, help="feedback rounds before stopping (5)")
     q.add_argument("--baseline-k", type=int, default=10, help="plain-RAG baseline over the top-K units (10; 0: none)")
     q.add_argument("--baseline-retriever", help="stored retriever for the baseline (default: the dataset's first)")
-    q.add_argument("--model", default="default", help="GGUF path (default: SmolLM2-135M)")
+    q.add_argument("--model", default="default",
+                   help="a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name")
     q.add_argument("--n-ctx", type=int, default=4096, help="context window (4096: the chat grows each round)")
     q.add_argument("--max-tokens", type=int, default=200, help="tokens per chain (200)")
     q.add_argument("--no-grammar", dest="grammar", action="store_false",

@@ -29,6 +29,8 @@ from workbench.meta.sets import MetaSet, responses
 from workbench.models.cached import default_llm
 from workbench.models.embedder import CachedEmbedder
 from workbench.models.embedders import LONG_ANSWERS
+from workbench.models.locate import model_label
+from workbench.models.registry import served_model
 from workbench.store.db import Store
 from workbench.store.queries import load_samples
 
@@ -117,7 +119,7 @@ def score_similarity(store: Store, meta: MetaSet, model: str | None = None) -> t
     sids = sorted(sid for sid in pairs if sid in references)
     embedder = CachedEmbedder(store, model)
     try:
-        name = Path(str(embedder.path)).stem
+        name = model_label(embedder.path) if served_model(embedder.path) else Path(str(embedder.path)).stem
         texts = [references[sid] for sid in sids] + [pairs[sid][0] for sid in sids] + [pairs[sid][1] for sid in sids]
         vectors = embedder.vectors(texts)
         embedded, cached = embedder.embedded, embedder.cached

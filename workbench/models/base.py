@@ -7,6 +7,7 @@ executor owns caching, ordering and persistence; a backend only generates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
@@ -70,10 +71,21 @@ class Choice:
     """Which of some options a model would write next (:meth:`LlamaCppBackend.choose`), from one forward pass."""
 
     index: int                      # the chosen option
-    scores: tuple[float, ...]       # each option's first-token logit
+    scores: tuple[float, ...]       # each option's first-token logit (or log-probability: the same up to a constant)
     prompt_tokens: int = 0
     eval_tokens: int = 0            # what was evaluated: the prompt less the prefix the KV cache held
     seconds: float = 0.0
+
+    @property
+    def probabilities(self) -> tuple[float, ...]:
+        """Each option's probability among the options: a softmax of the scores (an option no token
+        begins, score −inf, gets 0)."""
+        top = max(self.scores)
+        if top == float("-inf"):
+            return tuple(1.0 if i == self.index else 0.0 for i in range(len(self.scores)))
+        weights = [math.exp(s - top) for s in self.scores]
+        total = sum(weights)
+        return tuple(w / total for w in weights)
 
 
 class Backend(Protocol):

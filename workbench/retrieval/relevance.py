@@ -35,7 +35,8 @@ from workbench.metrics.ir import aggregate, evaluate, rank
 from workbench.metrics.stats import Estimate
 from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
-from workbench.models.locate import cached_file_sha256, model_label, resolve_model
+from workbench.models.locate import model_label
+from workbench.models.registry import model_identity
 from workbench.passes import PassReport, PassWork, config_hash, drive, plan_or_find
 from workbench.retrieval.evaluate import stored_retrievers
 from workbench.store.db import Store, utcnow
@@ -72,7 +73,7 @@ def relevance_messages(question: str, passage: str) -> list[dict[str, str]]:
 class RelevanceConfig:
     """The judge (``relevance_runs.config_key``): the same key over a dataset pools its verdicts."""
 
-    model_id: str                       # the GGUF's sha256
+    model_id: str                       # the GGUF's sha256, or a served model's URL#NAME
     max_chars: int = DEFAULT_MAX_CHARS
     prompt: str = PROMPT_SHA
 
@@ -134,10 +135,10 @@ def judge_relevance(store: Store, dataset: str | None = None, retriever: str = "
         raise ValueError(f"dataset {ds.name!r} holds triples: relevance is judged of retrieved chunks")
     _check_retriever(store, ds, retriever)
     try:
-        path = resolve_model(model)
+        model_id = model_identity(store, model)
     except ModelError as exc:
         raise ValueError(f"--model: {exc}") from None
-    config = RelevanceConfig(model_id=cached_file_sha256(store, path), max_chars=max_chars)
+    config = RelevanceConfig(model_id=model_id, max_chars=max_chars)
     run = _plan(store, ds, retriever, k, model, config)
     report = RelevanceReport(run=run.label, relevance_run=run.id)
     return drive(store, f"relevance:{run.id}", _RelevanceWork(store, run, config, llm, limit, report), report,
@@ -234,7 +235,7 @@ class _RelevanceWork(PassWork):
         with self.store.transaction() as conn:
             conn.execute("UPDATE relevance_verdicts SET status = 'done', relevant = ?, score = ?, gen_key = ?,"
                          " error = NULL, finished_at = ? WHERE run_id = ? AND sid = ? AND uid = ?",
-                         (int(relevant), float(relevant), call.key, utcnow(), self.run.id, sid, uid))
+                         (int(relevant), call.probabilities[0], call.key, utcnow(), self.run.id, sid, uid))
         self.report.relevant += relevant
 
     def fail(self, job: tuple[int, int], message: str) -> None:
