@@ -125,3 +125,4 @@ bench: install
     "{{py}}" bench/bench_embedding.py
     "{{py}}" bench/bench_meta.py
     "{{py}}" bench/bench_thresholds.py
+    "{{py}}" bench/bench_served.py

@@ -11,6 +11,7 @@ asserted), and that a second run asks the server nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 
@@ -28,6 +29,7 @@ from workbench.models.registry import backend_spec, served_model, served_ref
 from workbench.runs.executor import execute
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
 from workbench.store.queries import get_run
 
 
@@ -166,9 +168,10 @@ def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_o
 # ---------------------------------------------------------------- how a choice reads what a server sends
 
 class Canned:
-    """A loopback server answering each POST with the next canned JSON body, and recording the requests."""
+    """A loopback server answering each POST with the next canned ``(status, JSON body)`` (a dict alone is a 200),
+    ``GET /models`` with one model, and recording the requests. ``port`` 0 picks a free one."""
 
-    def __init__(self, *bodies: dict):
+    def __init__(self, *bodies, port: int = 0):
         import http.server
         import json
         import threading
@@ -177,21 +180,29 @@ class Canned:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                outer.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                raw = json.dumps(outer.bodies.pop(0)).encode()
-                self.send_response(200)
+            def answer(self, status: int, body) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
 
+            def do_GET(self):
+                self.answer(200, {"data": [{"id": "m"}]})
+
+            def do_POST(self):
+                outer.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                reply = outer.bodies.pop(0)
+                self.answer(*(reply if isinstance(reply, tuple) else (200, reply)))
+
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def close(self):
         self.server.shutdown()
@@ -297,3 +308,44 @@ def test_dense_retrieval_through_a_served_embedding_model(served_e5, tiny_store,
     assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "served",
                  "--embedding-model", served_e5]) == 0
     assert "embedded 0 texts" in capsys.readouterr().out
+
+
+def test_a_server_that_fails_mid_pass_ends_it_in_one_line_and_the_run_resumes_without_asking_twice(
+        tiny_swept_db, tmp_path, capsys):
+    """The judge's server answers twice, then 500: the pass ends with exit 1 and one line naming the URL and
+    the status; what was judged is kept. With the server back, a rerun asks only what was never answered."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"sample_id": q, "cell_id": "k1-b64-linear", "prediction": text}) + "\n"
+                               for q, text in (("q1", "William Dieterle. Kismet."), ("q2", "Dieterle."),
+                                               ("q3", "French."))), encoding="utf-8")
+    db = str(tiny_swept_db)
+    assert main(["--db", db, "predictions", "import", str(answers), "s"]) == 0
+    supported = {"choices": [{"message": {"content": '{"verdict": "supported"}'}, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 30, "completion_tokens": 5}}
+    failing = Canned(supported, supported, (500, {"error": {"message": "the GPU fell off the bus"}}))
+    argv = ["--db", db, "claims", "run", "s", "--decomposer", "rule", "--verifiers", "llm_judge",
+            "--backend", "openai", "--base-url", failing.url, "--model", "m", "--json"]
+    capsys.readouterr()
+    try:
+        assert main(argv) == 1
+    finally:
+        failing.close()
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert "500" in report["fatal"] and failing.url in report["fatal"] and "GPU fell off" in report["fatal"]
+    assert len(failing.requests) == 3 and report["model_calls"] == 2
+    store = open_store(db)
+    jobs = dict(store.conn.execute("SELECT status, count(*) FROM claim_jobs GROUP BY status").fetchall())
+    store.close()
+    assert jobs == {"done": 1, "error": 1, "pending": 1}
+    back = Canned(*[supported] * 10, port=failing.port)
+    try:
+        assert main([*argv, "--retry-errors"]) == 0
+    finally:
+        back.close()
+    again = json.loads(capsys.readouterr().out)
+    # q1's two claims were answered and committed; q2's failed, q3's never started: only those two are asked.
+    assert (again["jobs"], again["errors"], again["model_calls"], len(back.requests)) == (2, 0, 2, 2)
+    store = open_store(db)
+    assert store.conn.execute("SELECT count(*) FROM claim_jobs WHERE status != 'done'").fetchone()[0] == 0
+    store.close()
