@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from dataclasses import asdict
 
-from workbench.models.registry import served_model
 from workbench.cli.common import SharedParents, add_json, add_model_threads, add_out, add_resamples, chosen_model
 from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
@@ -16,6 +15,7 @@ from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of,
 from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts, name_or_path
 from workbench.compare.render import fmt_delta, fmt_p
 from workbench.models.base import ModelError
+from workbench.models.registry import served_model
 from workbench.retrieval.runs import RETRIEVERS
 from workbench.tables import fmt_estimate, table
 

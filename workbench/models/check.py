@@ -25,7 +25,7 @@ from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.base import ModelError
 from workbench.models.embedders import resolve_embedding_model
 from workbench.models.locate import resolve_model
-from workbench.models.openai_http import OpenAIBackend
+from workbench.models.openai_http import OpenAIBackend, ServerUnreachable
 from workbench.models.registry import served_model
 
 GENERATOR = "generator"
@@ -33,33 +33,23 @@ EMBEDDING = "embedding"
 ROLES = (GENERATOR, EMBEDDING)
 
 
-def check_model(spec: str | None, role: str) -> Path:
-    """The GGUF file ``spec`` names for ``role`` (see the module), checked without loading it
-    (a served model: its reference, once the server answered).
+def check_model(spec: str | None, role: str) -> Path | str:
+    """The GGUF file ``spec`` names for ``role`` (see the module), checked without loading it; a
+    served model's reference as given, once its server answered ``GET /models``.
 
-    Raises :class:`ModelError` (one line naming the path) when it cannot serve the role.
+    Raises :class:`ModelError` (one line naming the path or URL) when it cannot serve the role.
     """
-    if role == GENERATOR:
-        served = served_model(spec)
-        if served is not None:
-            backend = OpenAIBackend(*served, retries=1)
-            try:
-                backend.check()   # reachable: one line naming the URL when it is not
-            finally:
-                backend.close()
-            return Path(spec)
-        return resolve_model(spec)
-    if role == EMBEDDING:
-        served = served_model(spec)
-        if served is not None:
-            backend = OpenAIBackend(*served, retries=1)
-            try:
-                backend.check()
-            finally:
-                backend.close()
-            return Path(spec)
-        return resolve_embedding_model(spec)
-    raise ValueError(f"unknown model role {role!r} (one of {', '.join(ROLES)})")
+    if role not in ROLES:
+        raise ValueError(f"unknown model role {role!r} (one of {', '.join(ROLES)})")
+    served = served_model(spec)
+    if served is not None:
+        backend = OpenAIBackend(*served, retries=1)
+        try:
+            backend.check()   # reachable: one line naming the URL when it is not
+        finally:
+            backend.close()
+        return spec
+    return resolve_model(spec) if role == GENERATOR else resolve_embedding_model(spec)
 
 
 def check_model_options(*options: tuple[str, str | None, str]) -> None:
@@ -69,7 +59,7 @@ def check_model_options(*options: tuple[str, str | None, str]) -> None:
     for option, spec, role in options:
         try:
             check_model(spec, role)
+        except ServerUnreachable as exc:
+            raise EnvironmentFault(f"{option}: {exc}") from None
         except ModelError as exc:
-            if served_model(spec) is not None and "unreachable" in str(exc):
-                raise EnvironmentFault(f"{option}: {exc}") from None
             raise BadInput(f"{option}: {exc}") from None

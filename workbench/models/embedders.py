@@ -92,6 +92,11 @@ _KNOWN = {spec.name.lower(): spec for spec in (E5, MINILM)}
 _ALIASES = {None: E5, "": E5, "default": E5, "e5": E5, E5_MODEL: E5, MINILM_MODEL: MINILM, "minilm": MINILM}
 
 
+def _key(name_or_path: str | None) -> str | None:
+    """A name as the alias table knows it (stripped, lower case); None stays None."""
+    return name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
+
+
 def resolve_embedding_model(name_or_path: str | None) -> Path:
     """An embedding model's GGUF from a name or a path (converted once where it must be).
 
@@ -104,8 +109,7 @@ def resolve_embedding_model(name_or_path: str | None) -> Path:
     """
     if served_model(name_or_path) is not None:
         raise ModelError(f"{name_or_path}: a served embedding model has no file to resolve")
-    key = name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
-    spec = _ALIASES.get(key)
+    spec = _ALIASES.get(_key(name_or_path))
     if spec is E5:
         return default_e5_model()
     if spec is MINILM:
@@ -129,17 +133,15 @@ def spec_for(name_or_path: str | None) -> EmbedderSpec:
     if served is not None:
         name = served[1].strip().lower()
         return _ALIASES.get(name) or _KNOWN.get(name, OTHER)
-    key = name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
-    if key in _ALIASES:
-        return _ALIASES[key]
+    if _key(name_or_path) in _ALIASES:
+        return _ALIASES[_key(name_or_path)]
     return spec_of(resolve_embedding_model(name_or_path))
 
 
 def model_name(name_or_path: str | None) -> str:
     """What a config records for a model: the known model's name, or the path as given."""
-    key = name_or_path.strip().lower() if isinstance(name_or_path, str) else name_or_path
-    if key in _ALIASES:
-        spec = _ALIASES[key]
+    spec = _ALIASES.get(_key(name_or_path))
+    if spec is not None:
         return E5_MODEL if spec is E5 else MINILM_MODEL
     return str(name_or_path)
 

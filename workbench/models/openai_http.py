@@ -52,6 +52,10 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "exceed_context_size", "maximum c
 _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
 
 
+class ServerUnreachable(ModelError):
+    """No complete HTTP answer after every attempt: the server is down or the network is (not the request)."""
+
+
 class OpenAIBackend:
     """Generate through ``POST {base_url}/chat/completions``.
 
@@ -310,7 +314,7 @@ class OpenAIBackend:
             return self._decode(url, status, raw)
         reason = f"{type(last).__name__}: {last}" if last is not None else "no attempt made"
         n = self.retries
-        raise ModelError(f"{url}: server unreachable after {n} attempt{'s' if n != 1 else ''}: {reason}")
+        raise ServerUnreachable(f"{url}: server unreachable after {n} attempt{'s' if n != 1 else ''}: {reason}")
 
     def _decode(self, url: str, status: int, raw: bytes) -> Any:
         text = raw.decode("utf-8", errors="replace")
