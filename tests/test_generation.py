@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.cores import usable_cores
 from workbench.data.importer import import_dataset
 from workbench.models.base import ModelError, Sampling
 from workbench.models.llamacpp import LlamaCppBackend
@@ -56,7 +57,7 @@ def test_the_default_model_really_generates_tokens():
 def test_greedy_generation_is_reproducible_and_json_answers_parse():
     from workbench.runs.answers import SCHEMAS, parse_output
 
-    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
+    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=usable_cores())
     prompt = backend.render([{"role": "user", "content": "Evidence:\n[T1] Kismet | directed_by | William Dieterle\n"
                               "Question: who directed Kismet\nReply with JSON {\"answers\": [...]}."}])
     a = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])

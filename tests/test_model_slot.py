@@ -243,7 +243,8 @@ def test_llm_question_generation_says_whom_it_waits_for(corpus_db):
     # Once silent: `questions generate --strategy llm` waited for the model without a word.
     with holder("workbench dedup run kg") as child:
         proc = subprocess.Popen(_cli(corpus_db, "questions", "generate", "hc", "--strategy", "llm", "--limit", "1",
-                                     "--n", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     "--n", "1", "--max-tokens", "16"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = _stderr_lines(proc)
         line = _until(lines, "waiting for the model")
         assert WAITING.search(line).groups() == (str(child.pid), "workbench dedup run kg")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from dataclasses import asdict
 
 import pytest
@@ -123,11 +124,15 @@ class FakeLLM:
 
 
 class ListWork(PassWork):
-    """Jobs are strings; ``boom`` raises, ``dead`` is a model that cannot be used, others are done."""
+    """Jobs are strings; ``boom`` raises, ``dead`` is a model that cannot be used, others are done.
 
-    def __init__(self, jobs, llm=None, on_process=None, open_error=None):
+    ``width`` jobs are prepared at once; ``committed_on`` records the thread of every commit.
+    """
+
+    def __init__(self, jobs, llm=None, on_process=None, open_error=None, width=1):
         self.jobs, self.llm, self.on_process, self.open_error = list(jobs), llm, on_process, open_error
         self.loaded_with, self.done, self.failed, self.closed = None, [], {}, False
+        self._width, self.committed_on = width, set()
 
     def load(self, statuses):
         self.loaded_with = statuses
@@ -140,7 +145,10 @@ class ListWork(PassWork):
     def close(self):
         self.closed = True
 
-    def process(self, job):
+    def width(self):
+        return self._width
+
+    def prepare(self, job):
         if self.on_process:
             self.on_process(job)
         if self.llm is not None:
@@ -150,6 +158,11 @@ class ListWork(PassWork):
             raise ValueError(f"bad {job}")
         if job == "dead":
             raise ModelError("model file not found")
+        return job.upper()
+
+    def commit(self, job, prepared):
+        assert prepared == job.upper()
+        self.committed_on.add(threading.current_thread().name)
         self.done.append(job)
 
     def fail(self, job, message):
@@ -208,6 +221,60 @@ def test_stop_ends_the_pass_before_the_next_job():
     work = ListWork(["a", "b", "c"], on_process=lambda job: stop.set() if job == "b" else None)
     report = _run(work, stop=stop)
     assert report.stopped and work.done == ["a", "b"] and (report.jobs, report.done) == (3, 2)
+
+
+class Gate:
+    """Holds the preparations of the first ``width`` jobs until all of them run at once: proof they are in flight
+    together (a job done one after another would wait 10 s and fail)."""
+
+    def __init__(self, width):
+        self.width, self.seen = width, []
+        self.barrier = threading.Barrier(width, timeout=10)
+        self.threads = set()
+
+    def __call__(self, job):
+        self.threads.add(threading.current_thread().name)
+        self.seen.append(job)
+        if len(self.seen) <= self.width:
+            self.barrier.wait()
+
+
+def test_a_served_model_prepares_width_jobs_at_once_and_each_is_committed_on_the_calling_thread():
+    gate = Gate(3)
+    work = ListWork(["a", "b", "c", "boom", "late"], on_process=gate, width=3)
+    report = _run(work)
+    assert (report.jobs, report.done, report.errors) == (5, 4, 1)
+    assert sorted(work.done) == ["a", "b", "c", "late"] and work.failed == {"boom": "ValueError: bad boom"}
+    assert len(gate.threads) == 3 and threading.current_thread().name not in gate.threads
+    assert work.committed_on == {threading.current_thread().name}
+
+
+def test_after_a_fatal_model_error_no_job_starts_and_those_in_flight_are_still_committed():
+    gate = Gate(2)
+
+    def prepare(job):
+        gate(job)
+        if job == "a":
+            time.sleep(0.3)   # still in flight when the model fails
+
+    work = ListWork(["dead", "a", "late1", "late2"], on_process=prepare, width=2)
+    report = _run(work)
+    assert report.fatal == "model file not found" and work.done == ["a"]
+    assert work.failed == {"dead": "model error: model file not found"}
+    assert (report.jobs, report.done, report.errors) == (4, 1, 1)   # late1, late2 never started: still pending
+
+
+def test_stop_with_jobs_in_flight_starts_no_more_and_commits_those_running():
+    stop = threading.Event()
+    gate = Gate(2)
+
+    def prepare(job):
+        gate(job)
+        stop.set()
+
+    work = ListWork(["a", "b", "late1", "late2"], on_process=prepare, width=2)
+    report = _run(work, stop=stop)
+    assert report.stopped and sorted(work.done) == ["a", "b"] and report.done == 2
 
 
 def test_nothing_pending_is_nothing_done_and_retry_selects_failed_jobs_too():

@@ -10,6 +10,7 @@ import importlib.util
 
 import pytest
 
+from workbench.cores import usable_cores
 from workbench.cli import main
 from workbench.models.base import ModelError
 from workbench.models.cached import prompt_key
@@ -98,7 +99,7 @@ def test_a_missing_models_extra_names_what_to_install(monkeypatch):
 
 @pytest.mark.real_model
 def test_the_two_styles_of_one_text_never_share_a_cache_entry():
-    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=2)
+    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=usable_cores())
     try:
         text = "Question: who directed Kismet\n\nAnswer:"
         completion = backend.render_text(text)

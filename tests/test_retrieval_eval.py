@@ -73,11 +73,11 @@ def test_llm_questions_from_the_real_default_model_parse(store):
     import_corpus(store, REPO / "sample_data" / "howtocook", "hc")
     llm = default_llm(store)
     try:
-        added = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, llm=llm)
+        added = llm_questions(store, "hc", n=3, limit=1, max_tokens=48, llm=llm)
         rows = store.conn.execute("SELECT question, meta FROM samples WHERE id LIKE 'llm:%'").fetchall()
         assert added == len(rows) <= 3 and llm.model_calls == 1
         assert all(q.strip() and json.loads(m)["strategy"] == "llm" for q, m in rows)
-        again = llm_questions(store, "hc", n=3, limit=1, max_tokens=96, llm=llm)
+        again = llm_questions(store, "hc", n=3, limit=1, max_tokens=48, llm=llm)
         assert llm.model_calls == 1 and llm.cache_hits == (0 if rows else 1)
         assert again == store.conn.execute("SELECT count(*) FROM samples WHERE id LIKE 'llm:%'").fetchone()[0] - added
     finally:

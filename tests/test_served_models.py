@@ -2,10 +2,10 @@
 
 ``--backend openai --base-url URL --model NAME`` is another way to write ``URL#NAME``, the same
 on every model-calling verb. The reference is the model's identity in the cache and in a config's
-key, so a served model and a local one never share an answer. A real ``llama_cpp.server`` serving
-SmolLM2 checks that a claim run through it stores the same claims and verdicts as the same model
-in-process (both sides run on this CPU, so they compute the same; what either writes is not
-asserted), and that a second run asks the server nothing.
+key, so a served model and a local one never share an answer. A real ``llama_cpp.server`` checks
+that a choice (nli, relevance) and a vector through it equal the in-process ones (both sides run on
+this CPU, so they compute the same; what either writes is not asserted). The passes through real
+servers are tests/test_served_pipelines.py; requests in flight and faults, tests/test_served_passes.py.
 """
 
 from __future__ import annotations
@@ -13,24 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 
 import pytest
 
-from llama_server import free_port, serve
-from workbench.claims.runner import ClaimsConfig, run_claims
+from llama_server import Canned, first_token, free_port, same_logits
 from workbench.cli import main
+from workbench.cli.main import build_parser
 from workbench.cli.common import chosen_model
 from workbench.errors import BadInput
 from workbench.models.base import ModelError
-from workbench.models.llamacpp import PERTURB_ENV
-from workbench.models.locate import default_model_path
 from workbench.models.registry import backend_spec, served_model, served_ref
-from workbench.runs.executor import execute
-from workbench.runs.generation import GenerationConfig
-from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
-from workbench.store.queries import get_run
 
 
 def args(**kw) -> argparse.Namespace:
@@ -75,68 +68,42 @@ def test_a_served_model_whose_server_is_down_is_refused_before_anything_is_writt
     assert tiny_swept_db.read_bytes() == before
 
 
+MODEL_OPTIONS = ("--threads", "--n-gpu-layers", "--backend", "--base-url", "--concurrency", "--timeout")
+
+
+def verb_options(*verb: str) -> dict[str, tuple]:
+    """Each option of a verb (as its --help shows it): its choices, default and help."""
+    parser = build_parser()
+    for word in verb:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return {s: (a.choices, a.default, a.help) for a in parser._actions for s in a.option_strings}
+
+
 def test_every_model_choosing_verb_has_the_same_model_options(capsys):
-    for verb in (["run"], ["claims", "run"], ["claims", "check"], ["meta", "run"], ["dedup", "run"],
-                 ["searchain", "run"], ["retrieval", "judge"], ["questions", "generate"]):
+    run = verb_options("run")
+    for verb in (["claims", "run"], ["claims", "check"], ["meta", "run"], ["dedup", "run"], ["searchain", "run"],
+                 ["retrieval", "judge"], ["questions", "generate"]):
+        options = verb_options(*verb)
+        assert {o: options.get(o) for o in MODEL_OPTIONS} == {o: run[o] for o in MODEL_OPTIONS}, verb
         with pytest.raises(SystemExit):
             main([*verb, "--help"])
-        out = capsys.readouterr().out
-        assert "--backend {llamacpp,openai}" in out and "--base-url BASE_URL" in out, verb
+        shown = capsys.readouterr().out
+        assert all(o in shown for o in MODEL_OPTIONS), (verb, shown[:300])
+    # A verb that continues a stored run keeps its model, and takes how a served one is called.
+    for verb in (["resume"], ["dedup", "resume"], ["searchain", "resume"]):
+        options = verb_options(*verb)
+        assert {o: options.get(o) for o in ("--concurrency", "--timeout")} == {
+            o: run[o] for o in ("--concurrency", "--timeout")}, verb
 
 
 # ---------------------------------------------------------------- through a real server
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory) -> str:
-    """SmolLM2 served by ``llama_cpp.server`` as ``smollm2``: its reference ``URL#smollm2``."""
-    try:
-        model = default_model_path()
-    except ModelError as exc:
-        pytest.skip(str(exc))
-    with serve(model, tmp_path_factory.mktemp("llama_server"), alias="smollm2") as base:
-        yield f"{base}#smollm2"
-
-
-#: The server computes the model's own logits; `just test-perturbed` perturbs only the in-process path's.
-same_logits = pytest.mark.skipif(bool(os.environ.get(PERTURB_ENV)), reason=(
-    "the in-process logits are perturbed (just test-perturbed) and the server's are not: the two paths "
-    "compute the same only unperturbed"))
-
-
-def _verdicts(store, claim_run: int) -> tuple[list, list]:
-    claims = store.conn.execute("SELECT cell_id, sid, idx, text, source, supported FROM claims WHERE claim_run_id = ?"
-                                " ORDER BY cell_id, sid, idx", (claim_run,)).fetchall()
-    verdicts = store.conn.execute("SELECT cell_id, sid, idx, uid, verifier, supported FROM claim_verdicts"
-                                  " WHERE claim_run_id = ? ORDER BY cell_id, sid, idx, uid, verifier",
-                                  (claim_run,)).fetchall()
-    return claims, verdicts
-
-
 @pytest.mark.real_model
 @same_logits
-def test_a_claim_run_through_a_served_model_stores_what_the_same_model_in_process_stores(served, tiny_store):
-    plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(256,), formats=("score",)), name="gen",
-               generation=GenerationConfig(max_tokens=16, n_ctx=1024, answer_format="text").as_dict())
-    run = get_run(tiny_store, "gen")
-    assert execute(tiny_store, run).errors == 0
-    local = run_claims(tiny_store, run, ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge")))
-    remote = run_claims(tiny_store, run, ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge"),
-                                                      model=served))
-    assert remote.claim_run != local.claim_run and (remote.done, remote.errors) == (3, 0)
-    claims, verdicts = _verdicts(tiny_store, remote.claim_run)
-    assert (claims, verdicts) == _verdicts(tiny_store, local.claim_run) and verdicts
-    served_calls = tiny_store.conn.execute("SELECT count(*) FROM generations WHERE model_id = ?",
-                                           (served,)).fetchone()[0]
-    assert served_calls == remote.model_calls > 0
-    again = run_claims(tiny_store, run, ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge"),
-                                                     model=served))
-    assert (again.jobs, again.model_calls) == (0, 0)
-
-
-@pytest.mark.real_model
-@same_logits
-def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_ones(served, store):
+def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_ones(smollm2_server, store):
     """One request per pair, no free generation: the label and its probability are the local path's."""
+    served = smollm2_server.ref
     from workbench.claims.verify import NLI_OPTIONS, nli_messages
     from workbench.models.cached import default_llm
     from workbench.retrieval.relevance import OPTIONS, relevance_messages
@@ -167,59 +134,10 @@ def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_o
 
 # ---------------------------------------------------------------- how a choice reads what a server sends
 
-class Canned:
-    """A loopback server answering each POST with the next canned ``(status, JSON body)`` (a dict alone is a 200),
-    ``GET /models`` with one model, and recording the requests. ``port`` 0 picks a free one."""
-
-    def __init__(self, *bodies, port: int = 0):
-        import http.server
-        import json
-        import threading
-
-        self.bodies, self.requests = list(bodies), []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def answer(self, status: int, body) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def do_GET(self):
-                self.answer(200, {"data": [{"id": "m"}]})
-
-            def do_POST(self):
-                outer.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                reply = outer.bodies.pop(0)
-                self.answer(*(reply if isinstance(reply, tuple) else (200, reply)))
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _top(*tokens: tuple[str, float]) -> dict:
-    first = {"token": tokens[0][0], "logprob": tokens[0][1],
-             "top_logprobs": [{"token": t, "logprob": lp} for t, lp in tokens]}
-    return {"choices": [{"message": {"content": tokens[0][0]}, "logprobs": {"content": [first]}}],
-            "usage": {"prompt_tokens": 42, "completion_tokens": 1}}
-
-
 def test_a_choice_reads_the_first_tokens_log_probabilities_as_the_local_path_reads_logits():
     from workbench.models.openai_http import OpenAIBackend
 
-    server = Canned(_top(("Ent", -0.2), (" Ent", -1.0), ("N", -2.0), ("Neutral", -1.5), ("E", -3.0), ("x", -4.0)))
+    server = Canned(first_token(("Ent", -0.2), (" Ent", -1.0), ("N", -2.0), ("Neutral", -1.5), ("E", -3.0), ("x", -4.0)))
     backend = OpenAIBackend(server.url, "m")
     try:
         prompt = backend.render([{"role": "user", "content": "premise / hypothesis"}])
@@ -257,28 +175,13 @@ def test_without_log_probabilities_one_label_is_generated_under_a_grammar_of_the
 
 # ---------------------------------------------------------------- embeddings over HTTP
 
-@pytest.fixture(scope="module")
-def served_e5(tmp_path_factory, model_cache) -> str:
-    """multilingual-e5-small (the converted GGUF) served for /v1/embeddings under its own name."""
-    from workbench.models.embedders import resolve_embedding_model
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
-        try:
-            path = resolve_embedding_model(None)
-        except ModelError as exc:
-            pytest.skip(str(exc))
-    with serve(path, tmp_path_factory.mktemp("llama_server"), alias="multilingual-e5-small", n_ctx=512,
-               extra=("--embedding", "true", "--n_batch", "512", "--n_ubatch", "512")) as base:
-        yield f"{base}#multilingual-e5-small"
-
-
 @pytest.mark.real_model
 @same_logits
-def test_vectors_from_a_served_embedding_model_equal_the_in_process_ones_and_are_kept_by_reference(served_e5, store):
+def test_vectors_from_a_served_embedding_model_equal_the_in_process_ones_and_are_kept_by_reference(e5_server, store):
     from workbench.models.embedder import CachedEmbedder
     from workbench.models.embedders import E5
 
+    served_e5 = e5_server.ref
     texts = ["how do I braise pork belly", "红烧肉要先焯水，再用冰糖炒出糖色。", "Kismet | directed_by | William Dieterle"]
     local, remote = CachedEmbedder(store), CachedEmbedder(store, served_e5)
     try:
@@ -298,16 +201,28 @@ def test_vectors_from_a_served_embedding_model_equal_the_in_process_ones_and_are
 
 @pytest.mark.real_model
 @same_logits
-def test_dense_retrieval_through_a_served_embedding_model(served_e5, tiny_store, capsys):
+def test_dense_retrieval_through_a_served_embedding_model(e5_server, tiny_store, capsys):
+    """The served e5 ranks each question's units as e5 in-process does; a second run sends the server nothing."""
+    served_e5 = e5_server.ref
     db = str(tiny_store.path)
     tiny_store.close()
+    assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "local"]) == 0
     assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "served",
                  "--embedding-model", served_e5]) == 0
     out = capsys.readouterr().out
     assert "retriever served (dense)" in out and f"({served_e5})" in out and "0 from the cache" in out
+    store = open_store(db)
+    try:
+        ranked = {name: [(sid, json.loads(uids)) for sid, uids in store.conn.execute(
+            "SELECT sid, uids FROM retrievals WHERE retriever = ? ORDER BY sid", (name,))]
+            for name in ("local", "served")}
+    finally:
+        store.close()
+    assert ranked["served"] == ranked["local"] and len(ranked["served"]) == 3
+    asked = e5_server.requests()
     assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "served",
                  "--embedding-model", served_e5]) == 0
-    assert "embedded 0 texts" in capsys.readouterr().out
+    assert "embedded 0 texts" in capsys.readouterr().out and e5_server.requests() == asked
 
 
 def test_a_server_that_fails_mid_pass_ends_it_in_one_line_and_the_run_resumes_without_asking_twice(
@@ -324,7 +239,7 @@ def test_a_server_that_fails_mid_pass_ends_it_in_one_line_and_the_run_resumes_wi
                  "usage": {"prompt_tokens": 30, "completion_tokens": 5}}
     failing = Canned(supported, supported, (500, {"error": {"message": "the GPU fell off the bus"}}))
     argv = ["--db", db, "claims", "run", "s", "--decomposer", "rule", "--verifiers", "llm_judge",
-            "--backend", "openai", "--base-url", failing.url, "--model", "m", "--json"]
+            "--backend", "openai", "--base-url", failing.url, "--model", "m", "--concurrency", "1", "--json"]
     capsys.readouterr()
     try:
         assert main(argv) == 1

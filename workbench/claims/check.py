@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from workbench.claims.decompose import decompose
 from workbench.claims.runner import open_verifiers
@@ -49,8 +49,11 @@ def context_units(store: Store, *, dataset: str | None = None, doc: str | None =
 
 
 def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequence[str], config, *,
-                 question: str = "", threads: int | None = None, llm=None) -> dict:
-    """Decompose ``answer``, verify every claim against ``texts`` and summarize, as ``answer_claims`` does."""
+                 question: str = "", model_options: Mapping[str, Any] | None = None, llm=None) -> dict:
+    """Decompose ``answer``, verify every claim against ``texts`` and summarize, as ``answer_claims`` does.
+
+    ``model_options`` say how the models opened here run (:func:`~workbench.claims.runner.open_verifiers`).
+    """
     from workbench.models.cached import default_llm
 
     config.validate()
@@ -58,11 +61,11 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
     config = config.resolved()
     own = llm is None and config.needs_llm
     if own:
-        llm = default_llm(store, config.model, n_threads=threads)
+        llm = default_llm(store, config.model, **(model_options or {}))
     start = time.perf_counter()
     opened: list = []
     try:
-        verifiers, opened = open_verifiers(store, config, llm, n_threads=threads)
+        verifiers, opened = open_verifiers(store, config, llm, model_options=model_options)
         kw = {"long_clause": config.long_clause} if config.decomposer == "hybrid" else {}
         claims = decompose(answer, config.decomposer, llm, **kw)
         results = [judge_claim(c, {v.name: v.verify(c.text, texts, question=question) for v in verifiers},

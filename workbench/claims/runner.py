@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import asdict, dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -110,19 +110,24 @@ class ClaimsReport(PassReport):
     embeddings_cached: int | None = None    # ... and read from the store
 
 
-def open_verifiers(store: Store, config: ClaimsConfig, llm, *, n_threads: int | None = None) -> tuple[list, list]:
+def open_verifiers(store: Store, config: ClaimsConfig, llm, *,
+                   model_options: Mapping[str, Any] | None = None) -> tuple[list, list]:
     """The config's verifiers, and the models opened for them that the caller closes.
 
-    ``nli`` checks with ``config.nli_model`` when it names another GGUF (a model of its own,
-    loaded on first use), else with ``llm``, the decomposer's and the judge's.
+    ``nli`` checks with ``config.nli_model`` when it names another model (one of its own,
+    loaded on first use), else with ``llm``, the decomposer's and the judge's. ``model_options``
+    (:func:`~workbench.models.cached.default_llm`'s threads, GPU layers, concurrency, timeout)
+    say how the models opened here run.
     """
+    options = dict(model_options or {})
     opened = []
     nli_llm = embedder = None
     if "embedding" in config.verifiers:
-        embedder = CachedEmbedder(store, config.embedding_model, n_threads=n_threads)
+        embedder = CachedEmbedder(store, config.embedding_model, n_threads=options.get("n_threads"),
+                                  n_gpu_layers=options.get("n_gpu_layers", 0))
         opened.append(embedder)
     if "nli" in config.verifiers and config.nli_model is not None:
-        nli_llm = default_llm(store, config.nli_model, n_threads=n_threads)
+        nli_llm = default_llm(store, config.nli_model, **options)
         opened.append(nli_llm)
     verifiers = make_verifiers(config.verifiers, llm=llm, embedder=embedder, nli_llm=nli_llm,
                                lexical_threshold=config.lexical_threshold,
@@ -201,9 +206,10 @@ class _ClaimsWork(PassWork):
     """A claim run's jobs (the answers of its run) and how one is verified; all writes on the calling thread."""
 
     def __init__(self, store: Store, run: Run, crid: int, config: ClaimsConfig, llm, verifiers,
-                 report: ClaimsReport, cells: Sequence[str] | None, limit: int | None):
+                 report: ClaimsReport, cells: Sequence[str] | None, limit: int | None, models: Sequence = ()):
         self.store, self.run, self.crid, self.config, self.llm, self.report = store, run, crid, config, llm, report
         self.verifiers, self.cells, self.limit = verifiers, cells, limit
+        self.models = [m for m in (llm, *models) if m is not None]   # each model the jobs call
         self._claims: dict[str, list[Claim]] = {}
         self._refs: dict[int, list[Claim]] = {}
         self._verdicts: dict[tuple[str, str, str], object] = {}
@@ -291,7 +297,10 @@ class _ClaimsWork(PassWork):
             out[verifier.name] = [self._verdicts[(verifier.name, claim, u)] for u in units]
         return out
 
-    def process(self, job) -> None:
+    def width(self) -> int:
+        return max([1] + [m.width for m in self.models if getattr(m, "width", None)])
+
+    def prepare(self, job):
         cell_id, sid, prediction, visible_json = job
         visible = json.loads(visible_json)
         sample = self.samples[sid]
@@ -313,6 +322,11 @@ class _ClaimsWork(PassWork):
         gold_uids = {u for path in sample.gold_paths for u in path}
         relevant = np.array([u in gold_uids for u in visible], dtype=bool) if gold_uids else None
         metrics = job_metrics(results, checks, len(units), relevant)
+        return visible, results, checks, reference, summary, metrics
+
+    def commit(self, job, prepared) -> None:
+        cell_id, sid = job[:2]
+        visible, results, checks, reference, summary, metrics = prepared
         with self.store.transaction() as conn:
             write_job(conn, self.crid, cell_id, sid, visible, results, checks, reference, summary, metrics)
         self.report.claims += len(results)
@@ -329,11 +343,13 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
                limit: int | None = None, llm=None, retry_errors: bool = False,
                stop: threading.Event | None = None,
                progress: Callable[[int, int, ClaimsReport], None] | None = None, wait: bool = False,
-               on_wait: Callable[[str], None] | None = None) -> ClaimsReport:
+               on_wait: Callable[[str], None] | None = None,
+               model_options: Mapping[str, Any] | None = None) -> ClaimsReport:
     """Verify the claims of every finished answer of ``run`` under ``config``; resumable.
 
     ``llm`` is a :class:`workbench.models.cached.CachedLLM`; by default one over
-    ``config.model`` is built when the config needs it. ``stop`` (set from another thread,
+    ``config.model`` is built when the config needs it. ``model_options`` say how the models
+    opened here run (:func:`open_verifiers`); served ones keep that many answers in flight. ``stop`` (set from another thread,
     e.g. a SIGINT handler) ends the pass after the job in progress. One process at a time
     runs a claim run: another holding it raises :class:`~workbench.store.lease.LeaseHeld`,
     or with ``wait`` is waited for (``on_wait`` hears why).
@@ -343,15 +359,15 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     config = config.resolved()
     own_llm = llm is None and config.needs_llm
     if own_llm:
-        llm = default_llm(store, config.model)   # loads the model on its first call only
+        llm = default_llm(store, config.model, **(model_options or {}))   # loads on its first call only
     opened: list = []
     try:
         # Everything that can refuse the options does so before anything is written.
-        verifiers, opened = open_verifiers(store, config, llm)
+        verifiers, opened = open_verifiers(store, config, llm, model_options=model_options)
         _check_cells(store, run, cells)
         crid = claim_run_id(store, run, config)
         report = ClaimsReport(run.name, claim_run=crid)
-        work = _ClaimsWork(store, run, crid, config, llm, verifiers, report, cells, limit)
+        work = _ClaimsWork(store, run, crid, config, llm, verifiers, report, cells, limit, models=opened)
         report = drive(store, f"claims:{crid}", work, report, retry_errors=retry_errors, stop=stop,
                        progress=progress, wait=wait, on_wait=on_wait)
         for other in opened:

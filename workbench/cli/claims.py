@@ -7,7 +7,7 @@ import sys
 
 from workbench.claims.decompose import DECOMPOSERS
 from workbench.claims.vote import TIES
-from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, count, number
@@ -39,12 +39,12 @@ def cmd_claims_run(args) -> int:
     config = claims_config(args)
     store = store_of(args)
     run = get_run(store, args.run)
-    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) if config.needs_llm else None
+    llm = default_llm(store, config.model, **model_options(args)) if config.needs_llm else None
     reports = []
 
     def execute(**kwargs):
         reports.append(run_claims(store, run, config, cells=args.cell, limit=args.limit, llm=llm,
-                                  retry_errors=args.retry_errors, **kwargs))
+                                  retry_errors=args.retry_errors, model_options=model_options(args), **kwargs))
         return reports[-1]
 
     code = run_pass("claims", "answers", execute, as_json=args.json, resume_hint=f"workbench claims run {run.name}",
@@ -201,7 +201,7 @@ def cmd_claims_check(args) -> int:
     store = store_of(args)
     labels, texts = context_units(store, dataset=args.dataset, doc=args.doc, units=args.units, texts=args.context)
     result = check_answer(store, args.answer, labels, texts, config, question=args.question or "",
-                          threads=args.threads)
+                          model_options=model_options(args))
     if args.json:
         emit_json(result)
         return OK

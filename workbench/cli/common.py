@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count
+from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count, number
 from workbench.errors import BadInput
 from workbench.models.base import ModelError
 from workbench.models.registry import BACKENDS, served_model, served_ref
@@ -19,6 +19,8 @@ DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir
 JSON_HELP = "machine-readable output"
 WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
 SCORES = ("acc", "cover", "set_f1")
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 86400.0
 
 
 def top_db_parent() -> argparse.ArgumentParser:
@@ -80,19 +82,31 @@ def add_model_threads(parser: argparse.ArgumentParser) -> None:
                         help="layers offloaded to a GPU (CUDA build; -1 = all)")
 
 
-def add_concurrency(parser: argparse.ArgumentParser) -> None:
-    """``--concurrency``: requests in flight at once to a served model."""
+def add_served(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency`` and ``--timeout``: how a served model is called."""
     parser.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
-                        help="requests in flight at once to a served model (default 4; a local GGUF runs one at a time)")
+                        help="requests in flight at once to a served model: that many items prepared at once, "
+                             "each still committed whole (default 4; a local GGUF runs one call at a time)")
+    parser.add_argument("--timeout", type=number(1, MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"seconds a served model may take to answer one request before it is tried again "
+                             f"(3 attempts; then the pass ends, exit 1, resumable) (default {DEFAULT_TIMEOUT:g})")
+
+
+def model_options(args: argparse.Namespace) -> dict:
+    """How the verb's models run, as :func:`~workbench.models.cached.default_llm` takes it: llama.cpp threads and
+    GPU layers for a local GGUF; requests in flight and the timeout for a served one."""
+    return dict(n_threads=getattr(args, "threads", None), n_gpu_layers=getattr(args, "n_gpu_layers", 0),
+                concurrency=getattr(args, "concurrency", 1), timeout=getattr(args, "timeout", DEFAULT_TIMEOUT))
 
 
 def add_model_choice(parser: argparse.ArgumentParser) -> None:
-    """``--backend`` and ``--base-url``: where the verb's ``--model`` runs (in-process, or on a server)."""
+    """Where the verb's ``--model`` runs (``--backend``, ``--base-url``) and how a served one is called (:func:`add_served`)."""
     parser.add_argument("--backend", choices=BACKENDS, default="llamacpp",
                         help="llamacpp: --model is a local GGUF run in this process (default); openai: --model is "
                              "the name of a model served at --base-url (any OpenAI-compatible server)")
     parser.add_argument("--base-url", help="with --backend openai: the server's API root, e.g. "
                                            "http://127.0.0.1:8000/v1 (a per-role model option takes URL#NAME)")
+    add_served(parser)
 
 
 def chosen_model(args: argparse.Namespace, model: str | None) -> str | None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model
+from workbench.cli.common import SharedParents, add_served, add_bootstrap, add_json, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number
@@ -68,7 +68,7 @@ def _execute(args, store) -> int:
     from workbench.models.cached import default_llm
 
     dedup = get_dedup_run(store, args.run)
-    llm = (default_llm(store, dedup.config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    llm = (default_llm(store, dedup.config.model, **model_options(args))
            if any(m != "embedding" for m in dedup.config.modes) else None)
     return run_pass("dedup", "verdicts", partial(execute_dedup, store, dedup.name, llm=llm,
                                                  retry_errors=args.retry_errors),
@@ -195,6 +195,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],
                         help="continue a dedup run's pending verdicts")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    add_served(q)
     q.set_defaults(func=cmd_dedup_resume)
 
     q = psub.add_parser("eval", parents=[parents.db, merge],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from workbench.cli.claims import claims_config, verification_parent
-from workbench.cli.common import SharedParents, add_bootstrap, add_json
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, model_options
 from workbench.cli.exit_codes import OK
 from workbench.models.embedders import LONG_ANSWERS
 from workbench.cli.shared import emit_json, run_pass, store_of
@@ -28,12 +28,12 @@ def cmd_meta_run(args) -> int:
     config = claims_config(args)
     store = store_of(args)
     meta = get_meta_set(store, args.name)
-    llm = default_llm(store, config.model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers) if config.needs_llm else None
+    llm = default_llm(store, config.model, **model_options(args)) if config.needs_llm else None
     reports = []
 
     def execute(**kwargs):
         reports.append(run_meta(store, meta, config, llm=llm, similarity=not args.no_similarity,
-                                retry_errors=args.retry_errors, **kwargs))
+                                retry_errors=args.retry_errors, model_options=model_options(args), **kwargs))
         return reports[-1]
 
     code = run_pass("meta", "responses", execute, as_json=args.json, resume_hint=f"workbench meta run {meta.name}",

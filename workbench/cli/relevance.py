@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from workbench.cli.common import SharedParents, chosen_model
+from workbench.cli.common import SharedParents, chosen_model, model_options
 from workbench.cli.shared import run_pass, store_of
 from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, count
 from workbench.tables import fmt_estimate
@@ -46,7 +46,7 @@ def cmd_retrieval_judge(args) -> int:
             + (f" --max-chars {args.max_chars}" if args.max_chars is not None else "")
             + (f" --limit {args.limit}" if args.limit is not None else ""))
     cut = {} if args.max_chars is None else {"max_chars": args.max_chars}
-    llm = default_llm(store, model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    llm = default_llm(store, model, **model_options(args))
     code = run_pass("relevance", "pairs", partial(judge_relevance, store, dataset, args.retriever, k=args.k,
                                                   model=model, limit=args.limit, llm=llm,
                                                   retry_errors=args.retry_errors, **cut),

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from dataclasses import asdict
 
-from workbench.cli.common import SharedParents, add_json, add_model_threads, add_out, add_resamples, chosen_model
+from workbench.cli.common import (SharedParents, add_json, add_model_threads, add_out, add_resamples, chosen_model,
+                                  model_options)
 from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
-from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, chosen_name, count, counts, name_or_path
+from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, MAX_TOKENS, chosen_name, count, counts, name_or_path
 from workbench.compare.render import fmt_delta, fmt_p
 from workbench.models.base import ModelError
 from workbench.models.registry import served_model
@@ -115,9 +116,10 @@ def cmd_questions_generate(args) -> int:
         model = chosen_model(args, args.model)
         check_model_options(("--model", model, GENERATOR))
         store = store_of(args)
-        llm = default_llm(store, model, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, on_wait=say)
+        llm = default_llm(store, model, **model_options(args), on_wait=say)
         try:
-            added = llm_questions(store, args.dataset, n=args.n, limit=args.limit, llm=llm)
+            added = llm_questions(store, args.dataset, n=args.n, limit=args.limit, max_tokens=args.max_tokens,
+                                  llm=llm)
         finally:
             llm.close()
     else:
@@ -283,6 +285,9 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="template: 如何做{菜名}？ or How do I make {name}?")
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
     q.add_argument("--limit", type=count(1, INT64_MAX), help="llm: only the first N documents")
+    q.add_argument("--max-tokens", type=count(16, MAX_TOKENS), default=160,
+                   help="llm: tokens the model may write per document (default 160; the questions it completed "
+                        "before the cut are kept)")
     q.add_argument("--model", default="default",
                    help="llm: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name; its "
                         "answers are cached, so a second run asks nothing again")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli.common import (SCORES, SharedParents, add_concurrency, add_json, add_model_threads,
-                                  add_retry_errors, add_seed, add_wait)
+from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
+                                  add_served, add_wait)
 from workbench.cli.exit_codes import FAILURE, OK, STOPPED
 from workbench.cli.shared import emit_json, list_rows, say, store_of
 from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_TOKENS, chosen_name,
@@ -170,7 +170,7 @@ def _dry_runs(args, store, gens) -> int:
 
     names = [args.name] if len(gens) == 1 else _sibling_names(args, store, gens, [model_label(g.model) for g in gens])
     opts = ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, concurrency=args.concurrency,
-                       on_wait=say)
+                       timeout=args.timeout, on_wait=say)
     results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
                        retry_errors=args.retry_errors) for gen, name in zip(gens, names)]
     if args.json:
@@ -287,7 +287,8 @@ def _generate(args, store, run):
     with StopOnSigint() as interrupt:
         try:
             report = execute(store, run, opts=ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
-                                                          concurrency=args.concurrency, on_wait=bar.waiting,
+                                                          concurrency=args.concurrency, timeout=args.timeout,
+                                                          on_wait=bar.waiting,
                                                           stop=interrupt.stop),
                              retry_errors=args.retry_errors, stop=interrupt.stop, progress=None if args.json else show,
                              wait=args.wait, on_wait=say)
@@ -398,10 +399,9 @@ def _grid_parent() -> argparse.ArgumentParser:
 
 
 def _execution_parent() -> argparse.ArgumentParser:
-    """How ``run`` and ``resume`` execute: llama.cpp threads, HTTP concurrency, retries, another writer."""
+    """How ``run`` and ``resume`` execute: llama.cpp threads, retries, another writer (``run`` adds the model choice)."""
     execution = argparse.ArgumentParser(add_help=False)
     add_model_threads(execution)
-    add_concurrency(execution)
     add_retry_errors(execution, "also re-run jobs that failed")
     add_wait(execution)
     return execution
@@ -442,6 +442,7 @@ def register(subparsers, parents: SharedParents) -> None:
 
     p = subparsers.add_parser("resume", parents=[parents.db, execution], help="continue a run's pending jobs")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
+    add_served(p)
     add_json(p)
     p.set_defaults(func=cmd_resume)
 

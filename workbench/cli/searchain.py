@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_seed, chosen_model
+from workbench.cli.common import SharedParents, add_served, add_bootstrap, add_json, add_seed, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, chosen_name, count, number
@@ -41,8 +41,8 @@ def _execute(args, store) -> int:
     from workbench.pipelines.runner import execute_searchain, get_pipeline_run
 
     prun = get_pipeline_run(store, args.run)
-    llm = default_llm(store, prun.config.model, n_ctx=prun.config.n_ctx, n_threads=args.threads,
-                      n_gpu_layers=args.n_gpu_layers, seed=prun.config.seed)
+    llm = default_llm(store, prun.config.model, n_ctx=prun.config.n_ctx, seed=prun.config.seed,
+                      **model_options(args))
     return run_pass("searchain", "samples", partial(execute_searchain, store, prun.name, llm=llm,
                                                     retry_errors=args.retry_errors),
                     as_json=args.json, resume_hint=f"workbench searchain resume {prun.name}", llm=llm,
@@ -110,6 +110,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("resume", parents=[parents.db, parents.model_pass],
                         help="continue a SearChain run's pending samples")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
+    add_served(q)
     q.set_defaults(func=cmd_searchain_resume)
 
     q = psub.add_parser("report", parents=[parents.db],

@@ -225,7 +225,7 @@ class _DedupWork(PassWork):
     def __init__(self, store: Store, run_id: int, kg_id: int, config: DedupConfig, llm):
         self.store, self.run_id, self.kg_id, self.config, self.llm = store, run_id, kg_id, config, llm
         self.own_llm = False
-        self.shown: tuple[tuple, tuple[str, str]] | None = None   # the last job and the contexts it was shown
+        self.shown: dict[tuple, tuple[str, str]] = {}   # the contexts each job in flight was shown
 
     def load(self, statuses: tuple[str, ...]) -> list[tuple[int, int, str]]:
         return self.store.conn.execute(
@@ -251,11 +251,14 @@ class _DedupWork(PassWork):
         a, b, mode = job
         return f"{self.graph.names[a]} ~ {self.graph.names[b]} ({mode})"
 
-    def process(self, job: tuple[int, int, str]) -> None:
+    def width(self) -> int:
+        return self.llm.width if self.llm is not None else 1
+
+    def prepare(self, job: tuple[int, int, str]):
         a, b, mode = job
         graph, ctx = self.graph, self.config.context(mode)
         text_a, text_b = graph.context(a, ctx).render(), graph.context(b, ctx).render()
-        self.shown = (job, (text_a, text_b))
+        self.shown[job] = (text_a, text_b)
         if mode == "embedding":
             verdict = self.embedder.judge(f"{graph.names[a]}\n{text_a}", f"{graph.names[b]}\n{text_b}")
             key = None
@@ -265,12 +268,15 @@ class _DedupWork(PassWork):
             verdict, key = parse_verdict(call.text), call.key
             if verdict is None:
                 raise ValueError(f"no verdict in the judge's output: {call.text[:120]!r}")
-        _finish(self.store, self.run_id, a, b, mode, verdict=verdict, contexts=(text_a, text_b), key=key)
+        return verdict, key
+
+    def commit(self, job: tuple[int, int, str], prepared) -> None:
+        verdict, key = prepared
+        _finish(self.store, self.run_id, *job, verdict=verdict, contexts=self.shown.pop(job), key=key)
 
     def fail(self, job: tuple[int, int, str], message: str) -> None:
         # A failed verdict keeps the contexts the judge was shown, when it got that far.
-        contexts = self.shown[1] if self.shown is not None and self.shown[0] == job else (None, None)
-        _finish(self.store, self.run_id, *job, error=message, contexts=contexts)
+        _finish(self.store, self.run_id, *job, error=message, contexts=self.shown.pop(job, (None, None)))
 
 
 def _finish(store: Store, run_id: int, a: int, b: int, mode: str, *, verdict=None, contexts=(None, None),

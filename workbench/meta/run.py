@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -69,8 +69,11 @@ def _add(total: MetaRunReport, part: ClaimsReport) -> None:
 def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, similarity: bool = True,
              retry_errors: bool = False, stop: threading.Event | None = None,
              progress: Callable[[int, int, MetaRunReport], None] | None = None, wait: bool = False,
-             on_wait: Callable[[str], None] | None = None) -> MetaRunReport:
+             on_wait: Callable[[str], None] | None = None,
+             model_options: Mapping[str, Any] | None = None) -> MetaRunReport:
     """Claim-check both runs of ``meta`` under ``config``, then (``similarity``) the whole-answer cosines.
+
+    ``model_options`` say how the models opened here run (as :func:`~workbench.claims.runner.run_claims`).
 
     Resumable and cached as ``claims run`` is: a second call does no model work, and a stopped
     one (``stop``) continues where it ended. ``progress`` hears (done, total, report) over both
@@ -82,7 +85,7 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
     report = MetaRunReport(meta.name)
     own_llm = llm is None and config.needs_llm
     if own_llm:
-        llm = default_llm(store, config.model)   # loads on its first call: one model for both passes
+        llm = default_llm(store, config.model, **(model_options or {}))   # loads on first call; both passes
     try:
         before = (0, 0)
         for run in meta.runs():
@@ -93,7 +96,7 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
                     progress(offset[0] + done, offset[1] + total, report)
 
             part = run_claims(store, run, config, llm=llm, retry_errors=retry_errors, stop=stop, progress=tick,
-                              wait=wait, on_wait=on_wait)
+                              wait=wait, on_wait=on_wait, model_options=model_options)
             _add(report, part)
             before = (report.done + report.errors, report.jobs)
             if part.stopped or part.fatal:

@@ -56,13 +56,20 @@ class CachedLLM:
     nothing left to do (every item finished) never loads a model. ``on_wait`` and
     ``stop``, settable until then, go to the factory: loading a local model waits for the
     machine-wide model slot, and they say who hears of that wait and what ends it.
+
+    Threads may share it (a pass with requests in flight): a served model (``width`` > 1) takes
+    their calls at once, a local one in turn; a call asked by two threads at once reaches the
+    model once, the second thread waiting for the first's answer.
     """
 
-    def __init__(self, store: Store, factory, *, seed: int = 0):
+    def __init__(self, store: Store, factory, *, seed: int = 0, width: int = 1):
         self.store = store
         self._factory = factory
         self._backend: Backend | None = None
         self.seed = seed
+        #: How many calls may usefully run at once: a served model's ``--concurrency``; 1 for a
+        #: local GGUF, whose calls take turns (``_lock``).
+        self.width = max(1, int(width))
         self.model_calls = 0
         self.cache_hits = 0
         # Of the calls the model ran (generations and one-pass choices; a replay evaluates
@@ -71,13 +78,52 @@ class CachedLLM:
         self.eval_tokens = 0
         self.on_wait: Callable[[str], None] | None = None
         self.stop: threading.Event | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()       # a local model runs one call at a time
+        self._state = threading.Lock()      # the counters, and the calls in flight by key
+        self._running: dict[str, threading.Event] = {}
 
     @property
     def backend(self) -> Backend:
-        if self._backend is None:
-            self._backend = self._factory(on_wait=self.on_wait, stop=self.stop)
-        return self._backend
+        with self._state:
+            if self._backend is None:
+                self._backend = self._factory(on_wait=self.on_wait, stop=self.stop)
+            return self._backend
+
+    def _cached(self, key: str) -> tuple | None:
+        """The cached row of ``key`` (output, seconds, scores). A call of the same key already running on
+        another thread is waited for first, so two jobs in flight never ask the model the same thing."""
+        while True:
+            row = self.store.conn.execute("SELECT output, seconds, scores FROM generations WHERE key = ?",
+                                          (key,)).fetchone()
+            with self._state:
+                running = self._running.get(key)
+                if running is None:
+                    if row is None:
+                        self._running[key] = threading.Event()   # this thread asks; others wait for it
+                    return row
+            running.wait()
+
+    def _model(self, key: str, call: Callable[[], object]) -> object:
+        """Run ``call`` (the model), one at a time on a local model; then release the key's waiters."""
+        try:
+            if self.width > 1:
+                return call()
+            with self._lock:
+                return call()
+        finally:
+            with self._state:
+                waiters = self._running.pop(key, None)
+            if waiters is not None:
+                waiters.set()
+
+    def _count(self, *, hit: bool, prompt_tokens: int = 0, eval_tokens: int = 0) -> None:
+        with self._state:
+            if hit:
+                self.cache_hits += 1
+            else:
+                self.model_calls += 1
+                self.prompt_tokens += prompt_tokens
+                self.eval_tokens += eval_tokens
 
     def ask(self, messages: Sequence[dict[str, str]], *, max_tokens: int, schema: dict | None = None,
             grammar: str | None = None, temperature: float = 0.0, repeat_penalty: float = 1.0) -> Call:
@@ -92,22 +138,24 @@ class CachedLLM:
                             repeat_penalty=repeat_penalty)
         constraint = {"gbnf": grammar} if grammar is not None else schema
         key = prompt_key(backend, prompt, sampling.as_dict(), constraint)
-        row = self.store.conn.execute("SELECT output, seconds FROM generations WHERE key = ?", (key,)).fetchone()
+        row = self._cached(key)
         if row is not None:
-            self.cache_hits += 1
+            self._count(hit=True)
             return Call(row[0], key, True, row[1])
-        with self._lock:
+
+        def generate():
             generation = (backend.generate(prompt, sampling, schema, grammar=grammar) if grammar is not None
                           else backend.generate(prompt, sampling, schema))
-        self.eval_tokens += generation.eval_tokens
-        self.prompt_tokens += generation.prompt_tokens
-        with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
-                " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, backend.model_id, generation.text, generation.prompt_tokens, generation.completion_tokens,
-                 generation.seconds, generation.finish_reason, utcnow()))
-        self.model_calls += 1
+            with self.store.transaction() as conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                    " seconds, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key, backend.model_id, generation.text, generation.prompt_tokens,
+                     generation.completion_tokens, generation.seconds, generation.finish_reason, utcnow()))
+            return generation
+
+        generation = self._model(key, generate)
+        self._count(hit=False, prompt_tokens=generation.prompt_tokens, eval_tokens=generation.eval_tokens)
         return Call(generation.text, key, False, generation.seconds)
 
     def choose(self, messages: Sequence[dict[str, str]], options: Sequence[str]) -> Call:
@@ -125,24 +173,27 @@ class CachedLLM:
             raise ModelError(f"the {backend.name} backend cannot score options in one pass")
         prompt = backend.render(messages)
         key = prompt_key(backend, prompt, {"choose": list(options)}, None)
-        row = self.store.conn.execute("SELECT output, seconds, scores FROM generations WHERE key = ?",
-                                      (key,)).fetchone()
+        row = self._cached(key)
         if row is not None and row[2] is not None:
-            self.cache_hits += 1
+            self._count(hit=True)
             return Call(row[0], key, True, row[1], tuple(json.loads(row[2])))
-        with self._lock:
+        if row is not None:   # cached before probabilities were kept: this thread makes it again
+            with self._state:
+                self._running.setdefault(key, threading.Event())
+
+        def choose():
             choice = backend.choose(prompt, options)
-        self.eval_tokens += choice.eval_tokens
-        self.prompt_tokens += choice.prompt_tokens
-        probabilities = choice.probabilities
-        with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
-                " seconds, finish_reason, created_at, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, backend.model_id, options[choice.index], choice.prompt_tokens, 0, choice.seconds, "choice",
-                 utcnow(), json.dumps(probabilities)))
-        self.model_calls += 1
-        return Call(options[choice.index], key, False, choice.seconds, probabilities)
+            with self.store.transaction() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO generations (key, model_id, output, prompt_tokens, completion_tokens,"
+                    " seconds, finish_reason, created_at, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key, backend.model_id, options[choice.index], choice.prompt_tokens, 0, choice.seconds,
+                     "choice", utcnow(), json.dumps(choice.probabilities)))
+            return choice
+
+        choice = self._model(key, choose)
+        self._count(hit=False, prompt_tokens=choice.prompt_tokens, eval_tokens=choice.eval_tokens)
+        return Call(options[choice.index], key, False, choice.seconds, choice.probabilities)
 
     def close(self) -> None:
         if self._backend is not None:
@@ -151,22 +202,22 @@ class CachedLLM:
 
 
 def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_threads: int | None = None,
-                n_gpu_layers: int = 0, seed: int = 0, concurrency: int = 4, on_wait: Callable[[str], None] | None = None,
-                stop: threading.Event | None = None) -> CachedLLM:
+                n_gpu_layers: int = 0, seed: int = 0, concurrency: int = 1, timeout: float = 120.0,
+                on_wait: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> CachedLLM:
     """A :class:`CachedLLM` over ``model``, loaded (or reached) on first use.
 
     ``model`` is a local GGUF (``default``: SmolLM2-135M) run by llama.cpp, or a served model
     ``<base-url>#<name>`` called over HTTP with up to ``concurrency`` requests in flight
-    (:mod:`workbench.models.registry`). Loading a local model waits for the machine-wide model
-    slot; ``on_wait``/``stop`` (also settable on the returned object before its first call)
-    hear of that wait and end it.
+    (:mod:`workbench.models.registry`), each waiting at most ``timeout`` seconds for its answer.
+    Loading a local model waits for the machine-wide model slot; ``on_wait``/``stop`` (also
+    settable on the returned object before its first call) hear of that wait and end it.
     """
     spec = backend_spec(model, n_ctx=n_ctx, seed=seed)
 
     def build(on_wait, stop) -> Backend:
         return make_backend(spec, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, concurrency=concurrency,
-                                             on_wait=on_wait, stop=stop), store)
+                                             timeout=timeout, on_wait=on_wait, stop=stop), store)
 
-    llm = CachedLLM(store, build, seed=seed)
+    llm = CachedLLM(store, build, seed=seed, width=concurrency if spec.backend == "openai" else 1)
     llm.on_wait, llm.stop = on_wait, stop
     return llm

@@ -199,6 +199,9 @@ class CachedEmbedder:
         self._embedder: Embedder | ServedEmbedder | None = None
         self.embedded = 0
         self.cached = 0
+        # Jobs in flight (a pass on a served chat model) may ask for vectors from several threads;
+        # a llama.cpp context embeds one batch at a time.
+        self._lock = threading.RLock()
 
     @property
     def model_calls(self) -> int:
@@ -224,7 +227,12 @@ class CachedEmbedder:
 
         ``role``: ``query`` (a search query, or both sides of a comparison) or ``passage`` (a
         text to be found); it picks the prefix the model needs (:meth:`EmbedderSpec.text`).
+        Threads take turns.
         """
+        with self._lock:
+            return self._vectors(texts, role, on_progress)
+
+    def _vectors(self, texts: Sequence[str], role: str, on_progress: Callable[[int, int], None] | None) -> np.ndarray:
         texts = [self.spec.text(t, role) for t in texts]
         keys = [text_sha(t) for t in texts]
         found = self._read(set(keys))

@@ -137,6 +137,9 @@ class OpenAIBackend:
             body["top_k"] = sampling.top_k
             body["repeat_penalty"] = sampling.repeat_penalty
         if json_schema is not None:
+            # Keys sorted, as llama.cpp in-process compiles a schema: a server writes an object's properties
+            # in the order its schema lists them, so both paths then write the same JSON.
+            json_schema = json.loads(json.dumps(json_schema, sort_keys=True))
             if self.response_format == "json_object":
                 body["response_format"] = {"type": "json_object", "schema": json_schema}
             else:
@@ -312,9 +315,12 @@ class OpenAIBackend:
                     time.sleep(self.backoff * 2 ** (attempt - 1))
                 continue
             return self._decode(url, status, raw)
-        reason = f"{type(last).__name__}: {last}" if last is not None else "no attempt made"
         n = self.retries
-        raise ServerUnreachable(f"{url}: server unreachable after {n} attempt{'s' if n != 1 else ''}: {reason}")
+        attempts = f"{n} attempt{'s' if n != 1 else ''}"
+        if isinstance(last, TimeoutError):
+            raise ServerUnreachable(f"{url}: no answer within {self.timeout:g} s ({attempts}; --timeout sets it)")
+        reason = f"{type(last).__name__}: {last}" if last is not None else "no attempt made"
+        raise ServerUnreachable(f"{url}: server unreachable after {attempts}: {reason}")
 
     def _decode(self, url: str, status: int, raw: bytes) -> Any:
         text = raw.decode("utf-8", errors="replace")

@@ -3,6 +3,8 @@
 A pass (a :class:`PassWork`) says which jobs are pending and how one job is done; each job
 is committed by the pass in its own transaction, with everything it produced, so a kill -9
 loses at most the job in progress and a resume selects exactly the jobs not committed.
+A pass whose model is served prepares up to ``width`` jobs at once on worker threads
+(:mod:`workbench.passes.inflight`) and still commits each whole on the calling thread.
 The driver owns the rest:
 
 - one writer: the jobs are selected and processed under the run's lease;
@@ -24,6 +26,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, Generic, Sequence, TypeVar
 
 from workbench.models.base import ModelError
+from workbench.passes.inflight import in_flight
 from workbench.passes.report import CallTally, PassReport
 from workbench.store.db import Store
 from workbench.store.lease import LeaseWaitStopped, hold, this_command
@@ -57,8 +60,20 @@ class PassWork(ABC, Generic[Job]):
     def close(self) -> None:
         """Release what ``open`` set up (called whenever ``open`` was)."""
 
-    def process(self, job: Job) -> None:
-        """Do one job and commit it with everything it produced, in one transaction."""
+    def width(self) -> int:
+        """How many jobs may be prepared at once: 1, or the requests in flight a served model takes."""
+        return 1
+
+    def prepare(self, job: Job) -> object:
+        """Everything one job needs before its commit: reads and model calls, no write of the job's own.
+
+        With a :meth:`width` above 1 this runs on a worker thread, beside other jobs' preparations;
+        a model call is committed to the cache as it returns (a kill loses no answered call).
+        """
+        raise NotImplementedError(f"{type(self).__name__} schedules its own jobs (process_all)")
+
+    def commit(self, job: Job, prepared: object) -> None:
+        """Write one job, with everything :meth:`prepare` produced for it, in one transaction."""
         raise NotImplementedError(f"{type(self).__name__} schedules its own jobs (process_all)")
 
     @abstractmethod
@@ -75,7 +90,7 @@ class PassWork(ABC, Generic[Job]):
             self.fail(job, message)
 
     def process_all(self, jobs: Sequence[Job], driver: Driver) -> None:
-        """Process ``jobs``; by default one at a time (:meth:`Driver.each`)."""
+        """Process ``jobs``; by default :meth:`width` at a time (:meth:`Driver.each`)."""
         driver.each(jobs)
 
 
@@ -111,16 +126,27 @@ class Driver(Generic[Job]):
         report.seconds = time.perf_counter() - self.start
 
     def each(self, jobs: Sequence[Job]) -> None:
-        """Process ``jobs`` one at a time until done, stopped, or the model fails."""
-        for job in jobs:
-            if self.stopping():
-                break
+        """Prepare ``jobs`` (up to the work's width at once) and commit each, until done, stopped, or the model fails.
+
+        Each job is committed whole on this thread as its preparation finishes. After a
+        :class:`ModelError` no further job starts; the ones already in flight are still committed.
+        """
+        work, failed = self.work, []
+
+        def halted() -> bool:
+            return bool(failed) or self.stopping()
+
+        for job, prepared in in_flight(jobs, work.prepare, work.width(), halted):
+            if isinstance(prepared, ModelError):   # the model cannot be used: no later job would get further
+                if not failed:
+                    self.fatal(prepared)
+                failed.append(job)
+                self.fail(job, f"model error: {prepared}")
+                continue
             try:
-                self.work.process(job)
-            except ModelError as exc:   # the model cannot be used: no later job would get further
-                self.fatal(exc)
-                self.fail(job, f"model error: {exc}")
-                break
+                if isinstance(prepared, Exception):
+                    raise prepared
+                work.commit(job, prepared)
             except Exception as exc:  # one job's failure is recorded on it; the pass goes on
                 self.fail(job, f"{type(exc).__name__}: {exc}", shown=str(exc))
             else:

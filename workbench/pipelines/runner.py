@@ -225,12 +225,18 @@ class _SearChainWork(PassWork):
     def describe(self, sid: int) -> str:
         return self.samples[sid].id
 
-    def process(self, sid: int) -> None:
+    def width(self) -> int:
+        return self.llm.width
+
+    def prepare(self, sid: int):
         sample, parts, t0 = self.samples[sid], self.parts, time.perf_counter()
         trace = run_searchain(sample.question, generate=parts.generate, retrieve=parts.retrieve,
                               reader=parts.reader, config=self.loop)
-        baseline = parts.baseline(sample)
-        _persist(self.store, self.prun_id, sample, trace, baseline, time.perf_counter() - t0)
+        return trace, parts.baseline(sample), time.perf_counter() - t0
+
+    def commit(self, sid: int, prepared) -> None:
+        trace, baseline, seconds = prepared
+        _persist(self.store, self.prun_id, self.samples[sid], trace, baseline, seconds)
 
     def fail(self, sid: int, message: str) -> None:
         with self.store.transaction() as conn:

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from workbench.metrics.ir import aggregate, doc_level, evaluate
 from workbench.models.cached import default_llm
 from workbench.models.structured import string_list_schema, strings_after
+from workbench.passes.inflight import in_flight
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
 
@@ -133,12 +134,11 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
     existing = {s.id for s in load_samples(store, ds.id)}
     next_sid = store.conn.execute("SELECT coalesce(max(sid), 0) FROM samples WHERE dataset_id = ?",
                                   (ds.id,)).fetchone()[0]
-    added = 0
-    for doc_id, title, category in docs:
-        if f"llm:{doc_id}:0" in existing:
-            continue
+    todo = [doc for doc in docs if f"llm:{doc[0]}:0" not in existing]
+
+    def ask(doc) -> tuple[list, list[str]]:
         chunks = store.conn.execute("SELECT uid, text FROM units WHERE dataset_id = ? AND doc_id = ? ORDER BY uid",
-                                    (ds.id, doc_id)).fetchall()
+                                    (ds.id, doc[0])).fetchall()
         text = "\n".join(t for _, t in chunks)[:max_chars]
         output = llm.ask([{"role": "user", "content": _LLM_PROMPT.format(text=text, n=n)}], max_tokens=max_tokens,
                          schema=QUESTION_SCHEMA).text
@@ -146,7 +146,14 @@ def llm_questions(store: Store, dataset: str | None = None, *, n: int = 3, limit
             questions = [q for q in json.loads(output).get("questions", []) if isinstance(q, str)]
         except (json.JSONDecodeError, AttributeError):
             questions = strings_after(output, "questions")  # cut off by max_tokens: keep the complete ones
-        questions = list(dict.fromkeys(q.strip() for q in questions if q.strip()))[:n]
+        return chunks, list(dict.fromkeys(q.strip() for q in questions if q.strip()))[:n]
+
+    added = 0
+    # A served model writes up to its --concurrency documents' questions at once; each document is kept as it ends.
+    for (doc_id, title, category), outcome in in_flight(todo, ask, llm.width, lambda: False):
+        if isinstance(outcome, Exception):
+            raise outcome
+        chunks, questions = outcome
         rows = []
         for i, question in enumerate(questions):
             next_sid += 1

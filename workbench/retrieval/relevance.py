@@ -225,12 +225,18 @@ class _RelevanceWork(PassWork):
         sid, uid = job
         return f"{self.question(sid)[0]} / {self.chunk(uid)[0]}"
 
-    def process(self, job: tuple[int, int]) -> None:
+    def width(self) -> int:
+        return self.llm.width
+
+    def prepare(self, job: tuple[int, int]):
         sid, uid = job
         chunk_id, text = self.chunk(uid)
         if not text:
             raise ValueError(f"chunk {chunk_id} has no text (named by a retriever, absent from kb.jsonl)")
-        call = self.llm.choose(relevance_messages(self.question(sid)[1], text[:self.config.max_chars]), OPTIONS)
+        return self.llm.choose(relevance_messages(self.question(sid)[1], text[:self.config.max_chars]), OPTIONS)
+
+    def commit(self, job: tuple[int, int], call) -> None:
+        sid, uid = job
         relevant = call.text == OPTIONS[0]
         with self.store.transaction() as conn:
             conn.execute("UPDATE relevance_verdicts SET status = 'done', relevant = ?, score = ?, gen_key = ?,"

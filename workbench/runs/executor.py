@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
@@ -26,6 +25,7 @@ from workbench.models.cached import prompt_key
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
+from workbench.passes.inflight import in_flight
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.runs.manifest import record_execution
 from workbench.store.db import Store, utcnow
@@ -227,36 +227,9 @@ class _RunWork(PassWork):
                 self._commit(job, cached, source="cache")
 
     def _outcomes(self, pending) -> Iterator[tuple[tuple, Generation | Exception]]:
-        def call(prompt):
-            try:
-                return self.backend.generate(prompt, self.sampling, self.schema)
-            except (PromptError, ModelError) as exc:
-                return exc
-
-        driver = self.driver
         width = max(1, getattr(self.backend, "concurrency", 1))
-        if width == 1:
-            for item in pending:
-                if driver.stopping():
-                    return
-                yield item, call(item[2])
-            return
-        with ThreadPoolExecutor(max_workers=width) as pool:
-            queue = iter(pending)
-            running: dict[Future, tuple] = {}
-            while True:
-                while len(running) < width and not driver.stop.is_set():
-                    item = next(queue, None)
-                    if item is None:
-                        break
-                    running[pool.submit(call, item[2])] = item
-                if not running:
-                    if driver.stop.is_set() and next(queue, None) is not None:
-                        driver.stopping()   # generations were left unstarted
-                    return
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    yield running.pop(fut), fut.result()
+        return in_flight(pending, lambda item: self.backend.generate(item[2], self.sampling, self.schema), width,
+                         self.driver.stopping)
 
     def _commit(self, job: _Job, generation: Generation, *, source: str, new_key: str | None = None) -> None:
         sample = self.samples[job.sid]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
@@ -56,6 +57,9 @@ class Store:
     newer_schema: str = ""
     # Set by a mode=ro open that had to create PATH-wal and PATH-shm: close() removes them again.
     made_sidecars: bool = False
+    # One transaction at a time on the shared connection: a pass with requests in flight caches
+    # model calls from worker threads while the calling thread commits jobs.
+    _tx_lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         dbfiles.opened(self.path)
@@ -74,10 +78,15 @@ class Store:
         """One ``BEGIN IMMEDIATE`` transaction: committed whole or rolled back whole.
 
         A full disk, an I/O error or a read-only file becomes an :class:`EnvironmentFault`
-        naming the database; the transaction has been rolled back by then.
+        naming the database; the transaction has been rolled back by then. Threads sharing the
+        store take turns: another thread's transaction waits for this one to end.
         """
         if self.readonly:
             raise EnvironmentFault(f"{self.path} is read-only: {self.readonly_reason}")
+        with self._tx_lock:
+            yield from self._transaction()
+
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -98,16 +107,17 @@ class Store:
         log at one instant (the incremental ledger) reads inside one snapshot. Nested use
         (already in a transaction) reads in the enclosing one.
         """
-        conn = self.conn
-        if conn.in_transaction:
-            yield conn
-            return
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
+        with self._tx_lock:
+            conn = self.conn
             if conn.in_transaction:
-                conn.execute("COMMIT")
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def count(self, table: str) -> int:
         """Row count of a table (tests and stats use it)."""
