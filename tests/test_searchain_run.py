@@ -83,7 +83,7 @@ def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
 def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa):
     db = metaqa.path
     cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
-           "--limit", "2", "--max-rounds", "2", "--name", "killed"]
+           "--limit", "1", "--max-rounds", "2", "--name", "killed"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_rows(db, "SELECT count(*) FROM generations", 1, proc)   # the first model call is committed
     os.kill(proc.pid, signal.SIGKILL)
@@ -95,12 +95,12 @@ def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa
     resumed = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "resume",
                               "killed", "--json"], capture_output=True, text=True, check=True)
     result = json.loads(resumed.stdout)
-    assert result["jobs"] == 2 - done_before and result["done"] == result["jobs"]
+    assert result["jobs"] == 1 - done_before and result["done"] == result["jobs"]
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # Calls made before the kill were served from the cache: the model never ran them twice.
     assert con.execute("SELECT count(*) FROM generations").fetchone()[0] == before + result["model_calls"]
-    assert result["cache_hits"] >= 1 or done_before == 2
+    assert result["cache_hits"] >= 1 or done_before == 1
 
 
 @pytest.mark.real_model

@@ -134,14 +134,14 @@ def test_kill_9_with_requests_in_flight_loses_no_answered_call_and_the_rerun_ask
 
 
 def test_a_server_that_stops_answering_in_time_ends_the_pass_in_one_line_and_a_rerun_finishes(db, capsys):
-    """After two answers every request takes 3 s; with ``--timeout 1`` each of its 3 attempts gives up."""
-    slow = Canned(answer=judge, delay=lambda number: 0.0 if number <= 2 else 3.0)
+    """After two answers every request takes 2 s; with ``--timeout 0.3`` each of its 3 attempts gives up."""
+    slow = Canned(answer=judge, delay=lambda number: 0.0 if number <= 2 else 2.0)
     try:
-        assert main(argv(db, slow, "--concurrency", "1", "--timeout", "1")) == 1
+        assert main(argv(db, slow, "--concurrency", "1", "--timeout", "0.3")) == 1
     finally:
         slow.close()
     report = json.loads(capsys.readouterr().out)
-    assert report["fatal"] == f"{slow.url}/chat/completions: no answer within 1 s (3 attempts; --timeout sets it)"
+    assert report["fatal"] == f"{slow.url}/chat/completions: no answer within 0.3 s (3 attempts; --timeout sets it)"
     assert (report["done"], report["errors"], len(slow.requests)) == (2, 1, 5)
     statuses = [v[0] for v in verdicts(db).values()]
     assert sorted(statuses) == ["done"] * 2 + ["error"] + ["pending"] * (len(PAIRS) - 3)

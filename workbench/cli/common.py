@@ -87,7 +87,7 @@ def add_served(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
                         help="requests in flight at once to a served model: that many items prepared at once, "
                              "each still committed whole (default 4; a local GGUF runs one call at a time)")
-    parser.add_argument("--timeout", type=number(1, MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=number(0.1, MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"seconds a served model may take to answer one request before it is tried again "
                              f"(3 attempts; then the pass ends, exit 1, resumable) (default {DEFAULT_TIMEOUT:g})")
 
