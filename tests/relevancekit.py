@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from conftest import write_jsonl
+from workbench.data.importer import import_dataset
 from workbench.models.base import Choice, Prompt
 from workbench.models.cached import CachedLLM
+from workbench.store import Store, open_store
 
 DATASET = "tinyc"
 
@@ -83,6 +86,19 @@ def build_tiny(directory: Path) -> Path:
         {"sample_id": q, "retriever": r, "results": [{"chunk_id": c, "score": 10.0 - i} for i, c in enumerate(cs)]}
         for r, per in RANKED.items() for q, cs in per.items()])
     return directory
+
+
+def tiny_db(db: Path, then: Callable[[Store], object] | None = None) -> Path:
+    """A new database at ``db`` with the tiny chunk dataset imported as ``tinyc`` (its files beside it);
+    ``then(store)`` runs before it is closed."""
+    store = open_store(db)
+    try:
+        import_dataset(store, build_tiny(db.parent / "tiny"), DATASET)
+        if then is not None:
+            then(store)
+    finally:
+        store.close()
+    return db
 
 
 def scripted_choice(index: int, n: int) -> Choice:

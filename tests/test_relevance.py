@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_db, write_jsonl
-from relevancekit import DATASET, QUESTIONS, RANKED, VERDICTS, build_tiny, p_yes, scripted_llm
+from relevancekit import DATASET, QUESTIONS, RANKED, VERDICTS, build_tiny, p_yes, scripted_llm, tiny_db
 from workbench.data.errors import InputRejected
 from workbench.data.importer import import_dataset
 from workbench.data.labels import export_labels, import_labels
@@ -39,14 +39,9 @@ from workbench.store.lease import LeaseRecovered
 
 @pytest.fixture(scope="module")
 def tiny_template(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("relevance")
-    store = open_store(directory / "wb.db")
-    try:
-        import_dataset(store, build_tiny(directory / "tiny"), DATASET)
-        cached_file_sha256(store, resolve_model("default"))     # the judge's sha256, read once for every copy
-    finally:
-        store.close()
-    return directory / "wb.db"
+    # The judge's sha256 is read once, for every copy.
+    return tiny_db(tmp_path_factory.mktemp("relevance") / "wb.db",
+                   then=lambda store: cached_file_sha256(store, resolve_model("default")))
 
 
 @pytest.fixture

@@ -22,9 +22,8 @@ import pytest
 
 from conftest import copy_db
 from llama_server import Canned, first_token, free_port, serve
-from relevancekit import CHUNKS, DATASET, QUESTIONS, RANKED, VERDICTS, build_tiny
+from relevancekit import CHUNKS, DATASET, QUESTIONS, RANKED, VERDICTS, tiny_db
 from workbench.cli import main
-from workbench.data.importer import import_dataset
 from workbench.models.base import ModelError
 from workbench.models.locate import default_model_path
 from workbench.store import open_store
@@ -50,13 +49,7 @@ P_WINNER = 1 / (1 + math.exp(-2.3))   # P(verdict) from logprobs -0.1 and -2.4
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("served-passes")
-    store = open_store(directory / "wb.db")
-    try:
-        import_dataset(store, build_tiny(directory / "tiny"), DATASET)
-    finally:
-        store.close()
-    return directory / "wb.db"
+    return tiny_db(tmp_path_factory.mktemp("served-passes") / "wb.db")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SAMPLE_METAQA, import_films_kg
 from llama_server import same_logits
-from relevancekit import DATASET, build_tiny
+from relevancekit import DATASET, tiny_db
 from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
@@ -48,17 +48,19 @@ def test_a_claim_run_with_every_verifier_stores_the_same_verdicts_and_scores(smo
               "--verifiers", "lexical,embedding,llm_judge,nli", "--json"]
     served = [*claims, "--backend", "openai", "--base-url", smollm2_server.base, "--model", "smollm2",
               "--embedding-model", e5_server.ref, "--concurrency", "3"]
+    capsys.readouterr()
     assert main(claims) == 0
+    local = json.loads(capsys.readouterr().out)
     asked = smollm2_server.requests(), e5_server.requests()
     assert main(served) == 0
-    remote = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
-    assert (remote["done"], remote["errors"]) == (2, 0)
+    remote = json.loads(capsys.readouterr().out)
+    assert (remote["done"], remote["errors"]) == (local["done"], local["errors"]) == (2, 0)
     assert smollm2_server.requests() > asked[0] and e5_server.requests() > asked[1]
     sql = ("SELECT cell_id, sid, idx, uid, verifier, supported, label, score FROM claim_verdicts"
            " WHERE claim_run_id = ? ORDER BY cell_id, sid, idx, uid, verifier")
     store = open_store(db)
     try:
-        here, there = rows(store, sql, 1), rows(store, sql, 2)
+        here, there = rows(store, sql, local["claim_run"]), rows(store, sql, remote["claim_run"])
         texts = rows(store, "SELECT claim_run_id, cell_id, sid, idx, text, source FROM claims ORDER BY 2, 3, 4, 1")
     finally:
         store.close()
@@ -74,10 +76,7 @@ def test_a_claim_run_with_every_verifier_stores_the_same_verdicts_and_scores(smo
 
 
 def test_the_relevance_judge_stores_the_same_verdicts_and_p_yes(smollm2_server, tmp_path, capsys):
-    db = str(tmp_path / "wb.db")
-    store = open_store(db)
-    import_dataset(store, build_tiny(tmp_path / "tiny"), DATASET)
-    store.close()
+    db = str(tiny_db(tmp_path / "wb.db"))
     judge = ["--db", db, "retrieval", "judge", DATASET, "--retriever", "bm25", "--k", "2", "--json"]
     assert main(judge) == 0
     served = [*judge, "--backend", "openai", "--base-url", smollm2_server.base, "--model", "smollm2"]

@@ -298,7 +298,7 @@ class _ClaimsWork(PassWork):
         return out
 
     def width(self) -> int:
-        return max([1] + [m.width for m in self.models if getattr(m, "width", None)])
+        return max((getattr(m, "width", 1) for m in self.models), default=1)   # an embedder takes turns: 1
 
     def prepare(self, job):
         cell_id, sid, prediction, visible_json = job

@@ -6,7 +6,7 @@ import argparse
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_served, add_bootstrap, add_json, chosen_model, model_options
+from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_served, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number

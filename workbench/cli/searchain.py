@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from workbench.cli.common import SharedParents, add_served, add_bootstrap, add_json, add_seed, chosen_model, model_options
+from workbench.cli.common import (SharedParents, add_bootstrap, add_json, add_seed, add_served, chosen_model,
+                                  model_options)
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import INT64_MAX, chosen_name, count, number
