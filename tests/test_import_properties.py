@@ -490,7 +490,7 @@ SMALLEST = {"kb.jsonl": b'{"triple": ["a", "r", "b"]}\n', "retrieval.jsonl": Non
             "samples.jsonl": b'{"id": "q0", "question": "q", "answers": ["b"], "gold_paths": []}\n'}
 
 
-@settings(max_examples=120, **PROPERTY)
+@settings(max_examples=80, **PROPERTY)
 @given(doc=dataset_directories())
 @example(doc={**SMALLEST, "dirname": os.fsdecode(b"d\xff"), "placed": ("file", "file", "file")})
 @example(doc={**SMALLEST, "dirname": "data", "placed": ("file", "file", "loop")})
@@ -573,7 +573,7 @@ def ragchecker_documents(draw) -> bytes:
     return data
 
 
-@settings(max_examples=120, **PROPERTY)
+@settings(max_examples=80, **PROPERTY)
 @given(data=ragchecker_documents(), stem=st.sampled_from(["rag results", *DIR_NAMES]), named=st.booleans(),
        how=placement(15), score=st.sampled_from(["acc", "cover", "set_f1"]))
 # The smallest document that fails (a defect, reported): a file whose name is not UTF-8, imported under --name.
@@ -620,7 +620,7 @@ def prediction_files(draw) -> tuple[str, bool, bytes | None]:
     return run, draw(st.booleans()), draw(jsonl_file(lines, spoil)), draw(placement(15))
 
 
-@settings(max_examples=100, **PROPERTY)
+@settings(max_examples=70, **PROPERTY)
 @given(doc=prediction_files())
 # The smallest file that fails (a defect, reported): a prediction for a sample of the dataset the run never asked.
 @example(doc=("open", False, f'{{"sample_id": "{Q4}", "cell_id": "k1-b64-score", "prediction": "x"}}\n'.encode(),
@@ -686,7 +686,7 @@ def label_files(draw) -> tuple[bool, bytes | None]:
     return draw(st.booleans()), draw(jsonl_file(lines, spoil)), draw(placement(15))
 
 
-@settings(max_examples=100, **PROPERTY)
+@settings(max_examples=70, **PROPERTY)
 @given(doc=label_files())
 # The smallest file that fails (a defect, reported): an answer label for a sample the run never asked is stored.
 @example(doc=(False, f'{{"kind": "answer", "run": "sweep", "sample_id": "{Q4}", "cell_id": "{CELL}", "label": true, '
@@ -766,7 +766,7 @@ def one_file_and(parts: tuple[bytes, ...] = (b"b.md",), data: bytes = b"y", how:
             "flags": ["--chunk-by", "heading", "--max-chars", "500", "--overlap", "0", "--category-depth", "2"]}
 
 
-@settings(max_examples=120, **PROPERTY)
+@settings(max_examples=80, **PROPERTY)
 @given(tree=corpus_trees())
 # The smallest corpora that fail (defects, reported): file names equal after whitespace
 # folding; a root whose name is not UTF-8 (imported under --name); a link to itself; a link to nothing.
@@ -865,7 +865,7 @@ def kg_directories(draw) -> dict:
             "placed": draw(st.tuples(*[placement(spoil)] * 3))}
 
 
-@settings(max_examples=120, **PROPERTY)
+@settings(max_examples=80, **PROPERTY)
 @given(doc=kg_directories())
 # The smallest directory that fails (a defect, reported): its name is not UTF-8, imported under --name.
 @example(doc={"kb.jsonl": b'{"triple": ["a", "r", "b"]}\n', "chunks.jsonl": None, "gold_clusters.jsonl": None,
@@ -928,7 +928,7 @@ def prompt_files(draw) -> tuple[str, bytes]:
     return suffix, data
 
 
-@settings(max_examples=100, **PROPERTY)
+@settings(max_examples=70, **PROPERTY)
 @given(doc=prompt_files(), how=placement(15))
 def test_any_prompt_template_is_read_or_refused_naming_the_file_before_anything_runs(doc, how, capsys, base_db):
     suffix, data = doc

@@ -116,7 +116,7 @@ def test_a_dedup_judge_stores_the_same_verdicts(smollm2_server, store, tmp_path)
 
 def test_searchain_stores_the_same_chains(smollm2_server, store):
     import_dataset(store, SAMPLE_METAQA, "metaqa")
-    config = dict(hops=2, limit=1, max_rounds=2, baseline_k=0)
+    config = dict(hops=2, limit=1, max_rounds=1, baseline_k=0)
     local, _ = plan_searchain(store, "metaqa", SearChainConfig(**config), "local")
     remote, _ = plan_searchain(store, "metaqa", SearChainConfig(**config, model=smollm2_server.ref), "served")
     here_report = execute_searchain(store, local)
