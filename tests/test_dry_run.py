@@ -147,12 +147,13 @@ def test_the_speed_fit_recovers_known_rates():
     assert flat.seconds(1000, 1, 5) > 0
 
 
-def test_a_missing_model_file_is_said_and_nothing_is_written(db, tmp_path, capsys):
+def test_a_missing_model_file_is_a_bad_option_and_nothing_is_written(db, tmp_path, capsys):
+    # As for a real run: the model is checked first, and a bad value of --model is exit 2 naming it.
     before = _fingerprint(db)
     absent = tmp_path / "absent.gguf"
-    assert main([*_run(db, "--name", "absent", "--model", str(absent)), "--dry-run"]) == 1
-    out = capsys.readouterr().out
-    assert "jobs            6" in out and f"not counted     prompts not rendered: {absent}: model file not found" in out
+    assert main([*_run(db, "--name", "absent", "--model", str(absent)), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: --model: {absent}: model file not found\n"
     assert _fingerprint(db) == before
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from workbench.cores import usable_cores
 from workbench.data.importer import import_dataset
+from workbench.errors import BadInput
 from workbench.models.base import ModelError, Sampling
 from workbench.models.llamacpp import LlamaCppBackend
 from workbench.models.locate import default_model_path, resolve_model
@@ -137,17 +138,16 @@ def test_grounded_runs_record_citations(tiny_store):
 
 
 @pytest.mark.real_model
-def test_a_missing_model_is_recorded_on_the_jobs_and_the_run_stays_resumable(tiny_store, tmp_path):
+def test_a_missing_model_is_refused_before_any_job_and_the_run_stays_resumable(tiny_store, tmp_path):
     run = _plan(tiny_store, "m", model=str(tmp_path / "nope.gguf"))
-    report = execute(tiny_store, run)
-    assert "model file not found" in report.fatal and report.errors == 6
-    errors = tiny_store.conn.execute("SELECT DISTINCT error FROM events WHERE run_id = ?", (run.id,)).fetchall()
-    assert len(errors) == 1 and "nope.gguf: model file not found" in errors[0][0]
-    # Put a model at that path and retry only the failed jobs.
+    with pytest.raises(BadInput, match=r"^the run's model: .*nope.gguf: model file not found$"):
+        execute(tiny_store, run)
+    statuses = tiny_store.conn.execute("SELECT status, error FROM events WHERE run_id = ?", (run.id,)).fetchall()
+    assert statuses == [("pending", None)] * 6          # nothing marked failed, nothing written
+    # Put a model at that path: the run continues with every job, no --retry-errors needed.
     (tmp_path / "nope.gguf").symlink_to(default_model_path())
-    assert execute(tiny_store, run).jobs == 0  # failed jobs are not pending
-    retried = execute(tiny_store, run, retry_errors=True)
-    assert (retried.jobs, retried.done, retried.errors) == (6, 6, 0)
+    resumed = execute(tiny_store, run)
+    assert (resumed.jobs, resumed.done, resumed.errors) == (6, 6, 0)
 
 
 @pytest.mark.real_model

@@ -17,6 +17,8 @@ import io
 import json
 import os
 import re
+import shutil
+import socket
 import struct
 import time
 from pathlib import Path
@@ -77,7 +79,9 @@ PROBES = {
 
 BAD_FILES = ["missing", "empty", "text", "cut in its header", "cut in its weights", "directory", "/dev/zero",
              "FIFO", "fake zip", "a billion billion keys", "an array of 2^60 strings", "a 4 EiB string",
-             "arrays nested 10,000 deep", "the other kind of model"]
+             "arrays nested 10,000 deep", "the other kind of model",
+             # Whole headers that llama.cpp cannot load: only loading the model finds them.
+             "a 96-byte llama header", "an unknown architecture", "a tensor-less bert header"]
 
 
 def model_options() -> set[tuple[str, str]]:
@@ -104,6 +108,18 @@ def key(name: str) -> bytes:
     return struct.pack("<Q", len(name)) + name.encode()
 
 
+def architecture_only(architecture: str) -> bytes:
+    """A whole GGUF v3 header of 96 bytes: no tensors, one key, ``general.architecture``."""
+    return crafted(0, 1, key("general.architecture") + struct.pack("<IQ", 8, len(architecture)) + architecture.encode())
+
+
+def renamed_architecture(gguf: bytes, new: bytes) -> bytes:
+    """A real model's bytes with its architecture's name replaced by another of the same length."""
+    at = gguf.index(b"general.architecture") + len("general.architecture") + 4 + 8
+    old = gguf[at:at + len(new)]
+    return gguf[:at] + new + gguf[at + len(old):]
+
+
 def write_bad_files(root: Path, real: dict[str, Path]) -> dict[str, dict[str, str]]:
     """For each role, the path standing for each of BAD_FILES."""
     root.mkdir()
@@ -116,6 +132,9 @@ def write_bad_files(root: Path, real: dict[str, Path]) -> dict[str, dict[str, st
     (root / "strings.gguf").write_bytes(crafted(0, 1, key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2 ** 60)))
     (root / "string.gguf").write_bytes(crafted(0, 1, struct.pack("<Q", 2 ** 62)))
     (root / "nested.gguf").write_bytes(crafted(0, 1, key("a") + struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 10_000))
+    (root / "llama96.gguf").write_bytes(architecture_only("llama")[:96])
+    (root / "bert0.gguf").write_bytes(architecture_only("bert")[:96])
+    (root / "xyzzy.gguf").write_bytes(renamed_architecture(real["generator"].read_bytes(), b"xyzzy"))
     files = {}
     for role, other in (("generator", "embedding"), ("embedding", "generator")):
         whole = real[role].read_bytes()
@@ -130,7 +149,10 @@ def write_bad_files(root: Path, real: dict[str, Path]) -> dict[str, dict[str, st
                        "an array of 2^60 strings": str(root / "strings.gguf"),
                        "a 4 EiB string": str(root / "string.gguf"),
                        "arrays nested 10,000 deep": str(root / "nested.gguf"),
-                       "the other kind of model": str(real[other])}
+                       "the other kind of model": str(real[other]),
+                       "a 96-byte llama header": str(root / "llama96.gguf"),
+                       "an unknown architecture": str(root / "xyzzy.gguf"),
+                       "a tensor-less bert header": str(root / "bert0.gguf")}
     return files
 
 
@@ -252,6 +274,10 @@ def test_a_model_file_that_cannot_serve_is_refused_in_one_line_before_anything_i
     ("a 4 EiB string", "a string of 4,611,686,018,427,387,904 bytes runs past the end of the file"),
     ("arrays nested 10,000 deep", "array a nests arrays deeper than 4 levels"),
     ("the other kind of model", "an embedding model (architecture 'bert'), not one that generates text"),
+    ("a 96-byte llama header", "llama.cpp cannot load it: error loading model hyperparameters: key not found in "
+                               "model: llama.context_length"),
+    ("an unknown architecture", "llama.cpp cannot load it: unknown model architecture: 'xyzzy'"),
+    ("a tensor-less bert header", "an embedding model (architecture 'bert'), not one that generates text"),
 ])
 def test_the_refusal_says_what_the_file_is(bad, why, probe, devices_never_opened, capsys):
     db, files = probe
@@ -329,3 +355,80 @@ def test_the_open_database_given_as_a_model_is_refused_without_opening_it(tmp_pa
                 check_model(str(given), role)
     finally:
         store.close()
+
+
+# -- a server that never answers, a run's recorded model, the tokenizer: the same rules -----------------
+
+@pytest.fixture
+def silent_server():
+    """``http://127.0.0.1:PORT/v1``: a server that accepts connections (the kernel's backlog) and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize(("verb", "option"), list(PROBES), ids=[f"{v} {o}" for v, o in PROBES])
+def test_the_up_front_check_of_a_served_model_honours_the_timeout(verb, option, probe, silent_server, capsys):
+    # Every model option of every verb, served: the check waits --timeout, not the default 120 s, and
+    # refuses in one line (exit 1: the option may be right, the server is not answering), nothing written.
+    db, _ = probe
+    role, argv = PROBES[(verb, option)]
+    before = every_row(db)
+    code = main(["--db", str(db), *argv, option, f"{silent_server}#m", "--timeout", "0.2"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err == f"error: {option}: {silent_server}/models: no answer within 0.2 s (1 attempt; --timeout sets it)\n"
+    assert every_row(db) == before
+
+
+def test_a_run_whose_server_is_down_is_refused_before_it_is_planned(probe, capsys):
+    db, _ = probe
+    before = every_row(db)
+    assert main(["--db", str(db), "run", "films", "--k", "1", "--budget", "64", "--format", "linear",
+                 "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"]) == 1
+    assert capsys.readouterr().err.startswith("error: --model: http://127.0.0.1:9/v1/models: server unreachable")
+    assert every_row(db) == before      # no run, cells, events or manifest
+
+
+@pytest.mark.parametrize("bad", ["text", "FIFO", "/dev/zero", "directory", "the other kind of model",
+                                 "an unknown architecture"])
+def test_resume_refuses_a_run_whose_model_file_was_replaced_and_leaves_its_jobs_pending(bad, probe, tmp_path,
+                                                                                       devices_never_opened, capsys):
+    db, files = probe
+    model = tmp_path / "model.gguf"
+    shutil.copyfile(default_model_path(), model)
+    store = open_store(db)
+    try:
+        plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="films", name="later",
+                   generation=GenerationConfig(model=str(model)).as_dict())
+    finally:
+        store.close()
+    model.unlink()
+    replacement = Path(files["generator"][bad])
+    if replacement.is_dir() or not replacement.is_file():
+        model.symlink_to(replacement)            # a FIFO, a device, a directory in its place
+    else:
+        shutil.copyfile(replacement, model)
+    before = every_row(db)
+    assert main(["--db", str(db), "resume", "later"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: the run's model: {model}: "), err
+    assert every_row(db) == before      # every job still pending, no error recorded on any
+
+
+def test_a_tokenizer_that_cannot_be_built_is_a_bad_option(probe, capsys):
+    db, files = probe
+    for verb in (["sweep", "films"], ["run", "films", "--dry-run"], ["run", "films"]):
+        assert main(["--db", str(db), *verb, "--k", "1", "--budget", "64", "--tokenizer",
+                     f"llama:{files['generator']['missing']}"]) == 2
+        assert capsys.readouterr().err == (f"error: --tokenizer: {files['generator']['missing']}: model file not "
+                                           "found\n")
+
+
+def test_a_dry_run_with_a_model_that_cannot_serve_is_a_bad_option_not_a_report(probe, capsys):
+    db, files = probe
+    path = files["generator"]["an unknown architecture"]
+    assert main(["--db", str(db), "run", "films", "--k", "1", "--budget", "64", "--dry-run", "--model", path]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: --model: {path}: llama.cpp cannot load it: unknown model architecture: 'xyzzy'\n"

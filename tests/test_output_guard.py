@@ -10,17 +10,20 @@ refusal below, and the database must come out byte-identical and intact. A direc
 
 from __future__ import annotations
 
+import argparse
 import errno
 import hashlib
 import os
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 
 import pytest
 
 from conftest import copy_db, write_jsonl
 from workbench.cli import main
+from workbench.cli.main import build_parser
 from workbench.data.outfile import TargetExists, check_target, write_atomic
 from workbench.data.importer import import_dataset
 from workbench.errors import BadInput
@@ -359,6 +362,31 @@ def test_a_damaged_bm25_index_is_rebuilt_with_a_note_naming_it(db, capsys):
     assert capsys.readouterr().err == ""          # the rebuilt index loads
 
 
+@pytest.mark.parametrize(("name", "how", "kind"), [
+    ("data.csc.index.npy", "a FIFO", "a FIFO"),
+    ("vocab.index.json", "a link to /dev/zero", "a symbolic link"),
+    ("workbench_bm25.json", "a link to /dev/zero", "a symbolic link"),
+])
+def test_a_bm25_index_file_that_is_not_a_file_is_never_read_the_index_is_rebuilt(name, how, kind, db, capsys):
+    # A FIFO would block the load for ever; /dev/zero grew to 3.2 GB and ended in a MemoryError traceback.
+    retrieve = ["--db", str(db), "retrieve", "tiny", "--retriever", "bm25", "--name", "fresh"]
+    assert main(retrieve) == 0
+    [index] = Path(f"{db}.indexes").iterdir()
+    (index / name).unlink()
+    if how == "a FIFO":
+        os.mkfifo(index / name)
+    else:
+        (index / name).symlink_to("/dev/zero")
+    capsys.readouterr()
+
+    assert answered_without_blocking(retrieve, index / name) == 0
+
+    assert capsys.readouterr().err == (f"note: the BM25 index {index} is damaged ({name} is {kind}, not a regular "
+                                       "file); rebuilding it\n")
+    assert main(retrieve) == 0
+    assert capsys.readouterr().err == ""          # the rebuilt index loads
+
+
 def test_an_index_cache_that_is_not_a_directory_costs_a_note_not_the_retrieval(db, capsys):
     cache = Path(f"{db}.indexes")
     cache.write_text("someone's notes\n")
@@ -369,3 +397,62 @@ def test_an_index_cache_that_is_not_a_directory_costs_a_note_not_the_retrieval(d
     assert err.startswith(f"note: cannot save the BM25 index to {cache}/bm25-")
     assert err.endswith("; it will be built again next time\n") and err.count("\n") == 1
     assert cache.read_text() == "someone's notes\n"
+
+
+# -- nothing probed blocks: a FIFO where a would-be database is looked for -----------------------------
+
+def verbs_with_an_out() -> set[str]:
+    """Every verb of the CLI with an --out (``export`` by its kinds): what the probes below must cover."""
+    found = set()
+
+    def walk(parser: argparse.ArgumentParser, verb: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*verb, name))
+            elif verb == ("export",) and action.dest == "what":
+                found.update(f"export {kind}" for kind in action.choices)
+        if parser.get_default("out_target") is not None and verb != ("export",):
+            found.add(" ".join(verb))
+
+    walk(build_parser(), ())
+    return found
+
+
+# Beside VERBS: the verbs whose output needs what the writer template lacks (the run has no claim run:
+# the export is refused after the --out probe, which is what is tried here).
+PROBED = {**VERBS, "export claims": ["export", "claims", "s"], "dedup export": ["dedup", "export", "review"]}
+
+
+def test_the_fifo_probes_cover_every_verb_with_an_out():
+    assert verbs_with_an_out() == set(PROBED)
+
+
+def answered_without_blocking(argv: list[str], fifo: Path) -> int:
+    """Run the CLI in a thread; should it open ``fifo`` and wait on it, release it and fail the test."""
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("code", main(argv)))
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join()
+        pytest.fail(f"{argv}: opened the FIFO {fifo} and waited on it")
+    return result["code"]
+
+
+@pytest.mark.parametrize("beside", ["-wal", ".indexes"])
+@pytest.mark.parametrize("verb", PROBED)
+def test_an_output_beside_a_fifo_is_answered_without_opening_the_fifo(verb, beside, db, judged_db, tmp_path, capsys):
+    # `--out X-wal` asks whether X is a SQLite database (its -wal would be its journal): X, a FIFO, is
+    # looked at with stat and is no database; its header is never read (open() would wait for a writer).
+    fifo = tmp_path / "X"
+    os.mkfifo(fifo)
+    out = f"{fifo}{beside}"
+    database = judged_db if verb == "dedup export" else db
+    code = answered_without_blocking(["--db", str(database), *PROBED[verb], "--out", out], fifo)
+    if verb == "export claims":
+        assert (code, capsys.readouterr().err) == (2, "error: run 's' has no claim run yet (`workbench claims run s`)\n")
+    else:
+        assert code == 0 and Path(out).exists()
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -131,7 +131,7 @@ class ListWork(PassWork):
 
     def __init__(self, jobs, llm=None, on_process=None, open_error=None, width=1):
         self.jobs, self.llm, self.on_process, self.open_error = list(jobs), llm, on_process, open_error
-        self.loaded_with, self.done, self.failed, self.closed = None, [], {}, False
+        self.loaded_with, self.done, self.failed, self.closed, self.opened = None, [], {}, False, False
         self._width, self.committed_on = width, set()
 
     def load(self, statuses):
@@ -141,6 +141,7 @@ class ListWork(PassWork):
     def open(self):
         if self.open_error:
             raise self.open_error
+        self.opened = True
 
     def close(self):
         self.closed = True
@@ -207,13 +208,25 @@ def test_a_fatal_model_error_ends_the_pass_and_is_reported_once():
     assert report.error_samples == [] and ticks[-1][:4] == (2, 3, 1, 1)
 
 
-def test_a_model_that_cannot_open_fails_every_job_without_processing_any():
+def test_a_model_that_cannot_open_ends_the_pass_with_every_job_still_pending():
     ticks = []
     work = ListWork(["a", "b"], open_error=ModelError("no such gguf"))
     report = _run(work, ticks=ticks)
-    assert report.fatal == "no such gguf" and (report.done, report.errors) == (0, 2) and ticks == []
-    assert work.failed == {"a": "model could not be used: no such gguf", "b": "model could not be used: no such gguf"}
+    assert report.fatal == "no such gguf" and (report.done, report.errors) == (0, 0) and ticks == []
+    assert work.failed == {} and work.done == []
     assert work.closed and report.seconds == 0.0
+
+
+def test_the_models_are_checked_once_jobs_are_selected_and_before_the_work_opens():
+    calls = []
+    work = ListWork(["a"])
+    work.check_models = lambda: calls.append(("check", work.opened))
+    _run(work)
+    assert calls == [("check", False)] and work.done == ["a"]
+    nothing = ListWork([])
+    nothing.check_models = lambda: calls.append("checked with nothing to do")
+    _run(nothing)
+    assert calls == [("check", False)]      # nothing pending: no model is loaded
 
 
 def test_stop_ends_the_pass_before_the_next_job():

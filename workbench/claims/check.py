@@ -57,7 +57,7 @@ def check_answer(store: Store, answer: str, labels: Sequence[str], texts: Sequen
     from workbench.models.cached import default_llm
 
     config.validate()
-    config.check_models()
+    config.check_models(timeout=(model_options or {}).get("timeout"))
     config = config.resolved()
     own = llm is None and config.needs_llm
     if own:

@@ -66,11 +66,12 @@ class ClaimsConfig:
         return (self.decomposer in ("llm", "hybrid") or "llm_judge" in self.verifiers
                 or ("nli" in self.verifiers and self.nli_model is None))
 
-    def check_models(self) -> None:
+    def check_models(self, timeout: float | None = None) -> None:
         """Refuse (``BadInput`` naming the option) a model the config needs or names that cannot serve.
 
-        Nothing is loaded or written: see :mod:`workbench.models.check`. A model named but not
-        needed (``--nli-model`` without the nli verifier) is checked too: it is part of the key.
+        Nothing is written; each model is loaded once and freed, or its server asked within
+        ``timeout`` (see :mod:`workbench.models.check`). A model named but not needed
+        (``--nli-model`` without the nli verifier) is checked too: it is part of the key.
         """
         options = []
         if self.needs_llm or self.model != "default":
@@ -79,7 +80,7 @@ class ClaimsConfig:
             options.append(("--nli-model", self.nli_model, GENERATOR))
         if "embedding" in self.verifiers or self.embedding_model is not None:
             options.append(("--embedding-model", self.embedding_model, EMBEDDING))
-        check_model_options(*options)
+        check_model_options(*options, timeout=timeout)
 
     def resolved(self, use: str = CLAIMS) -> ClaimsConfig:
         """This config with the embedding verifier's defaults filled in: the model's name and its threshold for ``use``.
@@ -124,7 +125,8 @@ def open_verifiers(store: Store, config: ClaimsConfig, llm, *,
     nli_llm = embedder = None
     if "embedding" in config.verifiers:
         embedder = CachedEmbedder(store, config.embedding_model, n_threads=options.get("n_threads"),
-                                  n_gpu_layers=options.get("n_gpu_layers", 0))
+                                  n_gpu_layers=options.get("n_gpu_layers", 0),
+                                  **({"timeout": options["timeout"]} if "timeout" in options else {}))
         opened.append(embedder)
     if "nli" in config.verifiers and config.nli_model is not None:
         nli_llm = default_llm(store, config.nli_model, **options)
@@ -234,6 +236,12 @@ class _ClaimsWork(PassWork):
             " ON e.run_id = ? AND e.cell_id = j.cell_id AND e.sid = j.sid"
             f" WHERE j.claim_run_id = ? AND j.status IN ({','.join('?' * len(statuses))}){scope}"
             " ORDER BY j.sid, j.cell_id", (run.id, self.crid, *statuses, *params)).fetchall()
+
+    def check_models(self) -> None:
+        for model in self.models:   # the judge, the nli model, the embedder: each loads (or answers) first
+            check = getattr(model, "check", None)
+            if check is not None:
+                check()
 
     def open(self) -> None:
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
@@ -355,7 +363,7 @@ def run_claims(store: Store, run: Run, config: ClaimsConfig, *, cells: Sequence[
     or with ``wait`` is waited for (``on_wait`` hears why).
     """
     config.validate()
-    config.check_models()
+    config.check_models(timeout=(model_options or {}).get("timeout"))
     config = config.resolved()
     own_llm = llm is None and config.needs_llm
     if own_llm:

@@ -25,7 +25,7 @@ def claims_config(args):
                           model=chosen_model(args, args.model), embedding_model=args.embedding_model,
                           nli_model=args.nli_model)
     config.validate()
-    config.check_models()   # before the store is opened: a refused model file leaves nothing behind
+    config.check_models(timeout=args.timeout)   # before the store is opened: a refused model file leaves nothing behind
     return config
 
 

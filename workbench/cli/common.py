@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count, number
 from workbench.errors import BadInput
 from workbench.models.base import ModelError
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.models.registry import BACKENDS, served_model, served_ref
 
 DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir)"
 JSON_HELP = "machine-readable output"
 WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
 SCORES = ("acc", "cover", "set_f1")
-DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 86400.0
 
 
@@ -87,9 +87,14 @@ def add_served(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
                         help="requests in flight at once to a served model: that many items prepared at once, "
                              "each still committed whole (default 4; a local GGUF runs one call at a time)")
+    add_timeout(parser, "then the pass ends, exit 1, resumable")
+
+
+def add_timeout(parser: argparse.ArgumentParser, then: str = "then exit 1") -> None:
+    """``--timeout``: how long a served model may take to answer; the up-front check waits as long."""
     parser.add_argument("--timeout", type=number(0.1, MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"seconds a served model may take to answer one request before it is tried again "
-                             f"(3 attempts; then the pass ends, exit 1, resumable) (default {DEFAULT_TIMEOUT:g})")
+                             f"(3 attempts; {then}) (default {DEFAULT_TIMEOUT:g})")
 
 
 def model_options(args: argparse.Namespace) -> dict:

@@ -44,7 +44,7 @@ def cmd_dedup_run(args) -> int:
                          embedding_model=args.embedding_model,
                          embedding_threshold=args.embedding_threshold)
     config.validate()
-    config.check_models()   # before the store is opened: a refused model file leaves nothing behind
+    config.check_models(timeout=args.timeout)   # before the store is opened: a refused model file leaves nothing behind
     store = store_of(args)
     name, created, stats = plan_dedup(store, args.kg, config, args.name)
     if not args.json:
@@ -71,7 +71,7 @@ def _execute(args, store) -> int:
     llm = (default_llm(store, dedup.config.model, **model_options(args))
            if any(m != "embedding" for m in dedup.config.modes) else None)
     return run_pass("dedup", "verdicts", partial(execute_dedup, store, dedup.name, llm=llm,
-                                                 retry_errors=args.retry_errors),
+                                                 retry_errors=args.retry_errors, timeout=args.timeout),
                     as_json=args.json, resume_hint=f"workbench dedup resume {dedup.name}", llm=llm,
                     wait=args.wait)
 

@@ -15,6 +15,7 @@ from workbench.cli import (byo, claims, compare, data, dedup, judge, ledger, met
 from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
 from workbench.cli.shared import close_stores
+from workbench.dbfiles import expect
 from workbench.terminal import EscapingStream
 
 DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
@@ -85,6 +86,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.verb is None:
         args.func = tui.cmd_tui
     try:
+        if getattr(args, "db", None) is not None:
+            # Known as this process's database before the verb opens it: no input or output may be it.
+            expect(args.db)
         if getattr(args, "out_target", None) is not None and args.out is not None:
             # Before any work, so a refused --out costs nothing (the write checks it again). Loaded
             # here, as the handlers load theirs: `workbench --help` needs no store.

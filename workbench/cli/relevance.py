@@ -38,7 +38,7 @@ def cmd_retrieval_judge(args) -> int:
     from workbench.store.queries import get_dataset
 
     model = chosen_model(args, args.model)
-    check_model_options(("--model", model, GENERATOR))
+    check_model_options(("--model", model, GENERATOR), timeout=args.timeout)
     store = store_of(args)
     dataset = get_dataset(store, args.dataset).name
     hint = (f"workbench retrieval judge {dataset} --retriever {args.retriever} --k {args.k}"

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from dataclasses import asdict
 
-from workbench.cli.common import (SharedParents, add_json, add_model_threads, add_out, add_resamples, chosen_model,
-                                  model_options)
+from workbench.cli.common import (SharedParents, add_json, add_model_threads, add_out, add_resamples, add_timeout,
+                                  chosen_model, model_options)
 from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
@@ -69,11 +69,11 @@ def cmd_retrieve(args) -> int:
         retriever, model = ("dense" if retriever == "bm25" else retriever), model or args.dense_model
     if retriever != "bm25" or model is not None:
         option = "--dense-model" if args.embedding_model is None and args.dense_model else "--embedding-model"
-        check_model_options((option, model, EMBEDDING))
+        check_model_options((option, model, EMBEDDING), timeout=args.timeout)
     try:
         report = retrieve(store_of(args), args.dataset, name=args.name, k=args.k, mode=args.mode,
                           retriever=retriever, embedding_model=model, replace=args.replace, n_threads=args.threads,
-                          on_wait=say)
+                          on_wait=say, timeout=args.timeout)
     except ModelError as exc:
         raise ValueError(f"--embedding-model: {exc}") from None
     if report.replaced is not None:
@@ -114,7 +114,7 @@ def cmd_questions_generate(args) -> int:
 
     if args.strategy == "llm":
         model = chosen_model(args, args.model)
-        check_model_options(("--model", model, GENERATOR))
+        check_model_options(("--model", model, GENERATOR), timeout=args.timeout)
         store = store_of(args)
         llm = default_llm(store, model, **model_options(args), on_wait=say)
         try:
@@ -248,6 +248,7 @@ def register(subparsers, parents: SharedParents) -> None:
                         "checkpoint (directory or .zip, converted once) or an embedding GGUF")
     p.add_argument("--dense-model", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=count(1, 1024), help="CPU threads for the embedding model (default: every core this process may use)")
+    add_timeout(p)
     p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto",
                    help="BM25 tokenizer (bm25, hybrid)")

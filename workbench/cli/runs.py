@@ -20,6 +20,7 @@ def cmd_sweep(args) -> int:
     from workbench.progress import ProgressBar
     from workbench.runs.sweep import plan_sweep
 
+    check_tokenizer_option(args.tokenizer)
     result = plan_sweep(store_of(args), _sweep_config(args), dataset=args.dataset, name=args.name,
                         progress=None if args.json else ProgressBar("sweep"))
     if args.json:
@@ -60,8 +61,11 @@ def cmd_run(args) -> int:
             for model in _models(args.model)]
     for gen in gens:
         gen.validate()
-    if not args.dry_run:   # a dry run writes nothing: it says what it cannot count instead
-        check_model_options(*(("--model", gen.model, GENERATOR) for gen in gens if gen.backend == "llamacpp"))
+    check_tokenizer_option(args.tokenizer)
+    # Every model loads (or its server answers) before the run is planned: nothing is written for a model
+    # that cannot serve. A dry run asks no server (it says what it cannot count instead).
+    check_model_options(*(("--model", gen.model_ref, GENERATOR) for gen in gens
+                          if not (args.dry_run and gen.backend != "llamacpp")), timeout=args.timeout)
     store = store_of(args)
     if args.dry_run:
         return _dry_runs(args, store, gens)
@@ -75,6 +79,18 @@ def cmd_run(args) -> int:
         state = "planned" if result.created else "found (same config): resuming"
         print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)
     return _execute(args, store, get_run(store, result.run))
+
+
+def check_tokenizer_option(spec: str) -> None:
+    """Build the evidence tokenizer ``--tokenizer`` names (cached for the run), or refuse it naming the option (exit 2)."""
+    from workbench.errors import BadInput
+    from workbench.evidence.tokenizers import get_tokenizer
+    from workbench.models.base import ModelError
+
+    try:
+        get_tokenizer(spec)
+    except (ValueError, ModelError) as exc:
+        raise BadInput(f"--tokenizer: {exc}") from None
 
 
 def _models(text: str) -> list[str]:

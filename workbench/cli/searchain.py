@@ -18,7 +18,7 @@ def cmd_searchain_run(args) -> int:
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
     model = chosen_model(args, args.model)
-    check_model_options(("--model", model, GENERATOR))
+    check_model_options(("--model", model, GENERATOR), timeout=args.timeout)
     config = SearChainConfig(model=model, n_ctx=args.n_ctx, max_tokens=args.max_tokens, grammar=args.grammar,
                              threshold=args.threshold,
                              max_rounds=args.max_rounds, reader=args.reader, baseline_k=args.baseline_k,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import claim_dataset_name, count_noun, name_taken
-from workbench.data.infile import check_input, entry_kind
+from workbench.data.infile import check_input, entry_kind, read_input, refuse_database
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text
 from workbench.store.db import Store, utcnow
@@ -108,6 +108,7 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
             if kind is not None:
                 special.append(f"{path.relative_to(root).as_posix()}: {kind}")
             elif wanted:
+                refuse_database(path)   # a hard link to the database, named notes.md: never read
                 paths.append(path)
     keys: dict[str, str] = {}     # a document id, normalized as unit keys are -> the first such id
     for path in sorted(paths):
@@ -124,8 +125,8 @@ def read_corpus(root: Path, config: ChunkConfig) -> tuple[list[Document], list[s
             continue
         keys[key] = rel
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_input(path).decode("utf-8")
+        except (OSError, UnicodeDecodeError, BadInput) as exc:
             unreadable.append(f"{rel}: {type(exc).__name__}: {exc}")
             continue
         folders = rel.split("/")[:-1]

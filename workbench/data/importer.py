@@ -17,7 +17,7 @@ from typing import Any
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import (check_label_name, check_list, check_name, check_object, check_required, check_score,
                                    check_source_path, check_str, check_str_list, check_triple)
-from workbench.data.infile import check_input, check_optional
+from workbench.data.infile import check_input, check_optional, open_input
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.evidence.units import normalize_text, triple_key
@@ -122,7 +122,7 @@ def content_sha256(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
         digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         digest.update(b"\0")

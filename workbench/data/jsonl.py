@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import json_type
+from workbench.data.infile import open_input
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 100
@@ -49,7 +50,7 @@ def read_jsonl(path: Path, log: ProblemLog, *, display: str | None = None) -> It
     name = display or path.name
     seen_record = False
     first_slice = min(_SLICE, MAX_LINE_BYTES)
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         lineno = 0
         while True:
             raw = fh.readline(first_slice)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import ImportReport, claim_dataset_name, name_taken
-from workbench.data.infile import check_input
+from workbench.data.infile import check_input, read_input
 from workbench.data.meta_file import LABELS, SIDES, Baseline, Instance, read_meta
 from workbench.data.ragchecker import DEFAULT_SCORE, FORMAT, MAX_FILE_BYTES, NO_GOLD_TERMS
 from workbench.errors import BadInput
@@ -163,10 +163,7 @@ def _checked_path(path: str | Path, hint: str) -> Path:
 
 
 def _read(path: Path) -> bytes:
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise BadInput(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for one JSON document")
-    return path.read_bytes()
+    return read_input(path, limit=MAX_FILE_BYTES, what="JSON document")
 
 
 def _check_names(conn, name: str, own_dataset: tuple | None) -> None:

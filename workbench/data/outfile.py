@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.errors import BadInput, EnvironmentFault
-from workbench.filekinds import file_kind
-from workbench.store.caches import INDEX_CACHE_SUFFIX
-from workbench.dbfiles import SIDECARS, database_file_of, open_database_paths
+from workbench.filekinds import file_kind, read_regular
+from workbench.dbfiles import INDEX_CACHE_SUFFIX, SIDECARS, database_file_of, open_database_paths
 from workbench.store.db import SQLITE_MAGIC
 from workbench.terminal import write_data
 
@@ -183,8 +182,8 @@ def _is_sqlite(path: Path) -> bool:
     if database_file_of(path) is not None:
         return True
     try:
-        with open(path, "rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+        # A FIFO or a device is no database, and is not opened: a FIFO would block until a writer came.
+        return read_regular(path, len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
         return False
 

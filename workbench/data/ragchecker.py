@@ -45,7 +45,7 @@ from pathlib import Path
 from workbench.data.errors import ProblemLog
 from workbench.data.fields import check_name, check_source_path
 from workbench.data.importer import ImportReport, claim_dataset_name, name_taken
-from workbench.data.infile import check_input
+from workbench.data.infile import check_input, read_input
 from workbench.claims.imported import IMPORTED, CheckedAnswer, write_imported
 from workbench.claims.metrics import RAGCHECKER_NAMES, ragchecker_overall
 from workbench.data.ragchecker_file import Result, read_results
@@ -101,10 +101,7 @@ def import_ragchecker(store: Store, path: str | Path, name: str, *, score: str =
     check_source_path(path, "the file's path")
     path = check_input(path, hint="expected RAGChecker's JSON: {\"results\": [...]}")
     scorer = get_scorer(score)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise BadInput(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for one JSON document")
-    data = path.read_bytes()
+    data = read_input(path, limit=MAX_FILE_BYTES, what="JSON document")
     # The score is part of the identity: the same file scored otherwise is other content.
     sha = hashlib.sha256(f"ragchecker\0score={score}\0tokenizer={tokenizer}\0".encode() + data).hexdigest()
 

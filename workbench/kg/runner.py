@@ -20,6 +20,7 @@ from workbench.models.cached import default_llm
 from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
 from workbench.models.embedder import CachedEmbedder
 from workbench.models.embedders import DEDUP, embedding_choice
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
 from workbench.store.db import Store, utcnow
@@ -61,17 +62,18 @@ class DedupConfig:
         model, threshold = embedding_choice(self.embedding_model, self.embedding_threshold, DEDUP)
         return replace(self, embedding_model=model, embedding_threshold=threshold)
 
-    def check_models(self) -> None:
+    def check_models(self, timeout: float | None = None) -> None:
         """Refuse (``BadInput`` naming the option) a model the modes need, or one named, that cannot serve.
 
-        Nothing is loaded or written (:mod:`workbench.models.check`).
+        Nothing is written; each model is loaded once and freed, or its server asked within
+        ``timeout`` (:mod:`workbench.models.check`).
         """
         options = []
         if any(m != "embedding" for m in self.modes) or self.model != "default":
             options.append(("--model", self.model, GENERATOR))
         if "embedding" in self.modes or self.embedding_model is not None:
             options.append(("--embedding-model", self.embedding_model, EMBEDDING))
-        check_model_options(*options)
+        check_model_options(*options, timeout=timeout)
 
     def context(self, mode: str) -> ContextConfig:
         return ContextConfig(max_relations=self.max_relations, include_text_context=mode == "graph+text",
@@ -207,14 +209,16 @@ def plan_dedup(store: Store, kg: str | None, config: DedupConfig, name: str | No
 def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_errors: bool = False,
                   stop: threading.Event | None = None,
                   progress: Callable[[int, int, PassReport], None] | None = None, wait: bool = False,
-                  on_wait: Callable[[str], None] | None = None) -> PassReport:
+                  on_wait: Callable[[str], None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> PassReport:
     """Judge every pending (pair, mode) of a dedup run, each committed with its contexts.
+
+    ``timeout`` bounds each answer of a served embedding model (the judge's is ``llm``'s own).
 
     One process at a time runs it: another holding it raises
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` is waited for.
     """
     run = get_dedup_run(store, name)
-    return drive(store, f"dedup:{run.name}", _DedupWork(store, run.id, run.kg_id, run.config, llm),
+    return drive(store, f"dedup:{run.name}", _DedupWork(store, run.id, run.kg_id, run.config, llm, timeout),
                  PassReport(run=run.name),
                  retry_errors=retry_errors, stop=stop, progress=progress, wait=wait, on_wait=on_wait)
 
@@ -222,8 +226,10 @@ def execute_dedup(store: Store, name: str | None = None, *, llm=None, retry_erro
 class _DedupWork(PassWork):
     """A dedup run's jobs (its pending ``(a, b, mode)`` verdicts) and how one is judged."""
 
-    def __init__(self, store: Store, run_id: int, kg_id: int, config: DedupConfig, llm):
+    def __init__(self, store: Store, run_id: int, kg_id: int, config: DedupConfig, llm,
+                 timeout: float = DEFAULT_TIMEOUT):
         self.store, self.run_id, self.kg_id, self.config, self.llm = store, run_id, kg_id, config, llm
+        self.timeout = timeout
         self.own_llm = False
         self.shown: dict[tuple, tuple[str, str]] = {}   # the contexts each job in flight was shown
 
@@ -232,13 +238,21 @@ class _DedupWork(PassWork):
             f"SELECT a, b, mode FROM dedup_verdicts WHERE run_id = ? AND status IN ({','.join('?' * len(statuses))})"
             " ORDER BY a, b, mode", (self.run_id, *statuses)).fetchall()
 
+    def check_models(self) -> None:
+        if self.llm is None and any(m != "embedding" for m in self.config.modes):
+            check_model_options(("the run's model", self.config.model, GENERATOR), timeout=self.timeout)
+        if "embedding" in self.config.modes:
+            check_model_options(("the run's embedding model", self.config.embedding_model, EMBEDDING),
+                                timeout=self.timeout)
+        super().check_models()
+
     def open(self) -> None:
         config = self.config
         self.graph = KG(self.store, self.kg_id)
         if self.llm is None and any(m != "embedding" for m in config.modes):
             self.own_llm = True
             self.llm = default_llm(self.store, config.model)
-        self.embedder = (EmbeddingJudge(CachedEmbedder(self.store, config.embedding_model),
+        self.embedder = (EmbeddingJudge(CachedEmbedder(self.store, config.embedding_model, timeout=self.timeout),
                                         config.embedding_threshold) if "embedding" in config.modes else None)
 
     def close(self) -> None:

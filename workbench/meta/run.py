@@ -30,6 +30,7 @@ from workbench.models.cached import default_llm
 from workbench.models.embedder import CachedEmbedder
 from workbench.models.embedders import LONG_ANSWERS
 from workbench.models.locate import model_label
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.models.registry import served_model
 from workbench.store.db import Store
 from workbench.store.queries import load_samples
@@ -80,7 +81,7 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
     responses' jobs.
     """
     config.validate()
-    config.check_models()
+    config.check_models(timeout=(model_options or {}).get("timeout"))
     config = config.resolved(LONG_ANSWERS)   # a long answer's claims: the embedder's threshold for them
     report = MetaRunReport(meta.name)
     own_llm = llm is None and config.needs_llm
@@ -105,14 +106,16 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
         if own_llm:
             llm.close()
     if similarity and not (stop is not None and stop.is_set()):
-        embedded, cached, name = score_similarity(store, meta, config.embedding_model)
+        embedded, cached, name = score_similarity(store, meta, config.embedding_model,
+                                                  timeout=(model_options or {}).get("timeout", DEFAULT_TIMEOUT))
         report.embedded = (report.embedded or 0) + embedded
         report.embeddings_cached = (report.embeddings_cached or 0) + cached
         report.similarity_model = name
     return report
 
 
-def score_similarity(store: Store, meta: MetaSet, model: str | None = None) -> tuple[int, int, str]:
+def score_similarity(store: Store, meta: MetaSet, model: str | None = None,
+                     timeout: float = DEFAULT_TIMEOUT) -> tuple[int, int, str]:
     """Store each response's cosine with its reference under ``model`` (the default embedder when None).
 
     Returns (texts embedded now, texts read from the cache, the model's name as stored).
@@ -120,7 +123,7 @@ def score_similarity(store: Store, meta: MetaSet, model: str | None = None) -> t
     references = {s.sid: s.answers[0] if s.answers else "" for s in load_samples(store, meta.dataset_id)}
     pairs = responses(store, meta)
     sids = sorted(sid for sid in pairs if sid in references)
-    embedder = CachedEmbedder(store, model)
+    embedder = CachedEmbedder(store, model, timeout=timeout)
     try:
         name = model_label(embedder.path) if served_model(embedder.path) else Path(str(embedder.path)).stem
         texts = [references[sid] for sid in sids] + [pairs[sid][0] for sid in sids] + [pairs[sid][1] for sid in sids]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from workbench.models.base import COMPLETION_TEMPLATE, Backend, ModelError, Prompt, Sampling
+from workbench.models.check import GENERATOR, check_model_options
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.models.registry import ExecOptions, backend_spec, make_backend
 from workbench.store.db import Store, utcnow
 
@@ -62,9 +64,12 @@ class CachedLLM:
     model once, the second thread waiting for the first's answer.
     """
 
-    def __init__(self, store: Store, factory, *, seed: int = 0, width: int = 1):
+    def __init__(self, store: Store, factory, *, seed: int = 0, width: int = 1, model: str | None = None,
+                 timeout: float | None = None):
         self.store = store
         self._factory = factory
+        #: The model as a model option names it, and the server's answer bound: what :meth:`check` checks.
+        self.model, self.timeout = model, timeout
         self._backend: Backend | None = None
         self.seed = seed
         #: How many calls may usefully run at once: a served model's ``--concurrency``; 1 for a
@@ -195,6 +200,13 @@ class CachedLLM:
         self._count(hit=False, prompt_tokens=choice.prompt_tokens, eval_tokens=choice.eval_tokens)
         return Call(options[choice.index], key, False, choice.seconds, choice.probabilities)
 
+    def check(self, label: str = "the run's model") -> None:
+        """Load the model once and free it (or ask its server), before anything is written: one that cannot
+        serve raises ``BadInput`` (exit 2) or, for a server that does not answer, ``EnvironmentFault`` (exit 1),
+        as ``LABEL: PATH: why``. A model already built here has loaded: nothing to check."""
+        if self._backend is None and self.model is not None:
+            check_model_options((label, self.model, GENERATOR), timeout=self.timeout)
+
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
@@ -202,7 +214,7 @@ class CachedLLM:
 
 
 def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_threads: int | None = None,
-                n_gpu_layers: int = 0, seed: int = 0, concurrency: int = 1, timeout: float = 120.0,
+                n_gpu_layers: int = 0, seed: int = 0, concurrency: int = 1, timeout: float = DEFAULT_TIMEOUT,
                 on_wait: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> CachedLLM:
     """A :class:`CachedLLM` over ``model``, loaded (or reached) on first use.
 
@@ -218,6 +230,7 @@ def default_llm(store: Store, model: str = "default", *, n_ctx: int = 2048, n_th
         return make_backend(spec, ExecOptions(n_threads=n_threads, n_gpu_layers=n_gpu_layers, concurrency=concurrency,
                                              timeout=timeout, on_wait=on_wait, stop=stop), store)
 
-    llm = CachedLLM(store, build, seed=seed, width=concurrency if spec.backend == "openai" else 1)
+    llm = CachedLLM(store, build, seed=seed, width=concurrency if spec.backend == "openai" else 1, model=model,
+                    timeout=timeout)
     llm.on_wait, llm.stop = on_wait, stop
     return llm

@@ -13,8 +13,13 @@ a run, plans a job or hashes the file into ``model_files``. What a model of each
   (:func:`~workbench.models.embedders.resolve_embedding_model`).
 
 Either way a directory where a file is due, a device or a FIFO is refused from ``stat``,
-never opened; a file's header is read within its own size and its weights never. A refusal
-is one line naming the option (:class:`~workbench.errors.BadInput`: exit 2).
+never opened; a file's header is read within its own size, the fast first answer. Then the
+file is loaded for real by llama.cpp and freed (:func:`~workbench.models.loadcheck.check_loads`):
+a header that is whole but that llama.cpp cannot load (an unknown architecture, no tensors) is
+refused here too, before the verb writes its run or a ``model_files`` row. A refusal is one line
+naming the option (:class:`~workbench.errors.BadInput`: exit 2); a server that does not answer
+within ``timeout`` (the verb's ``--timeout``) is :class:`~workbench.errors.EnvironmentFault`
+(exit 1).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.base import ModelError
 from workbench.models.embedders import resolve_embedding_model
+from workbench.models.loadcheck import check_loads
 from workbench.models.locate import resolve_model
 from workbench.models.openai_http import OpenAIBackend, ServerUnreachable
 from workbench.models.registry import served_model
@@ -33,9 +39,10 @@ EMBEDDING = "embedding"
 ROLES = (GENERATOR, EMBEDDING)
 
 
-def check_model(spec: str | None, role: str) -> Path | str:
-    """The GGUF file ``spec`` names for ``role`` (see the module), checked without loading it; a
-    served model's reference as given, once its server answered ``GET /models``.
+def check_model(spec: str | None, role: str, *, timeout: float | None = None) -> Path | str:
+    """The GGUF file ``spec`` names for ``role`` (see the module), its header checked and the model
+    loaded once and freed; a served model's reference as given, once its server answered
+    ``GET /models`` within ``timeout`` seconds (the backend's default when None).
 
     Raises :class:`ModelError` (one line naming the path or URL) when it cannot serve the role.
     """
@@ -43,22 +50,25 @@ def check_model(spec: str | None, role: str) -> Path | str:
         raise ValueError(f"unknown model role {role!r} (one of {', '.join(ROLES)})")
     served = served_model(spec)
     if served is not None:
-        backend = OpenAIBackend(*served, retries=1)
+        backend = OpenAIBackend(*served, retries=1, **({} if timeout is None else {"timeout": timeout}))
         try:
             backend.check()   # reachable: one line naming the URL when it is not
         finally:
             backend.close()
         return spec
-    return resolve_model(spec) if role == GENERATOR else resolve_embedding_model(spec)
+    path = resolve_model(spec) if role == GENERATOR else resolve_embedding_model(spec)
+    check_loads(path)
+    return path
 
 
-def check_model_options(*options: tuple[str, str | None, str]) -> None:
+def check_model_options(*options: tuple[str, str | None, str], timeout: float | None = None) -> None:
     """Check each ``(option, spec, role)`` in turn; the first that cannot serve is refused as
     :class:`BadInput` ``"OPTION: PATH: why"`` (exit 2), or, for a served model whose server
-    does not answer, :class:`EnvironmentFault` (exit 1: the option may be right, the server is down)."""
+    does not answer, :class:`EnvironmentFault` (exit 1: the option may be right, the server is down).
+    ``timeout`` bounds each server's answer (the verb's ``--timeout``)."""
     for option, spec, role in options:
         try:
-            check_model(spec, role)
+            check_model(spec, role, timeout=timeout)
         except ServerUnreachable as exc:
             raise EnvironmentFault(f"{option}: {exc}") from None
         except ModelError as exc:

@@ -31,11 +31,13 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.models import slot as model_slot
+from workbench.errors import EnvironmentFault
 from workbench.models.base import ModelError
 from workbench.models.bert_gguf import check_embedding_gguf, embedding_window
 from workbench.models.embedders import QUERY, resolve_embedding_model, spec_for, spec_of
-from workbench.models.openai_http import OpenAIBackend
+from workbench.models.openai_http import DEFAULT_TIMEOUT, OpenAIBackend, ServerUnreachable
 from workbench.models.registry import served_model
+from workbench.models.loadcheck import check_loads, llama_errors, llama_reason
 from workbench.models.locate import cached_file_sha256
 from workbench.store.db import Store
 from workbench.cores import usable_cores
@@ -63,12 +65,17 @@ class Embedder:
             # An encoder's decode runs on n_threads_batch, which llama-cpp-python would set to every CPU of the
             # machine, not the cores this process may use.
             threads = n_threads or usable_cores()
-            self.llm = llama_cpp.Llama(model_path=str(self.path), embedding=True, n_ctx=self.window,
-                                       n_batch=self.window, n_ubatch=self.window, n_threads=threads,
-                                       n_threads_batch=threads, n_gpu_layers=n_gpu_layers, verbose=False)
-        except (ValueError, RuntimeError, OSError) as exc:
+            with llama_errors() as errors:
+                try:
+                    self.llm = llama_cpp.Llama(model_path=str(self.path), embedding=True, n_ctx=self.window,
+                                               n_batch=self.window, n_ubatch=self.window, n_threads=threads,
+                                               n_threads_batch=threads, n_gpu_layers=n_gpu_layers, verbose=False)
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise ModelError(f"{self.path}: llama.cpp could not load the embedding model "
+                                     f"({llama_reason(errors) if errors else exc})") from exc
+        except ModelError:
             self._slot.release()
-            raise ModelError(f"{self.path}: llama.cpp could not load the embedding model ({exc})") from exc
+            raise
         except BaseException:
             self._slot.release()
             raise
@@ -151,7 +158,7 @@ class ServedEmbedder:
     reports no token count per text, so the store records 0 tokens and no cut for them.
     """
 
-    def __init__(self, base_url: str, model: str, *, timeout: float = 120.0):
+    def __init__(self, base_url: str, model: str, *, timeout: float = DEFAULT_TIMEOUT):
         self.backend = OpenAIBackend(base_url, model, timeout=timeout)
 
     def embed_many(self, texts: Sequence[str]) -> list[tuple[np.ndarray, int, bool]]:
@@ -184,8 +191,9 @@ class CachedEmbedder:
 
     def __init__(self, store: Store, model: str | None = "default", *, n_threads: int | None = None,
                  n_gpu_layers: int = 0, on_wait: Callable[[str], None] | None = None,
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.store = store
+        self.timeout = timeout    # a served model's answer, each request (the verb's --timeout)
         self._served = served_model(model)
         if self._served is not None:
             self.path: Path | str = model.strip()
@@ -194,6 +202,7 @@ class CachedEmbedder:
         else:
             self.path = resolve_embedding_model(model)
             self.spec = spec_of(self.path)
+            check_loads(self.path)   # before its hash is kept in model_files: nothing is written for a model that cannot load
             self.model_id = cached_file_sha256(store, self.path)
         self._options = dict(n_threads=n_threads, n_gpu_layers=n_gpu_layers, on_wait=on_wait, stop=stop)
         self._embedder: Embedder | ServedEmbedder | None = None
@@ -202,6 +211,18 @@ class CachedEmbedder:
         # Jobs in flight (a pass on a served chat model) may ask for vectors from several threads;
         # a llama.cpp context embeds one batch at a time.
         self._lock = threading.RLock()
+
+    def check(self) -> None:
+        """As :meth:`CachedLLM.check`: the embedding model loaded (in the constructor) or its server asked, before
+        any write; a server that does not answer is ``EnvironmentFault`` (exit 1)."""
+        if self._served is not None and self._embedder is None:
+            backend = OpenAIBackend(*self._served, retries=1, timeout=self.timeout)
+            try:
+                backend.check()
+            except ServerUnreachable as exc:
+                raise EnvironmentFault(f"the run's embedding model: {exc}") from None
+            finally:
+                backend.close()
 
     @property
     def model_calls(self) -> int:
@@ -217,7 +238,7 @@ class CachedEmbedder:
     def embedder(self) -> Embedder | ServedEmbedder:
         """The loaded model (loaded now if it was not), or the served model's client."""
         if self._embedder is None:
-            self._embedder = (ServedEmbedder(*self._served) if self._served is not None
+            self._embedder = (ServedEmbedder(*self._served, timeout=self.timeout) if self._served is not None
                               else Embedder(self.path, **self._options))
         return self._embedder
 

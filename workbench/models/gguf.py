@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from workbench.dbfiles import database_file_of
-from workbench.filekinds import file_kind
+from workbench.filekinds import NotRegular, file_kind, open_regular_fd
 from workbench.models.base import ModelError
 
 MAGIC = b"GGUF"
@@ -196,25 +196,20 @@ def regular_file(path: Path) -> os.stat_result:
     return st
 
 
-# O_NONBLOCK: should the path turn into a FIFO between the stat and the open, open() returns
-# at once (and fstat refuses it) instead of waiting for a writer.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
 @contextmanager
 def open_regular(path: Path) -> Iterator[tuple[int, os.stat_result]]:
     """A read-only descriptor of the regular file ``path`` and its ``fstat``; nothing else is opened.
 
     ``path`` is looked at (:func:`regular_file`) before it is opened, and the opened file
-    again, so a device or FIFO is never read even if it replaced the file in between.
+    again (:func:`~workbench.filekinds.open_regular_fd`: without blocking), so a device or FIFO
+    is never read even if it replaced the file in between.
     """
     regular_file(path)
-    fd = os.open(path, _OPEN_FLAGS)
     try:
-        st = os.fstat(fd)
-        what = not_regular(st.st_mode)
-        if what is not None:
-            raise GGUFError(f"{path}: {what}, not a model file")
+        fd, st = open_regular_fd(path)
+    except NotRegular as exc:
+        raise GGUFError(f"{path}: {exc.kind}, not a model file") from None
+    try:
         yield fd, st
     finally:
         os.close(fd)
@@ -224,6 +219,28 @@ def read_prefix(path: str | Path, n: int) -> bytes:
     """The first ``n`` bytes (or fewer) of the regular file ``path`` (see :func:`open_regular`)."""
     with open_regular(Path(path)) as (fd, _):
         return os.read(fd, n)
+
+
+def read_whole(path: str | Path) -> bytes:
+    """Every byte of the regular file ``path`` (a checkpoint's JSON, say), through :func:`open_regular`."""
+    with open_regular(Path(path)) as (fd, st):
+        chunks, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of the regular file ``path``, read in 1 MiB slices through :func:`open_regular`."""
+    digest = hashlib.sha256()
+    with open_regular(Path(path)) as (fd, _):
+        for block in iter(lambda: os.read(fd, 1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_header(path: str | Path) -> GGUFHeader:

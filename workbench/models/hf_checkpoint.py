@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from workbench.models.base import ModelError
+from workbench.models.gguf import GGUFError, open_regular, read_whole
 
 # The special tokens every WordPiece BERT has; llama.cpp needs [CLS], [SEP] and [UNK].
 _SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "unk": "[UNK]", "pad": "[PAD]", "mask": "[MASK]"}
@@ -61,11 +62,14 @@ class Checkpoint:
         try:
             if self._zip is None:
                 file = self.path / name
-                return file.read_bytes() if file.is_file() else None
+                # A regular file only, never a database of this process (read_whole's guard) nor a FIFO.
+                return read_whole(file) if file.is_file() else None
             try:
                 return self._zip.read(self._prefix + name)   # the CRC is checked as it is read
             except KeyError:
                 return None
+        except GGUFError as exc:
+            raise ModelError(str(exc)) from None
         except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, NotImplementedError) as exc:
             # zlib.error: damaged deflate data; NotImplementedError: a compression zipfile lacks
             raise ModelError(f"{self.path}: cannot read {name} ({exc})") from None
@@ -92,9 +96,11 @@ class Checkpoint:
             file = self.path / "model.safetensors"
             if file.is_file():
                 try:
-                    with open(file, "rb") as fh:
-                        # The map outlives the handle; the arrays are views on it, nothing is copied.
-                        return SafeTensors(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), self.path)
+                    with open_regular(file) as (fd, _):
+                        # The map outlives the descriptor; the arrays are views on it, nothing is copied.
+                        return SafeTensors(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), self.path)
+                except GGUFError as exc:
+                    raise ModelError(str(exc)) from None
                 except (OSError, ValueError) as exc:   # an empty file cannot be mapped
                     raise ModelError(f"{self.path}: cannot read model.safetensors ({exc})") from None
             raw = None

@@ -22,6 +22,8 @@ import numpy as np
 
 from workbench.models import slot as model_slot
 from workbench.models.base import Choice, Generation, ModelError, Prompt, PromptError, Sampling
+from workbench.models.gguf import GGUFError, read_header
+from workbench.models.loadcheck import llama_errors, llama_reason
 from workbench.models.locate import resolve_model
 from workbench.utf8 import complete_utf8_prefix
 from workbench.cores import usable_cores
@@ -72,22 +74,25 @@ def model_id_of(sha256: str) -> str:
 def _load_llama(path: Path, **kwargs):
     from llama_cpp import Llama
 
-    try:
-        return Llama(model_path=str(path), verbose=False, **kwargs)
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise ModelError(f"{path}: llama.cpp could not load the model ({exc})") from exc
+    with llama_errors() as errors:
+        try:
+            return Llama(model_path=str(path), verbose=False, **kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            reason = llama_reason(errors) if errors else str(exc)
+            raise ModelError(f"{path}: llama.cpp could not load the model ({reason})") from exc
 
 
 def gguf_chat_template(path: str | Path) -> str:
     """The chat template in a GGUF's metadata, ``""`` when it has none (a base model).
 
-    Only the vocabulary is loaded, not the weights: no model slot is taken.
+    Read from the header (:func:`~workbench.models.gguf.read_header`): nothing is loaded, no model
+    slot is taken, and llama.cpp prints nothing (a vocabulary-only load warned of its context).
     """
-    llm = _load_llama(Path(path), vocab_only=True)
     try:
-        return llm.metadata.get("tokenizer.chat_template") or ""
-    finally:
-        llm.close()
+        template = read_header(path).metadata.get("tokenizer.chat_template")
+    except (GGUFError, OSError) as exc:
+        raise ModelError(f"{path}: cannot read the GGUF header ({exc})") from None
+    return template if isinstance(template, str) else ""
 
 
 class LlamaCppBackend:

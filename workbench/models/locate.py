@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.models.base import ModelError
-from workbench.models.gguf import checked_model_file
+from workbench.models.gguf import checked_model_file, file_sha256
 
 if TYPE_CHECKING:  # finding a model file needs no database: keep sqlite_utils out of `import locate`
     from workbench.store.db import Store
@@ -129,14 +128,6 @@ def resolve_model(spec: str | None) -> Path:
     checked_model_file(path, embedding=False, what="model file")
     return path
 
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB slices."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cached_file_sha256(store: Store, path) -> str:

@@ -52,6 +52,10 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "exceed_context_size", "maximum c
 _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
 
 
+#: Seconds a served model may take to answer one request (``--timeout``'s default): one owner for every role.
+DEFAULT_TIMEOUT = 120.0
+
+
 class ServerUnreachable(ModelError):
     """No complete HTTP answer after every attempt: the server is down or the network is (not the request)."""
 
@@ -79,7 +83,7 @@ class OpenAIBackend:
     chat_template = ""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
-                 concurrency: int = 4, timeout: float = 120.0, retries: int = 3,
+                 concurrency: int = 4, timeout: float = DEFAULT_TIMEOUT, retries: int = 3,
                  backoff: float = 0.5, response_format: str = "json_object",
                  extra_sampling: bool = True) -> None:
         parts = urllib.parse.urlsplit(base_url.strip())

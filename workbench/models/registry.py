@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from workbench.models.base import Backend, ModelError
+from workbench.models.loadcheck import check_loads
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.models.locate import cached_file_sha256, resolve_model
 from workbench.cores import usable_cores
 
@@ -80,7 +82,7 @@ class ExecOptions:
     n_threads: int | None = None
     n_gpu_layers: int = 0
     concurrency: int = 4
-    timeout: float = 120.0
+    timeout: float = DEFAULT_TIMEOUT
     on_wait: Callable[[str], None] | None = None
     stop: threading.Event | None = None
 
@@ -107,6 +109,7 @@ def make_backend(spec: BackendSpec, opts: ExecOptions, store) -> Backend:
     from workbench.models.llamacpp import LlamaCppBackend
 
     path = resolve_model(spec.model)
+    check_loads(path)   # before its hash is kept in model_files: nothing is written for a model that cannot load
     return LlamaCppBackend(path, cached_file_sha256(store, path), n_ctx=spec.n_ctx,
                            n_threads=opts.n_threads or usable_cores(), n_gpu_layers=opts.n_gpu_layers, seed=spec.seed,
                            on_wait=opts.on_wait, stop=opts.stop, chat=spec.chat)

@@ -10,8 +10,12 @@ The driver owns the rest:
 - one writer: the jobs are selected and processed under the run's lease;
 - retry: ``retry_errors`` selects the failed jobs with the pending ones;
 - stop (Ctrl-C, the TUI's pause): no job starts once ``stop`` is set; the report says so;
-- a model that cannot be used (:class:`ModelError`): recorded on the job (on every selected
-  job when it fails to open) and in ``report.fatal``, and the pass ends;
+- load before write: once the jobs are selected, and before any is touched, each model they
+  will use is loaded once (or its server asked) by :meth:`PassWork.check_models`; one that
+  cannot serve raises out of the pass in one line (nothing written, every job still pending);
+- a model that cannot be used (:class:`ModelError`) later: when it fails to open, no job is
+  touched (they stay pending) and ``report.fatal`` says why; when it fails on a job, that job
+  records it and the pass ends;
 - any other failure of one job: recorded on that job, its first few in
   ``report.error_samples``, and the pass goes on;
 - the counters (done, errors, model calls, cache hits) and the elapsed time, true at every
@@ -54,8 +58,20 @@ class PassWork(ABC, Generic[Job]):
     def load(self, statuses: tuple[str, ...]) -> Sequence[Job]:
         """The jobs with one of ``statuses``, in processing order (read under the lease)."""
 
+    def check_models(self) -> None:
+        """Load each model the selected jobs will use, once, or ask its server (nothing is written).
+
+        One that cannot serve raises :class:`~workbench.errors.BadInput` (a bad file: exit 2)
+        or :class:`~workbench.errors.EnvironmentFault` (a server that does not answer: exit 1),
+        naming it. By default the work's ``llm`` checks itself (:meth:`CachedLLM.check`); a
+        stand-in without a ``check`` needs none.
+        """
+        check = getattr(self.llm, "check", None)
+        if check is not None:
+            check()
+
     def open(self) -> None:
-        """Set up what processing needs (a model, indexes); a ``ModelError`` here fails every job."""
+        """Set up what processing needs (a model, indexes); a ``ModelError`` here ends the pass, no job touched."""
 
     def close(self) -> None:
         """Release what ``open`` set up (called whenever ``open`` was)."""
@@ -84,11 +100,6 @@ class PassWork(ABC, Generic[Job]):
     def describe(self, job: Job) -> str:
         """The job as the error samples name it, e.g. ``q12 / k5-b128-linear``."""
 
-    def fail_all(self, jobs: Sequence[Job], message: str) -> None:
-        """Record ``message`` on every job (the model could not be used at all)."""
-        for job in jobs:
-            self.fail(job, message)
-
     def process_all(self, jobs: Sequence[Job], driver: Driver) -> None:
         """Process ``jobs``; by default :meth:`width` at a time (:meth:`Driver.each`)."""
         driver.each(jobs)
@@ -110,13 +121,13 @@ class Driver(Generic[Job]):
         report.jobs = len(jobs)
         if not jobs:
             return
+        work.check_models()   # before open() and any write: a model that cannot serve leaves every job pending
         self.start = time.perf_counter()
         try:
             try:
                 work.open()
-            except ModelError as exc:
-                work.fail_all(jobs, f"model could not be used: {exc}")
-                report.fatal, report.errors = str(exc), len(jobs)
+            except ModelError as exc:   # loaded in the check, yet not now (memory, a file replaced meanwhile)
+                report.fatal = str(exc)
                 return
             self.tally = CallTally(work.llm)
             work.process_all(jobs, self)

@@ -19,6 +19,7 @@ from workbench.evidence.stored import load_units
 from workbench.evidence.units import render_line
 from workbench.metrics.scoring import score_acc, score_cover
 from workbench.models.cached import default_llm
+from workbench.models.check import GENERATOR, check_model_options
 from workbench.passes import (PIPELINE_NAME_DIGITS, PassReport, PassWork, default_name, drive, plan_or_find,
                               refuse_changed)
 from workbench.pipelines.coq import CHAIN_GRAMMAR, CHAIN_MAX_TOKENS
@@ -209,6 +210,11 @@ class _SearChainWork(PassWork):
         return [sid for (sid,) in self.store.conn.execute(
             f"SELECT sid FROM pipeline_samples WHERE prun_id = ? AND status IN ({','.join('?' * len(statuses))})"
             " ORDER BY sid", (self.prun_id, *statuses))]
+
+    def check_models(self) -> None:
+        if self.llm is None:
+            check_model_options(("the run's model", self.config.model, GENERATOR))
+        super().check_models()
 
     def open(self) -> None:
         if self.llm is None:

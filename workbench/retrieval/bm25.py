@@ -21,6 +21,7 @@ from typing import Iterable, Sequence, Union
 
 import numpy as np
 
+from workbench.filekinds import read_regular
 from workbench.retrieval.text import detect_mode, tokenize
 
 DocId = Union[str, int]
@@ -202,7 +203,8 @@ class BM25Index:
         meta_path = d / META_NAME
         if not meta_path.exists():
             raise FileNotFoundError(f"{meta_path}: not a saved BM25Index (missing metadata)")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        # A regular file only, read without blocking (the caller looked at the directory; this is its last word).
+        meta = json.loads(read_regular(meta_path, follow=False).decode("utf-8"))
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"{meta_path}: unsupported format {meta.get('format')!r}")
         self = cls.__new__(cls)

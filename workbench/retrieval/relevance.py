@@ -35,6 +35,7 @@ from workbench.metrics.ir import aggregate, evaluate, rank
 from workbench.metrics.stats import Estimate
 from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
+from workbench.models.check import GENERATOR, check_model_options
 from workbench.models.locate import model_label
 from workbench.models.registry import model_identity
 from workbench.passes import PassReport, PassWork, config_hash, drive, plan_or_find
@@ -200,6 +201,11 @@ class _RelevanceWork(PassWork):
             with self.store.transaction() as c:
                 c.executemany("INSERT OR IGNORE INTO relevance_verdicts (run_id, sid, uid) VALUES (?, ?, ?)", new)
         return [pair for pair in scope if status.get(pair, "pending") in statuses]
+
+    def check_models(self) -> None:
+        if self.llm is None:
+            check_model_options(("the judge's model", self.run.model, GENERATOR))
+        super().check_models()
 
     def open(self) -> None:
         if self.llm is None:

@@ -10,6 +10,9 @@ the ranked units land in ``retrievals`` under the retriever's name, in one trans
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +20,11 @@ from typing import Sequence, TextIO
 
 from workbench.data.importer import count_noun
 from workbench.errors import BadInput
+from workbench.filekinds import file_kind
 from workbench.evidence.stored import load_units
 from workbench.models.embedder import CachedEmbedder
 from workbench.models.embedders import PASSAGE, QUERY
+from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.retrieval.bm25 import META_NAME, BM25Index, fingerprint, triple_text
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.store.caches import index_cache
@@ -65,18 +70,60 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto",
     docs = _docs(store, dataset_id) if docs is None else docs
     fp = fingerprint(docs)
     directory = index_cache(store.path) / f"bm25-{dataset_id}-{mode}-{fp[:16]}"
-    if (directory / META_NAME).is_file():
+    problem = _not_plain(directory)
+    if problem is not None:
+        _note(f"note: the BM25 index {directory} is damaged ({problem}); rebuilding it")
+        _discard(directory)
+    elif (directory / META_NAME).is_file():
         try:
             return BM25Index.load(directory), False, directory
         # What json, numpy and bm25s raise on a damaged or truncated file: the cache is rebuilt from the store.
-        except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, EOFError, ValueError, KeyError, TypeError, MemoryError) as exc:
             _note(f"note: the BM25 index {directory} is damaged ({_reason(exc)}); rebuilding it")
+            _discard(directory)
     index = BM25Index(docs, mode=mode)
     try:
         index.save(directory)
     except OSError as exc:
         _note(f"note: cannot save the BM25 index to {directory} ({_reason(exc)}); it will be built again next time")
     return index, True, directory
+
+
+def _not_plain(directory: Path) -> str | None:
+    """What in the index directory is not as the workbench writes it (a directory of regular files), or None.
+
+    Looked at with ``lstat``, nothing opened: a FIFO put in place of a file would block the
+    read (and the rewrite) for ever, and a link to ``/dev/zero`` would be read until memory ran out.
+    """
+    try:
+        st = directory.lstat()
+    except (FileNotFoundError, NotADirectoryError):   # not built yet (or no cache can be: said when saving)
+        return None
+    except OSError as exc:
+        return _reason(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"it is {file_kind(st.st_mode)}, not a directory"
+    try:
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):
+                return f"{entry.name} is {file_kind(mode)}, not a regular file"
+    except OSError as exc:
+        return _reason(exc)
+    return None
+
+
+def _discard(directory: Path) -> None:
+    """Remove a damaged index before it is rebuilt (links and FIFOs are unlinked, never opened or followed)."""
+    try:
+        if directory.is_symlink() or not directory.is_dir():
+            directory.unlink()
+        else:
+            shutil.rmtree(directory)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        _note(f"note: cannot remove the damaged BM25 index {directory} ({_reason(exc)})")
 
 
 def _reason(exc: BaseException) -> str:
@@ -90,12 +137,13 @@ def _note(line: str) -> None:
 
 
 def dense_search(store: Store, docs: Sequence[tuple[int, str]], questions: Sequence[str], k: int,
-                 model: str | None, *, n_threads: int | None = None, on_wait=None) -> tuple[list, CachedEmbedder]:
+                 model: str | None, *, n_threads: int | None = None, on_wait=None,
+                 timeout: float = DEFAULT_TIMEOUT) -> tuple[list, CachedEmbedder]:
     """Cosine top ``k`` of every question over ``docs`` (a dataset's ``(uid, text)``), vectors from the store's cache.
 
     Returns the rankings and the embedder, whose ``embedded`` / ``cached`` say what was computed.
     """
-    embedder = CachedEmbedder(store, model, n_threads=n_threads, on_wait=on_wait)
+    embedder = CachedEmbedder(store, model, n_threads=n_threads, on_wait=on_wait, timeout=timeout)
     try:
         vectors = embedder.vectors([text for _, text in docs], role=PASSAGE)
         queries = embedder.vectors(list(questions), role=QUERY)
@@ -106,7 +154,7 @@ def dense_search(store: Store, docs: Sequence[tuple[int, str]], questions: Seque
 
 def retrieve(store: Store, dataset: str | None = None, *, name: str | None = None, k: int = 50, mode: str = "auto",
              retriever: str = "bm25", embedding_model: str | None = None, replace: bool = False,
-             n_threads: int | None = None, on_wait=None) -> RetrievalRunReport:
+             n_threads: int | None = None, on_wait=None, timeout: float = DEFAULT_TIMEOUT) -> RetrievalRunReport:
     """Run a built-in retriever for every question; store the top ``k`` as retriever ``name``.
 
     ``retriever``: ``bm25``; ``dense`` (cosine over ``embedding_model``'s vectors, default
@@ -133,7 +181,7 @@ def retrieve(store: Store, dataset: str | None = None, *, name: str | None = Non
         lexical = index.search_many(questions, depth)
     if retriever in ("dense", "hybrid"):
         dense, embedder = dense_search(store, docs, questions, depth, embedding_model, n_threads=n_threads,
-                                       on_wait=on_wait)
+                                       on_wait=on_wait, timeout=timeout)
     if retriever == "bm25":
         results = lexical
     elif retriever == "dense":

@@ -22,6 +22,7 @@ from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, Prompt, PromptError
 from workbench.models.cached import prompt_key
+from workbench.models.check import GENERATOR, check_model_options
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
@@ -97,8 +98,9 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     """Run every pending job of ``run`` (and failed ones with ``retry_errors``).
 
     ``stop`` set from another thread (e.g. a SIGINT handler) ends the run cleanly after
-    the generations in flight are committed. A model that cannot load is recorded on the
-    selected jobs (status ``error``) and reported in ``fatal``.
+    the generations in flight are committed. The run's model is loaded (or its server
+    asked) before any job is touched: one that cannot serve raises ``BadInput`` (a bad file) or
+    ``EnvironmentFault`` (a server that does not answer), and every job stays pending.
 
     One process at a time executes a run: while another holds its lease this raises
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` waits for it (``on_wait``
@@ -147,6 +149,11 @@ class _RunWork(PassWork):
         self.place = (by_status.get("done", 0), sum(by_status.values()))
         return jobs
 
+    def check_models(self) -> None:
+        """The run's recorded model loads (or its server answers within ``--timeout``) before a job is touched."""
+        if self.backend is None:
+            check_model_options(("the run's model", self.gen.model_ref, GENERATOR), timeout=self.opts.timeout)
+
     def open(self) -> None:
         self.backend = self.backend or make_backend(self.gen.backend_spec, self.opts, self.store)
         # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
@@ -170,12 +177,6 @@ class _RunWork(PassWork):
             conn.execute("UPDATE events SET status = 'error', error = ?, finished_at = ?"
                          " WHERE run_id = ? AND cell_id = ? AND sid = ?",
                          (message, utcnow(), self.run.id, job.cell_id, job.sid))
-
-    def fail_all(self, jobs, message: str) -> None:
-        with self.store.transaction() as conn:
-            conn.executemany("UPDATE events SET status = 'error', error = ?"
-                             " WHERE run_id = ? AND cell_id = ? AND sid = ?",
-                             [(message, self.run.id, job.cell_id, job.sid) for job, _ in jobs])
 
     def process_all(self, jobs, driver: Driver) -> None:
         """Commit the groups the cache already answers, then generate the others."""

@@ -74,6 +74,13 @@ class GenerationConfig:
         return replace(self, prompt_style=_auto_style(self.backend, self.model))
 
     @property
+    def model_ref(self) -> str:
+        """The model as every model option names it: a GGUF path or known name, or ``<base-url>#<model>``."""
+        if self.backend == "openai":
+            return f"{(self.base_url or '').strip().rstrip('/')}#{self.model}"
+        return self.model
+
+    @property
     def backend_spec(self) -> BackendSpec:
         """The model this config runs, as :func:`~workbench.models.registry.make_backend` builds it."""
         return BackendSpec(backend=self.backend, model=self.model, base_url=self.base_url, n_ctx=self.n_ctx,

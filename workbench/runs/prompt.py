@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.data.infile import check_input, read_input
 from workbench.data.jsonl import RecordRefused, decode_record
 from workbench.runs.answers import INSTRUCTIONS
 
@@ -20,6 +21,8 @@ DEFAULT_SYSTEM = (
 )
 DEFAULT_USER = "Evidence:\n{evidence}\nQuestion: {question}\n{instruction}"
 ANSWER_CUE = "\n\nAnswer:"
+# A template is a few hundred bytes; a file past this is not one (and is not read whole).
+MAX_TEMPLATE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,9 @@ class PromptTemplate:
 
 def load_template(path: str | Path, answer_format: str = "text") -> PromptTemplate:
     """Read a template file; the user template must contain ``{evidence}`` and ``{question}``."""
-    path = Path(path)
+    path = check_input(path, hint="expected a prompt template: JSON {system, user} or text")
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = read_input(path, limit=MAX_TEMPLATE_BYTES, what="prompt template").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read the prompt template ({exc})") from None
     system, user = DEFAULT_SYSTEM, raw

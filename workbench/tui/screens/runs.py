@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, ProgressBar, Static
 
-from workbench.errors import BadInput
+from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
 from workbench.runs.executor import ExecReport, execute, generation_of
@@ -264,7 +264,9 @@ class RunsScreen(WorkbenchScreen):
                                      on_wait=lambda line: self.app.call_from_thread(self.notify, line))
                 except ModelSlotStopped:
                     report = ExecReport(run=name, stopped=True)
-            except LeaseHeld as exc:  # another process (a CLI resume, another window) is executing it
+            except (LeaseHeld, BadInput, EnvironmentFault) as exc:
+                # Another process (a CLI resume, another window) is executing it; or its model cannot serve
+                # (a file replaced since, a server that does not answer): every job stays pending.
                 # A message, not call_from_thread: it lands after the RunProgress above.
                 self.post_message(Loaded("refused", (name, str(exc))))
                 return
