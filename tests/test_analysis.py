@@ -67,7 +67,8 @@ COMPARE_TYPES = {"cell_a": "str", "cell_b": "str", "kind": "str", "term": "str",
 DATASET_TYPES = {"name": "str", "unit_kind": "str", "created_at": "datetime64[us, UTC]", "units": "int64",
                  "units_outside_kb": "int64", "samples": "int64", "retrievers": "str", "hops": "str"}
 RUN_TYPES = {"name": "str", "dataset": "str", "retriever": "str", "model": "str", "created_at": "datetime64[us, UTC]",
-             "cells": "int64", "jobs": "int64", "done": "int64", "pending": "int64", "errors": "int64"}
+             "cells": "int64", "jobs": "int64", "done": "int64", "pending": "int64", "errors": "int64",
+             "skipped": "int64"}
 TAG_TYPES = {"dataset": "str", "sample_id": "str", "tag": "str", "note": "str", "question": "str"}
 
 

@@ -33,6 +33,7 @@ from workbench.judges.report import (AGREEMENT_COLUMNS, ESTIMATE_COLUMNS, METRIC
 from workbench.meta.report import PREFERENCE_COLUMNS, preference_cells, preference_rows
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
+from workbench.runs.sequential import summary_line
 from workbench.store.db import Store
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -108,6 +109,12 @@ def _run_section(run: Run, report: LedgerReport, manifest: str) -> str:
              ("planned", run.created_at)]
     if report.excluded:
         facts.append(("excluded", f"{report.excluded} samples tagged {', '.join(report.exclude_tags)}"))
+    if report.sequential is not None:
+        facts.append(("sequential", summary_line(report.sequential)))
+        facts.append(("intervals", "the sequential table's: confidence sequences for each cell's S_llm over all "
+                                   f"{report.sequential.population:,} samples, valid at any stopping time; the "
+                                   "bootstrap intervals are over each cell's answered samples and do not hold "
+                                   "under stopping"))
     rows = "".join(f'<tr><th class="l">{_e(k)}</th><td class="l">{_e(v)}</td></tr>' for k, v in facts)
     config = json.dumps(run.config, indent=2, ensure_ascii=False, sort_keys=True)
     warnings = "".join(f"<p>⚠ {_e(w)}</p>" for w in report.warnings)
@@ -135,6 +142,21 @@ def _ledger_section(report: LedgerReport) -> str:
            "<h3>Reasoning, dissipation and leakage</h3>",
            _table(["K", "B", "format", *REASONING_TERMS], [cells(r) + [_est(r[t]) for t in REASONING_TERMS]
                                                          for r in rows], left=3)]
+    if report.sequential is not None:
+        s = report.sequential
+        best = s.config.rule == "best"
+        seq = []
+        for r in rows:
+            q = r["sequential"]
+            pair = s.pairs.get(r["cell_id"]) if best else None
+            seq.append(cells(r) + [f"{q['answered']:,} of {q['of']:,}",
+                                   DASH if q["lo"] is None else f"[{q['lo']:.3f}, {q['hi']:.3f}]",
+                                   _e(q["stopped"] or "asked")
+                                   + ("" if q["stopped_at_round"] is None else f" (round {q['stopped_at_round']:,})")]
+                       + ([DASH if pair is None else f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"] if best else []))
+        out += [f"<h3>Sequential ({_e(s.config.describe())})</h3><p class=\"meta\">{_e(summary_line(s))}</p>",
+                _table(["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["− leader"] if best else []),
+                       seq, left=3)]
     if report.claims:
         cfg = report.claims["config"]
         out += [f"<h3>Claims</h3><p class=\"meta\">claim run {report.claims['claim_run']}: "

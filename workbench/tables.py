@@ -42,7 +42,12 @@ def ledger_tables(report) -> str:
         parts[0] += f"\nwarning: {warning}"
     if report.excluded:
         parts[0] += f"\nexcluded: {report.excluded:,} samples tagged {', '.join(report.exclude_tags)}"
-    if 0 < report.jobs_done < report.jobs_total:
+    sequential = getattr(report, "sequential", None)
+    if sequential is not None:
+        parts[0] += (f"\nsequential run ({sequential.config.describe()}): the bootstrap CIs and every term below "
+                     f"are over each cell's answered samples (n, a uniform random subset of the {sequential.population:,})"
+                     " and do not hold under stopping; the sequential table's intervals do, for the full run's S_llm")
+    elif 0 < report.jobs_done < report.jobs_total:
         parts[0] += (f"\npartial: {report.jobs_done:,} of {report.jobs_total:,} jobs done; a cell with any "
                      "score reports every term over its scored samples (n)")
     head = ["K", "B", "format", "n"]
@@ -72,9 +77,37 @@ def ledger_tables(report) -> str:
                 ["K", "B", "", "n paired", "L_noise (paired)", "L_noise (unpaired)"],
                 [[str(r["k"]), str(b), "", fmt_number(r["n"], 0), fmt_estimate(r["L_noise"]), fmt_estimate(r["L_noise_unpaired"])]
                  for b, r in noise]))
+    if sequential is not None:
+        parts.append(sequential_table(report))
     if getattr(report, "claims", None):
         parts.append(claims_table(report))
     return "\n\n".join(parts)
+
+
+def sequential_table(report) -> str:
+    """A sequential run's cells: samples answered, the interval for the full run's S_llm valid at any stopping
+    time, why each stopped and when, and (``best``) each cell's difference with the leader."""
+    s = report.sequential
+    best = s.config.rule == "best"
+    rows = []
+    for r in report.rows:
+        seq = r["sequential"]
+        interval = DASH if seq["lo"] is None else f"[{seq['lo']:.3f},{seq['hi']:.3f}]"
+        pair = s.pairs.get(r["cell_id"]) if best else None
+        stopped = seq["stopped"] or "asked"
+        if seq["stopped_at_round"] is not None:
+            stopped += f" (round {seq['stopped_at_round']:,})"
+        rows.append([str(r["k"]), str(r["budget"]), r["format"], f"{seq['answered']:,}/{seq['of']:,}", interval,
+                     stopped] + ([DASH if pair is None else f"[{pair[0]:+.3f},{pair[1]:+.3f}]"] if best else []))
+    head = ["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["− leader"] if best else [])
+    state = (f"decided at round {s.rounds:,} of {s.population:,}" if s.done
+             else f"round {s.rounds:,} of {s.population:,}, still asking")
+    winner = f"; best {s.winner}" if s.winner else ""
+    calls = f"{s.calls_used:,} of {s.calls_full:,} model calls" + (f" ({s.calls_used / s.calls_full:.2f})"
+                                                                   if s.calls_full else "")
+    return (f"Sequential: {state}{winner}; {calls}. Confidence sequences for each cell's S_llm over all "
+            f"{s.population:,} samples, valid at any stopping time (each at level 1 − {s.sequence_alpha:.2g}, so all "
+            f"at once at 1 − {s.config.alpha:g})\n" + table(head, rows))
 
 
 def claims_table(report) -> str:

@@ -17,10 +17,11 @@ DATASET_DTYPES: dict[str, object] = {
     "name": STR, "unit_kind": STR, "created_at": TIME, "units": INT, "units_outside_kb": INT, "samples": INT,
     "retrievers": STR, "hops": STR,
 }
-#: The columns of :func:`runs`. ``retriever`` and ``model`` are NaN when the run has none.
+#: The columns of :func:`runs`. ``retriever`` and ``model`` are NaN when the run has none; ``skipped`` counts the
+#: jobs a sequential run never asks (their cells stopped when decided).
 RUN_DTYPES: dict[str, object] = {
     "name": STR, "dataset": STR, "retriever": STR, "model": STR, "created_at": TIME, "cells": INT, "jobs": INT,
-    "done": INT, "pending": INT, "errors": INT,
+    "done": INT, "pending": INT, "errors": INT, "skipped": INT,
 }
 #: The columns of :func:`tags`: one row per tag on a sample. ``note`` is the sample's note,
 #: and "" when it has none.

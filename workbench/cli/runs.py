@@ -46,6 +46,7 @@ def _sweep_config(args):
 
 def cmd_run(args) -> int:
     """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run per model."""
+    from workbench.errors import BadInput
     from workbench.models.check import GENERATOR, check_model_options
     from workbench.runs.generation import GenerationConfig
     from workbench.progress import ProgressBar
@@ -53,7 +54,10 @@ def cmd_run(args) -> int:
     from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
-    template = load_template(args.prompt_file, args.answer_format) if args.prompt_file else None
+    try:
+        template = load_template(args.prompt_file, args.answer_format) if args.prompt_file else None
+    except ValueError as exc:   # BadInput included: the file's refusal, named by the option
+        raise BadInput(f"--prompt-file: {exc}") from None
     gens = [GenerationConfig(backend=args.backend, model=model, base_url=args.base_url, n_ctx=args.n_ctx,
                              max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                              answer_format=args.answer_format, prompt_style=args.prompt_style,
@@ -61,6 +65,7 @@ def cmd_run(args) -> int:
             for model in _models(args.model)]
     for gen in gens:
         gen.validate()
+    sequential = sequential_of(args)
     check_tokenizer_option(args.tokenizer)
     # Every model loads (or its server answers) before the run is planned: nothing is written for a model
     # that cannot serve. A dry run asks no server (it says what it cannot count instead).
@@ -72,12 +77,14 @@ def cmd_run(args) -> int:
     if len(gens) > 1:
         return _run_models(args, store, gens)
     result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
-                        generation=gens[0].as_dict(), progress=None if args.json else ProgressBar("plan"))
+                        generation=gens[0].as_dict(), sequential=sequential,
+                        progress=None if args.json else ProgressBar("plan"))
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.json:
         state = "planned" if result.created else "found (same config): resuming"
-        print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs", file=sys.stderr)
+        how = f" at most; sequential ({sequential.describe()})" if sequential is not None else ""
+        print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs{how}", file=sys.stderr)
     return _execute(args, store, get_run(store, result.run))
 
 
@@ -91,6 +98,54 @@ def check_tokenizer_option(spec: str) -> None:
         get_tokenizer(spec)
     except (ValueError, ModelError) as exc:
         raise BadInput(f"--tokenizer: {exc}") from None
+
+
+def add_stop_when(parser: argparse.ArgumentParser) -> None:
+    """``--stop-when``, ``--alpha``, ``--tolerance``, ``--precision``: a sequential run (docs/sweeps.md)."""
+    group = parser.add_argument_group(
+        "stop when decided", "answer the samples in a seeded random order (--seed), in rounds across the cells "
+        "still asked, and stop asking a cell once the question is answered; every interval holds at any stopping "
+        "time, for the full dataset's S_llm")
+    group.add_argument("--stop-when", choices=("best", "precision"),
+                       help="best: ask until the best cell is known (the others worse, or within --tolerance of "
+                            "it); precision: ask each cell until its interval is within ±--precision")
+    group.add_argument("--alpha", type=number(0.0001, 0.5), metavar="A",
+                       help=f"the chance that any interval the run reports misses, over the whole run, however "
+                            f"long it ran (default {SEQUENTIAL_ALPHA:g})")
+    group.add_argument("--tolerance", type=number(0, 0.5), metavar="E",
+                       help=f"best: a cell that cannot beat the leader by more than E stops (default "
+                            f"{SEQUENTIAL_TOLERANCE:g})")
+    group.add_argument("--precision", type=number(0.001, 0.5), metavar="E",
+                       help=f"precision: the half-width each cell's interval is asked until (default "
+                            f"{SEQUENTIAL_PRECISION:g})")
+
+
+SEQUENTIAL_ALPHA, SEQUENTIAL_TOLERANCE, SEQUENTIAL_PRECISION = 0.05, 0.02, 0.05
+
+
+def sequential_of(args):
+    """The :class:`~workbench.runs.sequential.SequentialConfig` the options ask for, or None; a stopping option
+    without the rule it belongs to is refused, naming it."""
+    from workbench.errors import BadInput
+    from workbench.runs.sequential import SequentialConfig
+
+    rule = args.stop_when
+    for option, value, belongs in (("--alpha", args.alpha, ("best", "precision")),
+                                   ("--tolerance", args.tolerance, ("best",)),
+                                   ("--precision", args.precision, ("precision",))):
+        if value is not None and rule not in belongs:
+            raise BadInput(f"{option}: only with --stop-when {' or '.join(belongs)}")
+    if rule is None:
+        return None
+    if args.oracle:
+        raise BadInput("--stop-when: a sequential run weighs its grid cells; the oracle controls (--oracle) would "
+                       "be asked on every sample: run them in a run of their own")
+    width = args.tolerance if rule == "best" else args.precision
+    default = SEQUENTIAL_TOLERANCE if rule == "best" else SEQUENTIAL_PRECISION
+    config = SequentialConfig(rule, alpha=args.alpha if args.alpha is not None else SEQUENTIAL_ALPHA,
+                              tolerance=width if width is not None else default, seed=args.seed)
+    config.validate()
+    return config
 
 
 def _models(text: str) -> list[str]:
@@ -122,6 +177,7 @@ def _run_models(args, store, gens) -> int:
     runs = []
     for i, (gen, name) in enumerate(zip(gens, names)):
         result = plan_sweep(store, sweep, dataset=args.dataset, name=name, generation=gen.as_dict(),
+                            sequential=sequential_of(args),
                             progress=None if args.json else ProgressBar("plan"))
         run = get_run(store, result.run)
         for warning in result.warnings if i == 0 else ():   # the siblings share the grid: said once
@@ -138,7 +194,7 @@ def _run_models(args, store, gens) -> int:
         codes.append(code)
         if report is not None:
             outcomes.append({"execution": report, "run": stats})
-            _summarize(args, run, report, stats)
+            _summarize(args, store, run, report, stats)
         if code == STOPPED:
             rest = " and ".join(f"`workbench resume {r.name}`" for r in runs[i:])
             print(f"stopped: {rest} continue{'s' if len(runs) - i == 1 else ''}", file=sys.stderr)
@@ -168,7 +224,7 @@ def _sibling_names(args, store, gens, labels) -> list[str]:
             raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
                              "give each model once (GGUF files with distinct file names)")
     base = args.name or sibling_base_name(store, _sweep_config(args), [gen.as_dict() for gen in gens],
-                                          dataset=args.dataset)
+                                          dataset=args.dataset, sequential=sequential_of(args))
     names = []
     for label in labels:
         try:
@@ -277,7 +333,7 @@ def _execute(args, store, run) -> int:
         return code
     if args.json:
         emit_json({"execution": report, "run": stats})
-    _summarize(args, run, report, stats)
+    _summarize(args, store, run, report, stats)
     return code
 
 
@@ -315,12 +371,16 @@ def _generate(args, store, run):
     return exit_code(report), report, run_stats(store, run)
 
 
-def _summarize(args, run, report, stats) -> None:
+def _summarize(args, store, run, report, stats) -> None:
     """The run's summary on stderr (not with --json), and what to do when the model could not be used."""
     from workbench.passes.summary import fatal_note
+    from workbench.runs.sequential import sequential_status, summary_line
 
     if not args.json:
         print(_run_summary(report, stats), file=sys.stderr)
+        status = sequential_status(store, run)
+        if status is not None:
+            print(summary_line(status), file=sys.stderr)
     if report.fatal:
         print(fatal_note(report, f"workbench resume {run.name}", what="The run"), file=sys.stderr)
 
@@ -360,6 +420,7 @@ def cmd_runs(args) -> int:
 def cmd_runs_show(args) -> int:
     """Print a run's manifest: what it was planned and executed with (``--json``: the manifest itself)."""
     from workbench.runs.manifest import manifest_lines
+    from workbench.runs.sequential import sequential_status, summary_line
     from workbench.store.lookup import NotFound
     from workbench.store.manifests import NO_MANIFEST, get_manifest
     from workbench.store.queries import get_run
@@ -374,16 +435,21 @@ def cmd_runs_show(args) -> int:
         else:
             print(f"run {run.name}: {NO_MANIFEST}")
         return OK
+    status = sequential_status(store, run)
     if args.json:
-        emit_json({"run": run.name, "manifest": manifest})
+        emit_json({"run": run.name, "manifest": manifest, "sequential": None if status is None else status.as_dict()})
     else:
         print("\n".join(manifest_lines(manifest)))
+        if status is not None:
+            print(summary_line(status))
     return OK
 
 
 def _run_line(r: dict) -> str:
     pct = 100 * r["done"] / r["jobs"] if r["jobs"] else 0
     errors = f", {r['errors']:,} failed" if r["errors"] else ""
+    if r.get("skipped"):   # a sequential run's cells that stopped: their jobs are never asked
+        errors += f", {r['skipped']:,} skipped (stopped when decided)"
     # Chat is what every run used before prompt styles existed: only the other style is shown.
     style = f" ({r['prompt_style']} prompts)" if r.get("prompt_style") not in (None, "chat") else ""
     return (f"{r['name']}: dataset {r['dataset']}, model {r['model'] or '— (sweep)'}{style}, {r['cells']} cells, "
@@ -454,6 +520,7 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="write and generate nothing: print the jobs, the unique prompts after dedup, their exact "
                         "prompt tokens (the model's own tokenizer, no weights loaded), the cache hits and an ETA "
                         "from the model's measured speed (earlier generations here, else a short probe)")
+    add_stop_when(p)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("resume", parents=[parents.db, execution], help="continue a run's pending jobs")

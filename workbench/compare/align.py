@@ -28,6 +28,7 @@ AXES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formats", ("formats",)),
     ("oracle cells", ("oracle", "shuffles", "seed")),
     ("samples", ("limit", "hops")),
+    ("stopping rule", ("sequential.rule", "sequential.alpha", "sequential.tolerance", "sequential.seed")),
 )
 
 

@@ -58,6 +58,8 @@ def render_comparison(c: Comparison, *, max_samples: int = 8) -> str:
         f"compare A = {c.run_a} with B = {c.run_b} · dataset {c.dataset} · {c.samples:,} samples in both · "
         f"score {c.score}",
         differences_text(c),
+        *(f"{side.upper()} = {run} is a {line}; its cells are compared over the samples both runs answered"
+          for side, run in (("a", c.run_a), ("b", c.run_b)) if (line := c.sequential.get(side))),
         f"B − A with a 95% paired bootstrap CI ({c.resamples:,} resamples, seed {c.seed}; each sample weighs "
         f"the same in both runs). p: exact McNemar for 0/1 terms, the paired bootstrap otherwise; p(Holm): "
         f"adjusted across the {cells} cell{'s' if cells != 1 else ''} of each term. {SIGNIFICANT} = significant "

@@ -40,6 +40,7 @@ from workbench.metrics.ledger import TERMS, CellArrays, ledger_bootstrap
 from workbench.metrics.significance import bootstrap_p, holm, mcnemar_exact
 from workbench.metrics.stats import Estimate, check_bootstrap_args, mean_and_resampled, percentile_interval
 from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays, undefined_terms
+from workbench.runs.sequential import sequential_status, summary_line
 from workbench.store.db import Store
 from workbench.store.queries import get_run, load_samples
 
@@ -99,6 +100,8 @@ class Comparison:
     cells: list[CellDelta]
     claim_run_a: int | None = None
     claim_run_b: int | None = None
+    # Per run (A, B) that is sequential: when its rule decided, and what (None for another run).
+    sequential: dict[str, str | None] = field(default_factory=dict)
 
 
 def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = None,
@@ -141,11 +144,15 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
         _attach_claims(store, out, claims_a.id, claims_b.id, common, resamples, seed, alpha)
         _adjust(out, alpha)
     differences = config_differences(run_a, run_b)
+    sequential = {}
+    for side, run in (("a", run_a), ("b", run_b)):
+        status = sequential_status(store, run)
+        sequential[side] = None if status is None else summary_line(status)
     return Comparison(run_a=run_a.name, run_b=run_b.name, dataset=run_a.dataset, score=arrays_a.score_name,
                       samples=len(common), resamples=resamples, seed=seed, alpha=alpha, adjustment="holm",
                       differences=differences, axes=axes_of(differences), terms=terms, cells=out,
                       claim_run_a=claims_a.id if claims_a and claims_b else None,
-                      claim_run_b=claims_b.id if claims_a and claims_b else None)
+                      claim_run_b=claims_b.id if claims_a and claims_b else None, sequential=sequential)
 
 
 def compare_cells(pairs: dict[tuple[str, str], tuple[CellArrays, CellArrays]], sample_ids: Sequence[str],

@@ -33,12 +33,16 @@ never 0). The one clamping rule: an interval always contains its point estimate 
 percentiles miss it (float round-off on a constant column, or a strongly skewed
 resampling distribution), the nearer end is moved onto the point. So every
 :class:`Estimate` has ``lo <= value <= hi`` or ``lo is hi is None``.
+
+One non-bootstrap interval lives here too, :func:`wilson_interval`: the binomial interval of a
+share of trials (e.g. of replays whose intervals all covered, :mod:`workbench.runs.replay`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -62,6 +66,7 @@ __all__ = [
     "bootstrap_ratio",
     "paired_columns",
     "paired_mean_difference",
+    "wilson_interval",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -483,3 +488,20 @@ def paired_mean_difference(
     """
     a, b = paired_columns(a, b, "paired measurements")
     return bootstrap_mean(a - b, resamples=resamples, seed=seed, alpha=alpha, keys=keys)
+
+
+def wilson_interval(successes: int, trials: int, alpha: float = 0.05) -> tuple[float, float] | None:
+    """The Wilson score interval for a binomial proportion, at level ``1 − alpha``; None with no trials.
+
+    For figures such as "the intervals covered in 998 of 1,000 replays": unlike the normal
+    (Wald) interval it stays inside [0, 1] and does not collapse to a point at 0 or n successes.
+    """
+    if trials <= 0:
+        return None
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must be within [0, trials], got {successes} of {trials}")
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -29,6 +29,7 @@ from workbench.passes import Driver, PassReport, PassWork, drive
 from workbench.passes.inflight import in_flight
 from workbench.runs.answers import parse_output, schema_for, score_answer
 from workbench.runs.manifest import record_execution
+from workbench.runs.sequential import SKIPPED, run_rounds, sequential_config, sequential_status
 from workbench.store.db import Store, utcnow
 from workbench.store.queries import Run, Sample, load_samples
 
@@ -64,9 +65,13 @@ class Progress:
 
 @dataclass
 class ExecReport(PassReport):
-    """What one execution did (``jobs``: pending ones, plus failed ones with retry_errors)."""
+    """What one execution did (``jobs``: pending ones, plus failed ones with retry_errors).
+
+    A sequential run's ``jobs`` shrink as its cells stop: their jobs are ``skipped``, never asked.
+    """
 
     completion_tokens: int = 0
+    skipped: int = 0
 
 
 @dataclass
@@ -128,6 +133,7 @@ class _RunWork(PassWork):
 
     def __init__(self, store: Store, run: Run, gen: GenerationConfig, opts: ExecOptions, backend: Backend | None):
         self.store, self.run, self.gen, self.opts, self.backend = store, run, gen, opts, backend
+        self.sequential = sequential_config(run)
         self.place = (0, 0)   # (the run's jobs done before this execution, all its jobs)
         self.driver: Driver | None = None
 
@@ -179,8 +185,25 @@ class _RunWork(PassWork):
                          (message, utcnow(), self.run.id, job.cell_id, job.sid))
 
     def process_all(self, jobs, driver: Driver) -> None:
-        """Commit the groups the cache already answers, then generate the others."""
+        """Commit the groups the cache already answers, then generate the others; a sequential run round by round."""
         self.driver = driver
+        if self.sequential is None:
+            self._process(jobs)
+            return
+
+        def skipped(n: int) -> None:
+            driver.report.skipped += n
+            driver.report.jobs -= n
+            driver.tick()
+
+        def halt(why: str) -> None:
+            driver.report.fatal = why
+
+        run_rounds(self.store, self.run, jobs, self._process, stopping=driver.stopping, on_skipped=skipped,
+                   on_halt=halt)
+
+    def _process(self, jobs) -> None:
+        """Commit the groups the cache already answers, then generate the others."""
         pending: list[tuple[str, list[_Job], object]] = []
         for key, (prompt, members) in self._group(jobs).items():
             cached = self._cached(key)
@@ -280,7 +303,8 @@ def group_prompts(gen: GenerationConfig, backend: Backend, samples: Mapping[int,
 
 
 def run_stats(store: Store, run: Run) -> dict:
-    """Job counts by status and source, and prompt tokens evaluated against the naive sum."""
+    """Job counts by status and source, and prompt tokens evaluated against the naive sum; a sequential run's
+    standing (:func:`~workbench.runs.sequential.sequential_status`)."""
     q = store.conn.execute
     by_status = dict(q("SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (run.id,)).fetchall())
     by_source = dict(q("SELECT source, count(*) FROM events WHERE run_id = ? AND status = 'done' GROUP BY source",
@@ -290,8 +314,10 @@ def run_stats(store: Store, run: Run) -> dict:
         " coalesce(sum(CASE WHEN source = 'model' THEN completion_tokens END), 0)"
         " FROM events WHERE run_id = ? AND status = 'done'", (run.id,)).fetchone()
     total = sum(by_status.values())
+    status = sequential_status(store, run)
     return {"run": run.name, "jobs": total, "done": by_status.get("done", 0), "pending": by_status.get("pending", 0),
-            "errors": by_status.get("error", 0), "model_calls": by_source.get("model", 0),
+            "errors": by_status.get("error", 0), "skipped": by_status.get(SKIPPED, 0),
+            "sequential": None if status is None else status.as_dict(), "model_calls": by_source.get("model", 0),
             "cache_hits": by_source.get("cache", 0), "imported": by_source.get("import", 0),
             "prompt_tokens_naive": naive, "prompt_tokens_evaluated": evaluated,
             "prompt_eval_ratio": (evaluated / naive) if naive else None, "completion_tokens": completion}

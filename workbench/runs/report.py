@@ -23,6 +23,7 @@ from workbench.metrics.scoring import get_scorer
 from workbench.metrics.stats import check_bootstrap_args
 from workbench.runs.aggregate import DEFAULT_RESAMPLES, LedgerReader, Verification, verify
 from workbench.runs.cells import Cell, run_cells
+from workbench.runs.sequential import SequentialStatus, sequential_status
 from workbench.store.db import Store
 from workbench.store.ledger_state import state_header
 from workbench.store.queries import Run, load_samples
@@ -60,6 +61,8 @@ class LedgerReport:
     exclude_tags: list[str] = field(default_factory=list)
     claims: dict[str, Any] | None = None    # the claim run whose metrics the rows carry: id, config
     warnings: list[str] = field(default_factory=list)   # recorded when the run was planned
+    # A sequential run's standing (rows then carry each cell's "sequential" block); None for another run.
+    sequential: SequentialStatus | None = None
 
 
 def load_run_arrays(store: Store, run: Run, score: str | None = None, exclude: set[int] = frozenset()) -> RunArrays:
@@ -176,6 +179,10 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
         report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
                             **{t: Estimate(None, None, None) if t in undefined else ledger[cid][t]
                                for t in TERMS}})
+    report.sequential = sequential_status(store, run)
+    if report.sequential is not None:
+        for row in report.rows:
+            row["sequential"] = report.sequential.cell_record(row["cell_id"])
     _attach_claims(store, run, report, excluded, resamples, seed)
     for key, group in state.groups.items():
         if group.kind != "oracle":

@@ -19,6 +19,7 @@ from workbench.passes import RUN_NAME_DIGITS, canonical_json, default_name, plan
 from workbench.runs.cells import Cell, grid
 from workbench.runs.generation import resolve_generation
 from workbench.runs.manifest import plan_manifest
+from workbench.runs.sequential import SequentialConfig, write_order
 from workbench.store.db import Store, utcnow
 from workbench.store.manifests import insert_manifest
 from workbench.store.queries import Dataset, get_dataset, load_retrieval, load_samples, retrievers
@@ -92,7 +93,7 @@ def _resolve(store: Store, config: SweepConfig, dataset: str | None) -> tuple[Sw
 
 
 def sibling_base_name(store: Store, config: SweepConfig, generations: Sequence[dict], *,
-                      dataset: str | None = None) -> str:
+                      dataset: str | None = None, sequential: SequentialConfig | None = None) -> str:
     """The default name shared by the sibling runs of several models (``run --model A,B``).
 
     Each sibling is planned as ``{base}-{label}``. The hash covers the grid and every
@@ -100,24 +101,37 @@ def sibling_base_name(store: Store, config: SweepConfig, generations: Sequence[d
     """
     config, ds, _ = _resolve(store, config, dataset)
     identity = {**asdict(config), "generations": [resolve_generation(g) for g in generations]}
+    if sequential is not None:
+        identity["sequential"] = sequential.as_dict()
     return default_name(ds.name, identity, RUN_NAME_DIGITS)
 
 
 def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
-               generation: dict | None = None,
+               generation: dict | None = None, sequential: SequentialConfig | None = None,
                progress: Callable[[int, int], None] | None = None) -> SweepResult:
     """Plan (or find, if identical) a run and write its retrieval/interface events (its jobs).
 
     ``generation`` (a model's settings, :meth:`GenerationConfig.as_dict`) is stored with the
     config: a run that generates. Its prompt style ``auto`` is resolved here, so every
-    planner (CLI, TUI) records the style the run uses.
+    planner (CLI, TUI) records the style the run uses. ``sequential`` makes it a sequential run
+    (:mod:`workbench.runs.sequential`): its settings join the config and its samples' seeded
+    order is stored with it.
     """
     if generation is not None:
         generation = resolve_generation(generation)
+    if sequential is not None:
+        sequential.validate()
+        if config.oracle:
+            raise ValueError("--stop-when: a sequential run weighs its grid cells; the oracle controls (--oracle) "
+                             "would be asked on every sample: run them in a run of their own")
+        if generation is None:
+            raise ValueError("--stop-when: a sequential run asks a model (`workbench run`, not `sweep`)")
     config, ds, notes = _resolve(store, config, dataset)
     retriever = config.retriever
     tokenizer = get_tokenizer(config.tokenizer)
     identity = {**asdict(config), "generation": generation}
+    if sequential is not None:    # absent otherwise: every other run's identity (and name) is as it was
+        identity["sequential"] = sequential.as_dict()
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
 
     def find(conn):
@@ -142,6 +156,8 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
             "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
         events = _write_events(_EventWriter(conn, run_id), config, samples, units, ranked, tokenizer, progress)
+        if sequential is not None:
+            write_order(conn, run_id, [s.sid for s in samples], sequential.seed)
         return SweepResult(name, ds.name, retriever, len(cells), events, created=True, notes=notes,
                            warnings=warnings)
 

@@ -149,7 +149,8 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
             "SELECT status, count(*) FROM events WHERE run_id = ? GROUP BY status", (run_id,)).fetchall())
         out.append({"name": name, "dataset": dataset, "retriever": retriever, "model": model, "created_at": created,
                     "cells": cells, "jobs": sum(status.values()), "done": status.get("done", 0),
-                    "pending": status.get("pending", 0), "errors": status.get("error", 0)})
+                    "pending": status.get("pending", 0), "errors": status.get("error", 0),
+                    "skipped": status.get("skipped", 0)})
     return out
 
 
