@@ -5,6 +5,7 @@ venv := ".venv"
 py := venv / "bin/python"
 demo_db := ".workbench/demo.db"
 wb := venv / "bin/workbench --db " + demo_db
+docs_shots := "build/docs-shots"
 
 # llama.cpp build flags (docs/design.md §12): AMX off, or a native build segfaults on Sapphire Rapids
 # (llama.cpp #20824); LLAVA off. For CUDA add -DGGML_CUDA=on to LLAMA_CMAKE_ARGS.
@@ -30,7 +31,7 @@ install:
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 
-# The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer, seed 003's
+# The demo verifies the claims of the first 3 questions' answers in every cell (hybrid decomposer, the three-verifier
 # vote: lexical, embedding similarity with multilingual-e5-small, the LLM judge); all 480 answers take a few minutes more:
 # `.venv/bin/workbench --db .workbench/demo.db claims run demo`. A second `just demo` is served
 # from the cache.
@@ -63,16 +64,18 @@ demo: install
     {{wb}} meta report prefs
     @echo "Open the demo in the TUI: just tui   (or: .venv/bin/workbench --db {{demo_db}}); T labels claims"
 
-# Build the documentation site into site/ (mkdocs, strict: a warning fails the build). It works offline,
-# opened from the files: site/index.html, its search included.
-docs: install
-    NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore "{{venv}}/bin/mkdocs" build --strict
+# The site works offline, opened from the files: site/index.html, its search included. Its pictures of the
+# TUI and the ledger figures are taken first from the running app on the demo database (docs-shots), so they
+# are never stale; without the demo database it stops with one line saying to run `just demo`.
+# Build the documentation site into site/ (mkdocs, strict: a warning fails the build), pictures first.
+docs: docs-shots
+    NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore WORKBENCH_DOCS_SHOTS={{docs_shots}} "{{venv}}/bin/mkdocs" build --strict
     @echo "The site is in site/: open site/index.html"
 
-# Take the docs' pictures of the real TUI (SVG, docs/shots/) and draw the ledger figures, on the demo database.
+# The screens are drawn cell by cell by headless Chromium (PNG); mkdocs takes the files from there.
+# Take the docs' pictures of the TUI and the ledger figures from the demo database into build/docs-shots/.
 docs-shots: install
-    test -f {{demo_db}} || just demo
-    "{{py}}" scripts/docs_shots.py --db {{demo_db}} --out docs/shots
+    "{{py}}" scripts/docs_shots.py --db {{demo_db}} --out {{docs_shots}}
 
 # Regenerate the console examples of the README and the docs from a real run on the demo data
 # (tests/test_docs_examples.py checks them).

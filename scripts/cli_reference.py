@@ -6,20 +6,33 @@
 Every verb, at every depth, gets its usage line, its help, its arguments (flags, metavar,
 help, default, choices) and its epilog, in the order ``workbench --help`` lists them.
 tests/test_cli_reference.py checks that the file is current and lists every flag.
+
+An epilog's prose becomes paragraphs the page wraps, its aligned "term   definition" lines a list;
+only its commands and data (examples, JSON lines) stay in code blocks, where a line longer than the
+page's width is broken as a terminal user would write it (:func:`code_lines`): no block holds prose
+or scrolls sideways for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 from generated_doc import write_or_check
 from workbench.cli.main import build_parser
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
-# The usage is formatted at a fixed width, so the file does not depend on the terminal.
-WIDTH = 100
+# The usage is formatted at a fixed width, so the file does not depend on the terminal; so are the
+# epilogs' code lines, which are broken at this width.
+WIDTH = 80
+# A command of an example and what it does, at least three spaces apart: "workbench ledger   the ledger".
+_DESCRIBED = re.compile(r"^(\s*\S.*?\S)( {3,})(\S.*)$")
+# A term and its definition, at least three spaces apart: "accuracy, κ      Cohen's kappa …".
+_DEFINED = re.compile(r"^(\S.*?\S|\S) {3,}(\S.*)$")
+COMMANDS = ("workbench", "duckdb", "python")
 
 
 def subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
@@ -37,12 +50,14 @@ def _argument(action: argparse.Action) -> str | None:
         return None
     name = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.metavar or action.dest}`"
     if action.option_strings and action.nargs != 0:
-        name += f" `{action.metavar or action.dest.upper()}`"
+        metavar = action.metavar or action.dest.upper()
+        name += f" `{' '.join(metavar) if isinstance(metavar, tuple) else metavar}`"
     parts = [(action.help or "").replace("%(default)s", str(action.default)).replace("%%", "%")]
     if action.choices and not isinstance(action.choices, dict):
         parts.append("choices: " + ", ".join(f"`{c}`" for c in action.choices))
     if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) and action.nargs != 0:
         default = ",".join(map(str, action.default)) if isinstance(action.default, (list, tuple)) else action.default
+        default = f"{default:g}" if isinstance(default, float) else default  # 120.0 reads as the help's "120"
         if f"default {default}" not in parts[0] and f"default: {default}" not in parts[0]:
             parts.append(f"default `{default}`")
     return f"- {name}: " + "; ".join(p for p in parts if p)
@@ -50,19 +65,100 @@ def _argument(action: argparse.Action) -> str | None:
 
 def _section(path: list[str], help_text: str, parser: argparse.ArgumentParser, depth: int) -> list[str]:
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=WIDTH)
-    usage = parser.format_usage().strip().removeprefix("usage: ")
+    # Without argparse's "usage: " prefix, and its later lines moved left by as much: they stay aligned.
+    first, *rest = parser.format_usage().strip().splitlines()
+    usage = "\n".join([first.removeprefix("usage: "), *(line.removeprefix(" " * len("usage: ")) for line in rest)])
     lines = [f"{'#' * min(depth, 6)} {' '.join(path)}", ""]
     if help_text:
+        help_text = help_text.replace("%%", "%")  # argparse's escape, not the text
         lines += [help_text[0].upper() + help_text[1:] + ("" if help_text.endswith(".") else "."), ""]
     lines += ["```", usage, "```", ""]
-    arguments = [a for a in map(_argument, parser._actions) if a]
+    # The arguments of argparse's own groups first, in the parser's order; then each group of the verb's
+    # own, under its title and what its description says of it.
+    groups = [g for g in parser._action_groups if g.title or g.description]
+    named = [g for g in groups if g is not parser._positionals and g is not parser._optionals]
+    grouped = {id(action) for group in named for action in group._group_actions}
+    arguments = [a for a in map(_argument, (x for x in parser._actions if id(x) not in grouped)) if a]
     if arguments:
         lines += arguments + [""]
+    for group in named:
+        said = " ".join((group.description or "").split())
+        lines += [f"**{group.title}**" + (f": {said}" if said else ""), ""]
+        lines += [a for a in map(_argument, group._group_actions) if a] + [""]
     if parser.epilog:
-        lines += ["```", parser.epilog.strip(), "```", ""]
+        lines += epilog(parser.epilog)
     for name, sub_help, sub in subcommands(parser):
         lines += _section(path + [name], sub_help, sub, depth + 1)
     return lines
+
+
+def code_lines(line: str) -> list[str]:
+    """A line of an epilog's code block, broken into lines of at most :data:`WIDTH` where it can be.
+
+    A described command ("command   what it does") puts its description on the next line, indented under
+    the command; a long command is continued with a backslash, as a shell reads it. Other lines stay whole.
+    """
+    if len(line) <= WIDTH:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip())]
+    described = _DESCRIBED.match(line)
+    if described and described.group(1).lstrip().startswith(COMMANDS):
+        return code_lines(described.group(1)) + [f"{indent}    {described.group(3)}"]
+    if line.lstrip().startswith(COMMANDS):
+        head, *rest = textwrap.wrap(line.strip(), WIDTH - len(indent) - 6, break_long_words=False,
+                                    break_on_hyphens=False)
+        return [f"{indent}{head} \\"] + [f"{indent}    {part}" + (" \\" if i < len(rest) - 1 else "")
+                                          for i, part in enumerate(rest)]
+    return [line]
+
+
+def _runs(lines: list[str]) -> list[tuple[bool, list[str]]]:
+    """``lines`` cut into runs of unindented and of indented lines, ``(indented, lines)``; a blank line ends a run."""
+    runs: list[tuple[bool, list[str]]] = []
+    for line in lines:
+        if not line.strip():
+            runs.append((False, []))
+            continue
+        indented = line[:1].isspace()
+        if runs and runs[-1][1] and (runs[-1][0] == indented or (runs[-1][0] and line[:1].isspace())):
+            runs[-1][1].append(line)
+        else:
+            runs.append((indented, [line]))
+    return [(indented, run) for indented, run in runs if run]
+
+
+def _is_code(lines: list[str]) -> bool:
+    """Whether indented lines are for a terminal (commands, JSON), not words to read."""
+    return any(line.lstrip().startswith((*COMMANDS, "{", "[")) for line in lines)
+
+
+def _markdown(lines: list[str]) -> list[str]:
+    """Epilog lines (their least indented at column 0) as Markdown: paragraphs, definition lists, code."""
+    out: list[str] = []
+    for indented, run in _runs(lines):
+        if not indented:
+            out += [" ".join(line.strip() for line in run), ""]
+            continue
+        body = textwrap.dedent("\n".join(run)).splitlines()
+        if _is_code(body):
+            out += ["```", *[part for line in body for part in code_lines(line)], "```", ""]
+        elif all(_DEFINED.match(line) or line[:1].isspace() for line in body) and _DEFINED.match(body[0]):
+            items: list[str] = []
+            for line in body:  # "term   what it is", a deeper line continuing the definition above
+                term = _DEFINED.match(line)
+                if term:
+                    items.append(f"- `{term.group(1)}`: {term.group(2)}")
+                else:
+                    items[-1] += " " + line.strip()
+            out += items + [""]
+        else:
+            out += _markdown(body)
+    return out
+
+
+def epilog(text: str) -> list[str]:
+    """An epilog as Markdown: its prose as paragraphs, its aligned terms as lists, its examples as code."""
+    return _markdown(text.strip("\n").splitlines())
 
 
 def render() -> str:

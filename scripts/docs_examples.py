@@ -17,6 +17,15 @@ its output compared:
   own example, say); the command's last path argument is taken from ``$VAR`` and the block is
   skipped where ``VAR`` is unset.
 
+A long command is continued on the next lines as a shell reads it: a ``$`` line ending in a backslash
+goes on with the next line. A line of output longer than :data:`FOLD` characters that is prose (no
+run of two spaces after its indentation: not a table row) is folded at spaces into lines of about
+:data:`WRAP`, the later ones indented two more spaces, as a narrow terminal would show it: a page's
+code block never needs sideways scrolling for a sentence. Tables are shown whole (a test keeps
+every line of a block within 160 characters). The fold is the same on the page and in the check,
+measured on the text as it is compared (a timing, and with ``masked`` a number, counts as a fixed
+width), so a figure that differs by machine never moves a line break.
+
 Commands in other code blocks (plain, ``sh``) are not run: ``tests/test_docs_examples.py``
 parses each ``workbench …`` line with the real argument parser instead.
 
@@ -66,6 +75,11 @@ SETUP = [
 ]
 
 ELISION = "…"
+# The widest line of prose output a page shows; a longer one is folded (see the module's docstring) into
+# lines of about equal length, none much wider than WRAP: what a code block shows without scrolling.
+FOLD = 100
+WRAP = 80
+CONTINUED = " \\"
 _DIRECTIVE = re.compile(r"<!--\s*check:\s*(.*?)\s*-->")
 # Durations and rates depend on the machine on every page: compared as a placeholder, like a masked figure.
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:/s\b|\s?(?:ms|s)\b)|\b(?:\d+h)?(?:\d+m)?\d+s\b")
@@ -82,6 +96,12 @@ class Command:
     line: int  # 1-based line of the ``$`` in the page
     text: str
     expected: list[str] = field(default_factory=list)
+    continued: int = 0  # the lines after the ``$`` line that continue the command (each after a `` \``)
+
+    @property
+    def output_at(self) -> int:
+        """The 0-based index, in the page's lines, of the first line of the output shown."""
+        return self.line + self.continued
 
 
 @dataclass
@@ -152,7 +172,11 @@ def _example(page: Path, fence: int, before: str, body: list[str], first: int) -
         else:
             raise ValueError(f"{page}:{fence}: unknown check directive {directive!r}")
     for offset, text in enumerate(body):
-        if text.startswith("$ "):
+        last = example.commands[-1] if example.commands else None
+        if last is not None and not last.expected and last.text.endswith(CONTINUED):
+            last.text = last.text[:-1] + text  # as the shell reads it: the backslash and the newline go
+            last.continued += 1
+        elif text.startswith("$ "):
             example.commands.append(Command(first + offset + 1, text[2:]))
         elif example.commands:
             example.commands[-1].expected.append(text)
@@ -228,6 +252,52 @@ def build_db(db: Path) -> None:
         raise RuntimeError(f"the docs database's setup failed:\n{done.stdout}")
 
 
+def _width(word: str, masked: bool) -> int:
+    """How wide ``word`` counts when folding: as compared, a timing (and, masked, a number) at a fixed width."""
+    word = _TIMING.sub("<time>", word)
+    return len(_NUMBER.sub("#", word) if masked else word)
+
+
+def fold(line: str, *, masked: bool = False) -> list[str]:
+    """``line`` as a page shows it: whole, or, when it is prose wider than :data:`FOLD`, folded at spaces.
+
+    Prose is a line with no run of two spaces after its indentation (a table row has one between its
+    columns and is never folded). It is folded into the fewest lines of about :data:`WRAP`, of even
+    length (no short last word alone); the later lines are indented two spaces more than the first.
+    """
+    body = line.lstrip(" ")
+    indent = line[:len(line) - len(body)]
+    words = body.split(" ")
+    total = len(indent) + sum(_width(w, masked) for w in words) + len(words) - 1
+    if "  " in body or total <= FOLD:
+        return [line]
+    count = -(-total // WRAP)  # the fewest lines of WRAP: filled evenly, the narrowest width that still fits
+    for limit in range(-(-total // count) + 2, WRAP + 20):
+        folded = _greedy(words, indent, limit, masked)
+        if len(folded) <= count:
+            break
+    return folded
+
+
+def _greedy(words: list[str], indent: str, limit: int, masked: bool) -> list[str]:
+    """``words`` on lines of at most ``limit`` (as :func:`_width` counts), the later lines indented two more."""
+    folded, current, width = [], [], len(indent)
+    for word in words:
+        if current and width + 1 + _width(word, masked) > limit:
+            folded.append((indent if not folded else indent + "  ") + " ".join(current))
+            current, width = [], len(indent) + 2
+        width += _width(word, masked) + (1 if current else 0)
+        current.append(word)
+    folded.append((indent if not folded else indent + "  ") + " ".join(current))
+    return folded
+
+
+def folded(example: Example, lines: Sequence[str]) -> list[str]:
+    """A command's output as its page shows it: every prose line folded, except lines the example ignores."""
+    return [part for line in lines
+            for part in ([line] if example.ignore and example.ignore.search(line) else fold(line, masked=example.masked))]
+
+
 def _masked(lines: Iterable[str]) -> list[str]:
     return [" ".join(_NUMBER.sub("#", line).split()) for line in lines]
 
@@ -301,7 +371,7 @@ def check_page(page: Path, db: Path, workdir: Path) -> tuple[list[Difference], l
             target = cwd / f"{example.needs.lower()}.db"
             shutil.copyfile(db, target)
         for command in example.commands:
-            actual = run(_argv(example, command), target, cwd)
+            actual = folded(example, run(_argv(example, command), target, cwd))
             outputs[(example.line, command.line)] = actual
             if not matches(_kept(example, command.expected), _kept(example, actual), masked=example.masked):
                 differences.append(Difference(example, command, actual))
@@ -320,7 +390,7 @@ def rewrite(page: Path, outputs: dict) -> int:
             if _failed(actual) and not _failed(command.expected):
                 continue  # a command that now fails is a difference to read, not an output to keep
             if not matches(_kept(example, command.expected), _kept(example, actual), masked=example.masked):
-                lines[command.line:command.line + len(command.expected)] = actual
+                lines[command.output_at:command.output_at + len(command.expected)] = actual
                 changed += 1
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return changed

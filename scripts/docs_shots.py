@@ -1,13 +1,18 @@
-"""SVG screenshots of the TUI's main screens, and the HTML report's two figures, for the docs.
+"""The docs' pictures: PNG screenshots of the TUI's main screens, and the HTML report's two figures.
 
-    .venv/bin/python scripts/docs_shots.py                          # .workbench/demo.db -> docs/shots/
+    .venv/bin/python scripts/docs_shots.py                         # .workbench/demo.db -> build/docs-shots/
     .venv/bin/python scripts/docs_shots.py --only ledger,figures --out /tmp/shots
 
-The screens are the real app's (Textual's ``run_test`` at 120×40) on the database ``just demo`` fills,
-reached by the keys a user presses (d, r, l, enter, 2, enter, ], v, T; D and h only when the database has
-a dedup or SearChain run), each taken once its screen is ``loaded``, never after a guessed delay. No key
-that labels, tags, decides or deletes is pressed. The figures are the report's own (:mod:`workbench.figures`
-on ``run_ledger`` with the report's resamples and seed), as SVG files a rerun reproduces byte for byte.
+`just docs` runs it before mkdocs, which takes the pictures from that directory (docs/_hooks/shots.py):
+they are drawn from the app as it is, on every build, never committed. The screens are the real app's
+(Textual's ``run_test`` at 120×40) on the database ``just demo`` fills, reached by the keys a user presses
+(d, r, l, enter, 2, enter, ], v, T; D and h only when the database has a dedup or SearChain run), each
+taken once its screen is ``loaded``, never after a guessed delay. No key that labels, tags, decides or
+deletes is pressed. Each screen is read as a grid of cells and drawn cell by cell by headless Chromium
+(scripts/screen_picture.py), so Chinese is two cells wide and nothing overlaps; a character no installed
+font draws stops the run instead of becoming a box. The figures are the report's own
+(:mod:`workbench.figures` on ``run_ledger`` with the report's resamples and seed), as SVG files a rerun
+reproduces byte for byte, their text drawn as paths.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -23,6 +27,8 @@ from typing import Callable, Sequence
 from unittest.mock import patch
 
 from textual.widgets import DataTable
+
+import screen_picture
 
 from workbench import figures
 from workbench.kg.runner import get_dedup_run
@@ -45,13 +51,14 @@ CELL, SAMPLE = "k1-b128-linear", "metaqa-1hop-dev-04982"
 LABELS_RUN, ANNOTATOR = "recorded", "ana"
 SIZE = (120, 40)
 PATIENCE = 180.0  # a safety net only: each wait ends as soon as its screen has loaded
-TITLE = "Dissipation Workbench — {}"
-# Every picture: its name (file name and --only) and its title. "figures" are ledger-main and ledger-oracle.
+# Every picture: its name (file name and --only) and what it shows. "figures" are ledger-main and ledger-oracle.
 SHOTS = {"datasets": "Datasets", "runs": "Runs", "ledger": "Ledger", "samples": "Samples",
          "detail": "Sample detail", "claims": "Claims", "retrieval": "Retrieval", "labels": "Labels",
          "dedup": "Dedup", "searchain": "SearChain", "figures": "Figures"}
 # Each of these is reached through the ones before it (the run's ledger, a cell's samples, a sample).
 CHAIN = ("ledger", "samples", "detail", "claims")
+FIGURES = ("ledger-main", "ledger-oracle")
+OUT = ROOT / "build" / "docs-shots"
 
 
 def check_db(db: Path) -> str | None:
@@ -94,23 +101,6 @@ def write_figures(db: Path, out: Path) -> list[Path]:
     return [out / f"{name}.svg" for name in drawn]
 
 
-_WEB_FONT = re.compile(r',\s*url\("https?://[^"]*"\) format\("[^"]*"\)')
-# Rich names only Fira Code, which has no CJK glyphs, and the generic monospace, which on many systems has
-# none either: the Chinese of HowToCook and the claims then shows as boxes. Monospace CJK families, in the
-# order a reader is likely to have them, come before the generic fallback.
-MONO_FAMILIES = '"Fira Code", "Noto Sans Mono CJK SC", "Sarasa Mono SC", "Source Han Mono", monospace'
-_RICH_MONO = re.compile(r"font-family: Fira Code, monospace;")
-
-
-def offline(svg: str) -> str:
-    """The SVG without its web-font URLs (Rich links Fira Code on a CDN), its text in a CJK-capable family.
-
-    The docs fetch nothing. The ``local()`` font and the monospace fallback stay, so the picture is unchanged
-    where Fira Code is installed; Chinese is drawn in the first CJK monospace family the system has.
-    """
-    return _RICH_MONO.sub(f"font-family: {MONO_FAMILIES};", _WEB_FONT.sub("", svg))
-
-
 async def _until(pilot, ready: Callable[[], bool], what: str) -> None:
     """Let the app work until ``ready()`` holds; fail at once if a background task raised."""
     loop = asyncio.get_running_loop()
@@ -150,11 +140,11 @@ async def _highlight(pilot, table: DataTable, key: str) -> None:
 
 
 class Camera:
-    """Takes the selected pictures of the running app into ``out``."""
+    """Reads the selected screens of the running app as grids of cells, by name."""
 
-    def __init__(self, pilot, out: Path, only: set[str]):
+    def __init__(self, pilot, only: set[str]):
         # lines: printed once the app has exited (while it runs, Textual captures stdout).
-        self.pilot, self.out, self.only, self.written, self.lines = pilot, out, only, [], []
+        self.pilot, self.only, self.grids, self.lines = pilot, only, {}, []
 
     async def shoot(self, name: str) -> None:
         if name not in self.only:
@@ -162,29 +152,27 @@ class Camera:
         app = self.pilot.app
         app.clear_notifications()  # a passing toast ("run demo …") is not part of the screen
         await self.pilot.pause()
-        path = self.out / f"{name}.svg"
-        path.write_text(offline(app.export_screenshot(title=TITLE.format(SHOTS[name]))), encoding="utf-8")
-        self.lines.append(f"wrote {path} ({path.stat().st_size:,} bytes)")
-        self.written.append(path)
+        self.grids[name] = screen_picture.grid_of_app(app)
 
     async def visit(self, key: str, name: str, screen: str) -> None:
-        """Press ``key`` (a mode's key) and photograph the screen once it has loaded."""
+        """Press ``key`` (a mode's key) and read the screen once it has loaded."""
         if name in self.only:
             await self.pilot.press(key)
             await _loaded(self.pilot, screen)
             await self.shoot(name)
 
 
-async def take_screens(db: Path, out: Path, only: set[str]) -> list[Path]:
-    """Photograph the selected screens of the real app on ``db``; returns the files written."""
+async def take_screens(db: Path, only: set[str]) -> dict[str, screen_picture.Grid]:
+    """The selected screens of the real app on ``db``, each as the grid of cells it shows."""
     app = WorkbenchApp(db, poll_seconds=3600)  # no live polling: the picture cannot change under the camera
     # The demo's annotator, not the login name of whoever takes the pictures (restored afterwards).
     with patch.dict(os.environ, {ANNOTATOR_ENV: ANNOTATOR}):
         async with app.run_test(size=SIZE) as pilot:
-            cam = Camera(pilot, out, only)
+            cam = Camera(pilot, only)
             await _tour(pilot, cam)
-    print("\n".join(cam.lines))
-    return cam.written
+    if cam.lines:
+        print("\n".join(cam.lines))
+    return cam.grids
 
 
 async def _tour(pilot, cam: Camera) -> None:
@@ -207,12 +195,12 @@ async def _tour(pilot, cam: Camera) -> None:
             get_dedup_run(app.store)
             await cam.visit("D", "dedup", "dedup")
         except NotFound:
-            cam.lines.append("skipped dedup.svg: the database has no dedup run")
+            cam.lines.append("skipped dedup.png: the database has no dedup run")
     if "searchain" in only:
         if pipeline_runs(app.store):
             await cam.visit("h", "searchain", "searchain")
         else:
-            cam.lines.append("skipped searchain.svg: the database has no SearChain run")
+            cam.lines.append("skipped searchain.png: the database has no SearChain run")
 
 
 async def _chain(pilot, cam: Camera, depth: int) -> None:
@@ -249,7 +237,7 @@ async def _chain(pilot, cam: Camera, depth: int) -> None:
     if depth < 3:
         return
     if claim_counts(detail.detail.claims) == (0, 0):
-        cam.lines.append(f"skipped claims.svg: sample {detail.detail.sample.id} has no verified claims in {cell}")
+        cam.lines.append(f"skipped claims.png: sample {detail.detail.sample.id} has no verified claims in {cell}")
     else:
         await pilot.press("right_square_bracket")  # the first claim, highlighted and scrolled into view
         await _until(pilot, lambda: detail.claim_cursor is not None, "the first claim highlighted")
@@ -269,23 +257,52 @@ def parse_only(text: str) -> set[str]:
     return names
 
 
+def clear(out: Path) -> None:
+    """Remove the pictures an earlier run left in ``out``: one this run skips must not stay in the site."""
+    for old in out.glob("*"):
+        if old.suffix in (".png", ".svg") and old.is_file():
+            old.unlink()
+
+
+def draw(grids: dict[str, screen_picture.Grid], out: Path) -> list[Path]:
+    """Draw the grids into ``out`` as PNG files, or raise naming the characters no installed font draws."""
+    missing = screen_picture.missing_glyphs(set().union(*(grid.chars() for grid in grids.values())))
+    if missing:
+        named = ", ".join(f"{c} (U+{ord(c[0]):04X})" for c in missing)
+        raise RuntimeError(f"no installed font draws {named}: the picture would show boxes; "
+                           f"install {screen_picture.FONT_PACKAGES}")
+    return screen_picture.render(grids, out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: check the database, write the selected screenshots and figures, print each file."""
-    parser = argparse.ArgumentParser(description="SVG screenshots of the TUI and the report's figures for the docs.")
+    """The command line: check the database and the browser, write the selected pictures, print each file."""
+    parser = argparse.ArgumentParser(description="PNG screenshots of the TUI and the report's figures for the docs.")
     parser.add_argument("--db", type=Path, default=ROOT / ".workbench" / "demo.db", help="default: %(default)s")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "shots", help="default: %(default)s")
+    parser.add_argument("--out", type=Path, default=OUT, help="default: %(default)s")
     parser.add_argument("--only", type=parse_only, default=None, metavar="NAME[,NAME]",
-                        help=f"only these pictures, of: {', '.join(SHOTS)}")
+                        help=f"only these pictures, of: {', '.join(SHOTS)} (the others already there stay)")
     args = parser.parse_args(argv)
+    only = args.only or set(SHOTS)
     problem = check_db(args.db)
+    if problem is None and only - {"figures"} and screen_picture.chromium() is None:
+        problem = ("chromium is not installed: it draws the screenshots (Debian: apt-get install chromium "
+                   f"{screen_picture.FONT_PACKAGES})")
     if problem:
         print(f"docs_shots: {problem}", file=sys.stderr)
         return 2
-    only = args.only or set(SHOTS)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only is None:
+        clear(args.out)
     written = write_figures(args.db, args.out) if "figures" in only else []
     if only - {"figures"}:
-        written += asyncio.run(take_screens(args.db, args.out, only))
+        try:
+            shots = draw(asyncio.run(take_screens(args.db, only)), args.out)
+        except RuntimeError as exc:
+            print(f"docs_shots: {exc}", file=sys.stderr)
+            return 1
+        for path in shots:
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        written += shots
     print(f"{len(written)} files in {args.out}")
     return 0
 

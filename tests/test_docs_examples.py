@@ -84,6 +84,39 @@ def test_durations_and_rates_are_not_compared():
     assert not docs_examples.matches(["run x: 3 of 3 jobs done in 0.7s"], ["run x: 2 of 3 jobs done in 0.7s"])
 
 
+def test_a_long_command_goes_on_after_a_backslash_as_the_shell_reads_it(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ workbench sweep metaqa --limit 3 \\\n    --name mine   # a comment\nrun mine: planned\n"
+                    "```\n", encoding="utf-8")
+    [example] = docs_examples.examples(page)
+    [command] = example.commands
+    assert docs_examples.argv_of(command.text)[1:] == ["sweep", "metaqa", "--limit", "3", "--name", "mine"]
+    assert command.expected == ["run mine: planned"]
+    assert page.read_text(encoding="utf-8").splitlines()[command.output_at] == "run mine: planned"
+
+
+SENTENCE = ("B − A with a 95% paired bootstrap CI (2,000 resamples, seed 0; each sample weighs the same in both runs). "
+            "p: exact McNemar for 0/1 terms, the paired bootstrap otherwise.")
+
+
+def test_a_long_sentence_of_output_is_folded_and_a_table_row_is_not():
+    folded = docs_examples.fold(SENTENCE)
+    fewest = -(-len(SENTENCE) // docs_examples.WRAP)              # as few lines as WRAP columns allow, of even width
+    assert len(folded) == fewest and all(len(line) <= docs_examples.WRAP + 2 for line in folded)
+    assert max(map(len, folded)) - min(map(len, folded)) < 20
+    assert folded[1].startswith("  ") and " ".join(line.strip() for line in folded) == SENTENCE   # no word lost
+    row = "k1-b64-linear    20  0.800  0.700  -0.100 [-0.250,+0.000]  0.500    1.000" * 2
+    assert docs_examples.fold(row) == [row]                       # columns, not words: shown whole
+    assert docs_examples.fold(SENTENCE[:95]) == [SENTENCE[:95]]   # short enough to read whole
+
+
+def test_a_masked_figure_never_moves_a_line_break():
+    other_machine = SENTENCE.replace("2,000", "2,000,000").replace("0/1", "10/12")
+    here, there = docs_examples.fold(SENTENCE, masked=True), docs_examples.fold(other_machine, masked=True)
+    assert len(here) == len(there)
+    assert docs_examples.matches(here, there, masked=True) and not docs_examples.matches(here, there)
+
+
 SHOWN_COMMAND = re.compile(r"^(?:\.venv/bin/)?workbench(?:\s|$)")
 
 
@@ -129,6 +162,9 @@ def test_every_command_shown_parses(page, line, command):
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+# The pictures of the app are not in the checkout: every docs build takes them (scripts/docs_shots.py), and
+# tests/test_docs_site.py checks that a page shows only pictures the build takes.
+TAKEN_BY_THE_BUILD = re.compile(r"shots/[a-z-]+\.(?:png|svg)")
 
 
 @pytest.mark.parametrize("page", [*PAGES, REPO / "docs" / "design.md", REPO / "docs" / "cli.md"],
@@ -138,6 +174,8 @@ def test_every_relative_link_leads_to_a_file(page):
     broken = []
     for target in LINK.findall(text):
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        if page.parent.name == "docs" and TAKEN_BY_THE_BUILD.fullmatch(target):
             continue
         path = (page.parent / target.split("#")[0]).resolve()
         if not path.exists():

@@ -1,34 +1,71 @@
-"""The documentation site builds strictly, needs no network, and its search works from the files.
+"""The documentation site builds strictly, needs no network, its search works from the files, and it
+shows the app as the app draws it now.
 
-`just docs` runs the same build; CI runs `just docs` after the suite. Where Debian's chromium is
-installed (`.ci/run` installs it), a real headless browser opens the built site from the file
-system, with no flag that loosens file:// rules, and searches it.
+`just docs` runs the same build; CI runs `just docs` after the suite. The site's pictures of the app
+are taken by the build (scripts/docs_shots.py, here on a tiny database instead of the demo's), never
+committed. Where Debian's chromium is installed (`.ci/run` installs it), a real headless browser opens
+the built site from the file system, with no flag that loosens file:// rules, and searches it.
+
+The pages' sources are held to what a reader can use: a code block holds commands and program output,
+never prose, no line of it wider than 160 columns, and no page sends a reader to what only the project's
+authors have (its numbered seeds and issues, the ``../shared`` folder beside the checkout).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
+
+from conftest import load_script
+from test_docs_shots import CJK_QUESTION, build_tiny_demo
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MKDOCS = Path(sys.executable).with_name("mkdocs")
+docs_shots = load_script("docs_shots")
+screen_picture = load_script("screen_picture")
+CHROMIUM = screen_picture.chromium()
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+# A picture an earlier build left behind, of a screen this build does not take: it must not reach the site.
+STALE = "searchain.png"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The site built by mkdocs --strict into a temp dir: (its directory, what the build printed)."""
+def shots(tmp_path_factory):
+    """The pictures the build takes, as `just docs` does but of a tiny database: (their folder, the database).
+
+    The folder already holds pictures of an earlier build: a picture of every screen that is not what the
+    app draws, and one of a screen this database has none of. Without chromium the screens cannot be drawn:
+    blank stand-ins let the rest of the site be checked, and the tests of the pictures are skipped.
+    """
+    root = tmp_path_factory.mktemp("docs-shots")
+    db, folder = build_tiny_demo(root / "db"), root / "shots"
+    folder.mkdir()
+    for name in [*docs_shots.SHOTS, STALE.removesuffix(".png")]:
+        (folder / f"{name}.png").write_bytes(b"\x89PNG\r\n\x1a\n an earlier build's picture")
+    if CHROMIUM is None:
+        assert docs_shots.main(["--db", str(db), "--out", str(folder), "--only", "figures"]) == 0
+    else:
+        assert docs_shots.main(["--db", str(db), "--out", str(folder)]) == 0
+    return folder, db
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, shots):
+    """The site built by mkdocs --strict into a temp dir, with the pictures of ``shots``: (its directory, what
+    the build printed)."""
     out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONWARNINGS="ignore")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONWARNINGS="ignore", WORKBENCH_DOCS_SHOTS=str(shots[0]))
     done = subprocess.run([str(MKDOCS), "build", "--strict", "--site-dir", str(out)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}{done.stderr}"
@@ -169,72 +206,194 @@ def test_no_page_loads_anything_from_the_network(site):
 
 
 def _search_in_chromium(url: str, timeout: float = 60.0) -> list[str]:
-    """The result links a headless chromium shows for ``url`` (a page with ``?q=``), driven over
-    its DevTools pipe (file descriptors 3 and 4, NUL-separated JSON messages)."""
-    to_browser_r, to_browser_w = os.pipe()
-    from_browser_r, from_browser_w = os.pipe()
-
-    def wire():  # in the child: the pipe ends chromium expects as fds 3 and 4
-        read_end, write_end = os.dup(to_browser_r), os.dup(from_browser_w)
-        os.dup2(read_end, 3)
-        os.dup2(write_end, 4)
-
-    profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"docs-chromium-{os.getpid()}"
-    browser = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
-         "--remote-debugging-pipe", "about:blank"],
-        pass_fds=(3, 4), preexec_fn=wire, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(to_browser_r)
-    os.close(from_browser_w)
-    writer, reader = os.fdopen(to_browser_w, "wb", buffering=0), os.fdopen(from_browser_r, "rb", buffering=0)
-    pending, counter = b"", 0
-
-    def call(method, params=None, session=None):
-        nonlocal pending, counter
-        counter += 1
-        message = {"id": counter, "method": method, "params": params or {}}
-        if session:
-            message["sessionId"] = session
-        writer.write(json.dumps(message).encode() + b"\0")
-        while True:
-            while b"\0" not in pending:
-                chunk = reader.read(65536)
-                if not chunk:
-                    raise RuntimeError("chromium closed its DevTools pipe")
-                pending += chunk
-            raw, pending = pending.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == counter:
-                return reply
-
-    try:
-        target = call("Target.createTarget", {"url": url})["result"]["targetId"]
-        session = call("Target.attachToTarget", {"targetId": target, "flatten": True})["result"]["sessionId"]
-        script = "JSON.stringify([...document.querySelectorAll('.md-search-result__item a')].map(a => a.href))"
+    """The result links a headless chromium shows for ``url`` (a page with ``?q=``)."""
+    script = "JSON.stringify([...document.querySelectorAll('.md-search-result__item a')].map(a => a.href))"
+    with screen_picture.Chromium(CHROMIUM) as browser:
+        browser.call("Page.navigate", {"url": url}, page=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            reply = call("Runtime.evaluate", {"expression": script, "returnByValue": True}, session)
-            links = json.loads(reply["result"]["result"].get("value") or "[]")
+            links = json.loads(browser.evaluate(script) or "[]")
             if links:
                 return links
             time.sleep(0.2)
-        return []
-    finally:
-        try:
-            call("Browser.close")
-        except (RuntimeError, OSError):
-            pass
-        try:
-            browser.wait(10)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-        shutil.rmtree(profile, ignore_errors=True)
+    return []
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed here (.ci/run installs it)")
+@needs_chromium
 def test_the_search_works_from_the_files(site):
     out, _ = site
     links = _search_in_chromium((out / "index.html").as_uri() + "?q=dissipation+quadrant")
     pages = {Path(link.split("?")[0].split("#")[0]).name for link in links}
     assert "tui.html" in pages, links
+
+
+# -- the pictures of the app -------------------------------------------------------------------------------
+
+def _what_it_shows(png: bytes) -> list[str]:
+    """The screen text a picture carries, as lines (none for a picture that is not the app's)."""
+    return (screen_picture.png_text(png) or "(not a picture of the app)").splitlines()
+
+
+@needs_chromium
+def test_the_sites_pictures_are_what_the_app_draws_now(site, shots, tmp_path):
+    """Drawn again now from the same database, a screen and the figures are, byte for byte, what the site shows."""
+    out, _ = site
+    _folder, db = shots
+    fresh = tmp_path / "now"
+    assert docs_shots.main(["--db", str(db), "--out", str(fresh), "--only", "samples,figures"]) == 0
+    assert sorted(p.name for p in fresh.iterdir()) == ["ledger-main.svg", "ledger-oracle.svg", "samples.png"]
+    for name in ("samples.png", "ledger-main.svg", "ledger-oracle.svg"):
+        shown, drawn = (out / "shots" / name).read_bytes(), (fresh / name).read_bytes()
+        if name.endswith(".png"):
+            diff = difflib.unified_diff(_what_it_shows(shown), _what_it_shows(drawn), "the site", "the app now",
+                                        lineterm="")
+            assert shown == drawn, f"{name} in the site is not what the app draws now:\n" + "\n".join(diff)
+        assert shown == drawn, f"{name} in the site is not what the app draws now"
+
+
+@needs_chromium
+def test_each_picture_of_a_screen_is_the_whole_screen_it_names(shots):
+    folder, _ = shots
+    for name in ("samples.png", "detail.png"):
+        png = (folder / name).read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n"), name
+        size = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        assert size == (120 * screen_picture.CELL_W * screen_picture.SCALE,
+                        40 * screen_picture.CELL_H * screen_picture.SCALE), name
+    samples = screen_picture.png_text((folder / "samples.png").read_bytes())
+    assert "Samples demo · cell k1-b128-linear" in samples and CJK_QUESTION in samples
+    assert [cell_len(line) for line in samples.splitlines()] == [120] * 40    # the whole screen, cell by cell
+    detail = screen_picture.png_text((folder / "detail.png").read_bytes())
+    assert "Gold paths" in detail and "Marlene Dietrich" in detail     # the sample and its (imported) answer
+
+
+@needs_chromium
+def test_no_picture_of_an_earlier_build_reaches_the_site(site):
+    out, _ = site
+    pages = {page.name: page.read_text(encoding="utf-8") for page in out.glob("*.html")}
+    shown = {src for html in pages.values() for src in re.findall(r'<img [^>]*src="shots/([^"]+)"', html)}
+    assert {"ledger.png", "samples.png", "detail.png", "claims.png", "ledger-main.svg"} <= shown, shown
+    for name in sorted(n for n in shown if n.endswith(".png")):
+        text = screen_picture.png_text((out / "shots" / name).read_bytes())
+        assert text and "Dissipation Workbench" in text, f"shots/{name} is not a picture this build took"
+    assert not (out / "shots" / STALE).exists()       # a screen this build did not take is not shown stale
+
+
+def test_every_picture_a_page_shows_is_one_the_build_takes():
+    """A page may only show pictures scripts/docs_shots.py takes (the strict build fails on any other)."""
+    taken = {f"{name}.png" for name in docs_shots.SHOTS if name != "figures"} | {
+        f"{name}.svg" for name in docs_shots.FIGURES}
+    for page in sorted((REPO / "docs").glob("*.md")):
+        shown = set(re.findall(r"\]\(shots/([^)\s]+)", page.read_text(encoding="utf-8")))
+        assert shown <= taken, f"{page.name} shows pictures no build takes: {sorted(shown - taken)}"
+
+
+@needs_chromium
+def test_the_landing_page_shows_the_install_command_before_any_scrolling(site):
+    out, _ = site
+    find = ("(() => { const code = [...document.querySelectorAll('pre code')]"
+            ".find(c => c.textContent.includes('pip install rust-just'));"
+            " if (!code) return null; const box = code.getBoundingClientRect(); return [box.top, box.bottom]; })()")
+    with screen_picture.Chromium(CHROMIUM) as browser:
+        browser.open((out / "index.html").as_uri(), 1280, 900)
+        box = browser.evaluate(find)
+    assert box is not None, "index.html shows no install command"
+    assert 0 < box[0] and box[1] <= 900, f"the install command is at {box} px, below the 900 px a reader first sees"
+
+
+# -- code blocks and what the pages point at -----------------------------------------------------------------
+
+PAGES = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+WIDEST_CODE_LINE = 160
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^`\s]*)")
+
+
+def fenced_blocks(markdown: str) -> list[tuple[int, str, list[str]]]:
+    """Each fenced code block of ``markdown``: (the line of its opening fence, its language, its lines)."""
+    blocks, opened = [], None
+    for number, line in enumerate(markdown.splitlines(), 1):
+        fence = _FENCE.match(line)
+        if opened is None:
+            if fence:
+                opened = (number, fence.group(1), fence.group(2), [])
+        elif line.strip().startswith(opened[1]) and not line.strip().strip(opened[1][0]):
+            blocks.append((opened[0], opened[2], opened[3]))
+            opened = None
+        else:
+            opened[3].append(line)
+    return blocks
+
+
+def columns(line: str) -> int:
+    """How many terminal columns ``line`` takes: a wide (CJK) character two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in line)
+
+
+# A line a reader types (a prompt, a program, a variable set) or a program's message starts so; words to read do not.
+_COMMAND = re.compile(r"^(?:\$ |> |# |\.venv/|(?:workbench|just|pip|python3?|duckdb|git|cd|export|sudo|apt-get)(?:\s|$)"
+                      r"|[A-Z][A-Z0-9_]*=|(?:error|warning|note|usage): )")
+_WORD = re.compile(r"[(\"'`]*[A-Za-z][A-Za-z'’-]*[)\"'`.,;:!?]*")
+
+
+def reads_as_a_sentence(line: str) -> bool:
+    """Six words or more, mostly plain words, single-spaced (a table or an aligned listing has wider gaps)."""
+    words = line.strip().split(" ")
+    return "  " not in line.strip() and len(words) >= 6 and sum(bool(_WORD.fullmatch(w)) for w in words) >= 0.7 * len(words)
+
+
+def is_prose(language: str, lines: list[str]) -> bool:
+    """Whether a code block is prose: no language, no command, and half its lines or more read as sentences."""
+    lines = [line.strip() for line in lines if line.strip()]
+    if language not in ("", "text") or not lines or any(_COMMAND.match(line) for line in lines):
+        return False
+    return 2 * sum(map(reads_as_a_sentence, lines)) >= len(lines)
+
+
+def test_prose_in_a_code_block_is_told_from_commands_and_output():
+    # What docs/layout.md was: a description of the folders, in a code block.
+    layout = ["workbench/   store/ (SQLite, migrations runner, lookup: NotFound and named_or_latest, queries, lease),",
+              "             data/ (import, corpus, export, predictions, labels),",
+              "             evidence/ (units, stored, linearize, tokenizers, window), metrics/ (stats: every bootstrap",
+              "             and interval; scoring, ledger, oracle, ir, agreement: κ, ppi), passes/ (plan-or-find, the",
+              "docs/        the documentation site (mkdocs.yml; `just docs` builds it into site/): a page per task,"]
+    assert is_prose("", layout)
+    assert not is_prose("", ["pip install rust-just && just demo", "just test"])
+    assert not is_prose("console", ["$ workbench ledger recorded", "run recorded · dataset metaqa · score acc"])
+    assert not is_prose("", ["workbench ledger                 # where the score went, per cell, with 95% CIs"])
+    assert not is_prose("", ["K  B   format  n  S_set  S_vis", "1  64  linear  3  1.000  1.000"])
+    assert not is_prose("", ["note: the BM25 index is damaged (a symbolic link, not a regular file); rebuilding it"])
+    assert not is_prose("python", ["import workbench.analysis as wa", "# the events of a run, as a data frame"])
+
+
+def test_no_code_block_holds_prose():
+    found = {f"{page.name}:{line}": lines[0].strip()[:60] for page in PAGES
+             for line, language, lines in fenced_blocks(page.read_text(encoding="utf-8")) if is_prose(language, lines)}
+    assert not found, f"code blocks of prose (write them as paragraphs, lists or tables): {found}"
+
+
+def test_no_code_block_line_is_wider_than_160_columns():
+    found = {f"{page.name}:{start + offset}": columns(text) for page in PAGES
+             for start, _, lines in fenced_blocks(page.read_text(encoding="utf-8"))
+             for offset, text in enumerate(lines, 1) if columns(text) > WIDEST_CODE_LINE}
+    assert not found, f"code lines wider than {WIDEST_CODE_LINE} columns (page:line: columns): {found}"
+
+
+# Where only the project's authors can follow: its numbered seed documents (seed 003), its issues (issue 16),
+# the folder of full datasets beside the checkout (../shared). A bootstrap seed ("seed 0;") is not one.
+UNREACHABLE = re.compile(r"\bseeds? 0\d+|\bissues? \d+|\.\./shared", re.I)
+
+
+def test_the_unreachable_is_told_from_a_bootstrap_seed():
+    assert UNREACHABLE.search("the vote of seed 003") and UNREACHABLE.search("before Issue 16")
+    assert UNREACHABLE.search("workbench import ../shared/data/metaqa-dev")
+    assert not UNREACHABLE.search("95% bootstrap CI, 2000 resamples, seed 0") and not UNREACHABLE.search("seed 0;")
+
+
+def test_no_page_sends_a_reader_to_a_seed_an_issue_or_the_shared_folder(site):
+    out, _ = site
+    found = {page.name: UNREACHABLE.findall(page.read_text(encoding="utf-8")) for page in PAGES}
+    # The built pages too: the API page is made of the package's docstrings.
+    found |= {page.name: UNREACHABLE.findall(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+              for page in out.glob("*.html")}
+    found = {name: sorted(set(hits)) for name, hits in found.items() if hits}
+    assert not found, f"pages that point a reader at what they do not have: {found}"

@@ -215,14 +215,14 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                         verifiers: str = "lexical,embedding,llm_judge", ties: str = "unsupported",
                         lexical_threshold: float = 0.6, threshold_use: str = CLAIMS) -> argparse.ArgumentParser:
     """The options of a claim verification (decomposer, verifiers, thresholds, models), for every verb that
-    verifies claims: ``claims run|check`` (seed 003's defaults) and ``meta run`` (the offline checker tuned
+    verifies claims: ``claims run|check`` (the three-verifier vote) and ``meta run`` (the offline checker tuned
     on RAGChecker's preference data, docs/checkers.md)."""
     verify = argparse.ArgumentParser(add_help=False, parents=[parents.model_pass, parents.model_choice])
     verify.add_argument("--decomposer", choices=DECOMPOSERS, default=decomposer,
                         help="claim decomposer (default %(default)s)")
     verify.add_argument("--verifiers", default=verifiers,
                         help="comma list of lexical,embedding,llm_judge,nli (default %(default)s; lexical,embedding,"
-                             "llm_judge is seed 003's vote with a token-overlap proxy for nli)")
+                             "llm_judge is the three-verifier vote, a token-overlap proxy standing in for nli)")
     verify.add_argument("--ties", choices=TIES, default=ties,
                         help="a tied vote between verifiers counts as (default %(default)s)")
     verify.add_argument("--reject-below", type=number(0, 1), default=0.5,
@@ -241,7 +241,7 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                              "--backend openai a served model's name")
     verify.add_argument("--embedding-model",
                         help="the embedding verifier's model: default (multilingual-e5-small, shipped), "
-                             "all-minilm-l6-v2 (seed 003's), a BERT checkpoint (directory or .zip, converted once) "
+                             "all-minilm-l6-v2 (English only), a BERT checkpoint (directory or .zip, converted once) "
                              "or an embedding GGUF")
     verify.add_argument("--nli-model", help="another GGUF chat model for the nli verifier (default: --model); it "
                                             "chooses Entailment, Neutral or Contradiction from its next-token logits")
