@@ -129,3 +129,4 @@ bench: install
     "{{py}}" bench/bench_meta.py
     "{{py}}" bench/bench_thresholds.py
     "{{py}}" bench/bench_served.py
+    "{{py}}" bench/bench_sequential.py

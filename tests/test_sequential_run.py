@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import new_template, wait_for_rows
+from conftest import SAMPLE_METAQA, new_template, wait_for_rows
 from seqkit import Reader
 from workbench.cli import main
+from workbench.data.importer import import_dataset
 from workbench.runs.executor import execute
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sequential import SequentialConfig, complete_answers, read_order, sequential_status
@@ -225,3 +226,35 @@ def test_a_replay_needs_a_complete_run(db, capsys):
 def test_stopping_options_are_checked_before_anything_is_written(argv, said, db, capsys):
     assert main(["--db", str(db), "run", "metaqa", "--k", "1", "--budget", "32", "--format", "linear", *argv]) == 2
     assert capsys.readouterr().err.startswith(f"error: {said}")
+
+
+@pytest.mark.real_model
+def test_a_real_model_sequential_run_killed_and_resumed_ends_with_the_rerun_decision_asking_nothing_twice(tmp_path):
+    # SmolLM2 through the CLI. What it writes depends on the CPU, so nothing here names a winner: the
+    # killed-and-resumed run must reach the decision that the same rule reaches on the same answers
+    # (a second run served from the cache), and each distinct prompt is generated once.
+    db = tmp_path / "wb.db"
+    store = open_store(db)
+    import_dataset(store, SAMPLE_METAQA, "metaqa")
+    store.close()
+    argv = ["run", "metaqa", "--limit", "16", "--k", "1,20", "--budget", "64", "--format", "linear",
+            "--max-tokens", "12", "--n-ctx", "1024", "--stop-when", "best", "--tolerance", "0.3"]
+    cli = [sys.executable, "-m", "workbench.cli", "--db", str(db)]
+    proc = subprocess.Popen([*cli, *argv, "--name", "seq"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_rows(db, "SELECT count(*) FROM events WHERE status = 'done'", 3, proc)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert main(["--db", str(db), "resume", "seq"]) == 0
+    assert main(["--db", str(db), *argv, "--name", "again"]) == 0      # every answer from the cache
+    store = open_store(db)
+    try:
+        seq, again = (sequential_status(store, get_run(store, name)) for name in ("seq", "again"))
+        assert seq.done and (seq.winner, seq.states, seq.calls_used) == (again.winner, again.states, again.calls_used)
+        generated = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        asked = store.conn.execute("SELECT count(DISTINCT gen_key) FROM events WHERE status = 'done'").fetchone()[0]
+        assert generated == asked == seq.calls_used                      # no prompt generated twice
+        assert store.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        store.close()

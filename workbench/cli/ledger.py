@@ -9,9 +9,10 @@ import sys
 
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import FAILURE, OK
+from workbench.cli.sequential import add_replay, replay_ledger
 from workbench.cli.shared import emit_json, say, store_of, write_out
 from workbench.terminal import write_control
-from workbench.cli.types import MAX_BUDGET, count, number
+from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
 
@@ -46,7 +47,7 @@ def cmd_ledger(args) -> int:
     if args.verify:
         return _verify(args, store)
     if args.replay:
-        return _replay(args, store)
+        return replay_ledger(args, store)
     if args.diff:
         from workbench.runs.report import cell_difference
         from workbench.store.queries import get_run
@@ -74,40 +75,6 @@ def cmd_ledger(args) -> int:
         emit_json(ledger_records(report))
     else:
         print(ledger_tables(report))
-    return OK
-
-
-def _replay(args, store) -> int:
-    """``ledger RUN --replay best|precision``: what the rule would have done on this complete run."""
-    from workbench.runs.replay import replay
-    from workbench.runs.sequential import complete_answers
-    from workbench.store.queries import get_run
-
-    run = get_run(store, args.run)
-    cells, scores, groups = complete_answers(store, run)
-    width = args.tolerance if args.replay == "best" else args.precision
-    summary = replay(scores, groups, args.replay, args.alpha, width, args.seed, args.replays)
-    if args.json:
-        emit_json({"run": run.name, "cell_ids": cells, **summary.as_dict()})
-        return OK
-    s = summary
-    what = "tolerance" if s.rule == "best" else "half-width"
-    lo, mid, hi = s.call_share_quantiles
-    lines = [f"replay of --stop-when {s.rule} (α {s.alpha:g}, {what} {s.tolerance:g}) over {s.replays:,} random "
-             f"orders (seed {s.seed}) of run {run.name}: {s.population:,} samples × {s.cells} cells",
-             f"  model calls used   {s.call_share_mean:.3f} of the full run's {s.full_calls:,} (mean; median {mid:.3f}, "
-             f"5–95% {lo:.3f}–{hi:.3f})"]
-    if s.named_best is not None:
-        lines.append(f"  named the best     {s.named_best:,} of {s.replays:,} ({s.named_best_share:.3f}): a cell within "
-                     f"{s.tolerance:g} of the full run's best S_llm")
-    clo, chi = s.coverage_interval
-    lines.append(f"  intervals covered  {s.covered:,} of {s.replays:,} ({s.coverage:.3f} [{clo:.3f}, {chi:.3f}], "
-                 f"Wilson 95%): every cell's interval at its stop held its full-run S_llm (promised ≥ {1 - s.alpha:g})")
-    lines.append("  per cell (mean answered, how it stopped):")
-    for cell, answered, stopped in zip(cells, s.answered_mean, s.stopped):
-        lines.append(f"    {cell}  {answered:,.1f} of {s.population:,}  "
-                     + ", ".join(f"{why} {n:,}" for why, n in stopped.items()))
-    print("\n".join(lines))
     return OK
 
 
@@ -278,19 +245,7 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--verify", action="store_true",
                    help="recompute the ledger from scratch and report any difference from its incremental "
                         "state (exit 1 if there is one)")
-    replay = p.add_argument_group(
-        "what-if", "--replay applies a stopping rule (as `run --stop-when` would) to a complete run's recorded answers "
-        "in R seeded random orders (--seed): the share of model calls it would have used, how often it named the "
-        "full run's best cell, how often every interval covered the full run's value")
-    replay.add_argument("--replay", choices=("best", "precision"), help="the rule to replay")
-    replay.add_argument("--alpha", type=number(0.0001, 0.5), default=0.05, metavar="A",
-                        help="the chance that any interval misses, over the whole run (default 0.05)")
-    replay.add_argument("--tolerance", type=number(0, 0.5), default=0.02, metavar="E",
-                        help="best: the tie tolerance (default 0.02)")
-    replay.add_argument("--precision", type=number(0.001, 0.5), default=0.05, metavar="E",
-                        help="precision: the target half-width (default 0.05)")
-    replay.add_argument("--replays", type=count(1, 1_000_000), default=200, metavar="R",
-                        help="random orders replayed (default 200; the benchmark uses 1000)")
+    add_replay(p)
     p.set_defaults(func=cmd_ledger, readonly=True)
 
     p = subparsers.add_parser("plot", parents=[parents.db, report],

@@ -10,6 +10,7 @@ import sys
 from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_threads, add_retry_errors, add_seed,
                                   add_served, add_wait)
 from workbench.cli.exit_codes import FAILURE, OK, STOPPED
+from workbench.cli.sequential import add_stop_when, sequential_of
 from workbench.cli.shared import emit_json, list_rows, say, store_of
 from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_TOKENS, chosen_name,
                                  comma_separated, count, counts, number)
@@ -98,54 +99,6 @@ def check_tokenizer_option(spec: str) -> None:
         get_tokenizer(spec)
     except (ValueError, ModelError) as exc:
         raise BadInput(f"--tokenizer: {exc}") from None
-
-
-def add_stop_when(parser: argparse.ArgumentParser) -> None:
-    """``--stop-when``, ``--alpha``, ``--tolerance``, ``--precision``: a sequential run (docs/sweeps.md)."""
-    group = parser.add_argument_group(
-        "stop when decided", "answer the samples in a seeded random order (--seed), in rounds across the cells "
-        "still asked, and stop asking a cell once the question is answered; every interval holds at any stopping "
-        "time, for the full dataset's S_llm")
-    group.add_argument("--stop-when", choices=("best", "precision"),
-                       help="best: ask until the best cell is known (the others worse, or within --tolerance of "
-                            "it); precision: ask each cell until its interval is within ±--precision")
-    group.add_argument("--alpha", type=number(0.0001, 0.5), metavar="A",
-                       help=f"the chance that any interval the run reports misses, over the whole run, however "
-                            f"long it ran (default {SEQUENTIAL_ALPHA:g})")
-    group.add_argument("--tolerance", type=number(0, 0.5), metavar="E",
-                       help=f"best: a cell that cannot beat the leader by more than E stops (default "
-                            f"{SEQUENTIAL_TOLERANCE:g})")
-    group.add_argument("--precision", type=number(0.001, 0.5), metavar="E",
-                       help=f"precision: the half-width each cell's interval is asked until (default "
-                            f"{SEQUENTIAL_PRECISION:g})")
-
-
-SEQUENTIAL_ALPHA, SEQUENTIAL_TOLERANCE, SEQUENTIAL_PRECISION = 0.05, 0.02, 0.05
-
-
-def sequential_of(args):
-    """The :class:`~workbench.runs.sequential.SequentialConfig` the options ask for, or None; a stopping option
-    without the rule it belongs to is refused, naming it."""
-    from workbench.errors import BadInput
-    from workbench.runs.sequential import SequentialConfig
-
-    rule = args.stop_when
-    for option, value, belongs in (("--alpha", args.alpha, ("best", "precision")),
-                                   ("--tolerance", args.tolerance, ("best",)),
-                                   ("--precision", args.precision, ("precision",))):
-        if value is not None and rule not in belongs:
-            raise BadInput(f"{option}: only with --stop-when {' or '.join(belongs)}")
-    if rule is None:
-        return None
-    if args.oracle:
-        raise BadInput("--stop-when: a sequential run weighs its grid cells; the oracle controls (--oracle) would "
-                       "be asked on every sample: run them in a run of their own")
-    width = args.tolerance if rule == "best" else args.precision
-    default = SEQUENTIAL_TOLERANCE if rule == "best" else SEQUENTIAL_PRECISION
-    config = SequentialConfig(rule, alpha=args.alpha if args.alpha is not None else SEQUENTIAL_ALPHA,
-                              tolerance=width if width is not None else default, seed=args.seed)
-    config.validate()
-    return config
 
 
 def _models(text: str) -> list[str]:
