@@ -288,7 +288,8 @@ def test_the_refusal_says_what_the_file_is(bad, why, probe, devices_never_opened
 
 
 @pytest.mark.parametrize("bad", ["missing", "cut in its weights", "directory", "/dev/zero", "FIFO",
-                                 "a billion billion keys", "the other kind of model"])
+                                 "a billion billion keys", "the other kind of model", "an unknown architecture",
+                                 "a 96-byte llama header"])
 def test_the_tui_run_form_refuses_the_same_files_in_its_model_field(bad, template, devices_never_opened):
     # The form's summary resolves the model as it is typed: a file that cannot serve blocks Start.
     _, files = template

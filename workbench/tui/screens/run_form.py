@@ -11,12 +11,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from workbench.models.base import ModelError
-from workbench.models.locate import resolve_model
+from workbench.models.check import GENERATOR, check_model
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.cells import grid
 from workbench.runs.prompt import load_template
 from workbench.runs.sweep import SweepConfig
 from workbench.tui.markup import esc
+from workbench.tui.says import CopyOrSay
 
 
 # The form's fields in order, id → label (errors name a field by its label).
@@ -91,7 +92,9 @@ def describe_plan(form: dict, samples: int) -> str:
     """
     sweep, gen = configs_from_form(form)
     try:
-        path = resolve_model(gen.model)
+        # Its header read, then loaded once by llama.cpp and freed (the core's check, cached per file): a
+        # model that cannot serve blocks Start before the run is planned, as the CLI refuses it before writing.
+        path = check_model(gen.model, GENERATOR)
     except ModelError as exc:
         raise FormError("model", f"{FIELDS['model']}: {exc}") from None
     cells = set(grid(sweep.ks, sweep.budgets, sweep.formats, oracle=sweep.oracle, shuffles=sweep.shuffles))
@@ -103,7 +106,7 @@ def describe_plan(form: dict, samples: int) -> str:
             + f" = [b]{len(cells) * n:,} jobs[/b] · model {esc(model)}")
 
 
-class RunForm(ModalScreen[dict | None]):
+class RunForm(CopyOrSay, ModalScreen[dict | None]):
     """The settings of a new run and what they will run; ctrl+s or the Start button starts it.
 
     Enter moves to the next field (on a list it opens the list), so no key press meant
@@ -113,9 +116,11 @@ class RunForm(ModalScreen[dict | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Start")]
 
-    def __init__(self, datasets: dict[str, int], values: dict | None = None, error: FormError | None = None):
+    def __init__(self, datasets: dict[str, int], values: dict | None = None, error: FormError | None = None, *,
+                 problems: dict[str, str] | None = None):
         super().__init__()
         self.datasets = datasets
+        self.problems = problems or {}      # dataset → why no run can be planned on it
         self.values = {**DEFAULTS, "dataset": next(reversed(datasets), None), **(values or {})}
         self.error = error
 
@@ -177,6 +182,8 @@ class RunForm(ModalScreen[dict | None]):
         summary = self.query_one("#summary", Static)
         form = self.form()
         try:
+            if form["dataset"] in self.problems:
+                raise FormError("dataset", f"{FIELDS['dataset']}: {form['dataset']}: {self.problems[form['dataset']]}")
             text = describe_plan(form, self.datasets.get(form["dataset"], 0))
         except FormError as exc:
             summary.set_class(True, "invalid")
@@ -194,6 +201,9 @@ class RunForm(ModalScreen[dict | None]):
         """
         if planned:
             self.error = error
+            # The values it was refused for: the line goes when one of them changes, not when a list announces
+            # the value it opened with (Select posts a change as it mounts, which hid the reason at once).
+            self.refused = self.form()
             box = self.query_one("#form-error", Static)
             box.update(f"Cannot start: {esc(str(error))}")
             box.display = True
@@ -206,7 +216,10 @@ class RunForm(ModalScreen[dict | None]):
 
     def _changed(self, wid: str | None) -> None:
         self._refresh_summary()
-        if self.error is not None and self.error.field in (wid, None):
+        if self.error is None or self.error.field not in (wid, None):
+            return
+        now = self.form()
+        if now[wid] != self.refused[wid] if self.error.field else now != self.refused:
             self.error = None
             self.query_one("#form-error", Static).display = False
 
@@ -225,8 +238,12 @@ class RunForm(ModalScreen[dict | None]):
 
     def action_submit(self) -> None:
         error = self._refresh_summary()
+        if error is None and self.error is not None and self.form() == self.refused:
+            error = self.error      # refused while planning, and nothing changed since: the same answer
         if error is not None:
             self.show_error(error)
+            # Said where the eye is too: pressed again, the summary line would not change.
+            self.notify(f"Cannot start: {error}", severity="error", timeout=5)
             return
         self.dismiss(self.form())
 
