@@ -153,6 +153,22 @@ def test_tags_exclude_samples_from_the_ledger_and_export(tmp_path, tiny_store, c
     assert main(["--db", db, "tag", "nope", "x"]) == 2
 
 
+def test_tag_names_the_dataset_it_tagged_in_and_refuses_an_id_two_datasets_hold(tmp_path, tiny_store, tiny_dir, capsys):
+    from workbench.data.importer import import_dataset
+
+    db = str(tiny_store.path)
+    assert main(["--db", db, "tag", "q1", "alias-miss"]) == 0
+    assert capsys.readouterr().out == "q1 (dataset tiny): alias-miss\n"
+    import_dataset(tiny_store, tiny_dir, "tiny-again")         # the same ids, imported a second time
+    # Once it tagged the newest import without a word; now it asks which.
+    assert main(["--db", db, "tag", "q1", "format-fail"]) == 2
+    assert "sample 'q1' is in 2 datasets (tiny, tiny-again): pass --dataset NAME" in capsys.readouterr().err
+    assert main(["--db", db, "tag", "q1", "format-fail", "--dataset", "tiny-again"]) == 0
+    assert capsys.readouterr().out == "q1 (dataset tiny-again): format-fail\n"
+    assert main(["--db", db, "tag", "nope", "x"]) == 2
+    assert "no dataset has a sample 'nope'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, verb", [
     (["compare", "a", "b", "--threads", "0"], "workbench compare"),
     (["claims", "report", "--bogus"], "workbench claims report"),

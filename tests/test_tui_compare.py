@@ -19,7 +19,8 @@ from workbench.store import open_store
 from workbench.store.queries import get_run, load_samples
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ChoiceDialog, ErrorDialog, TextDialog
-from workbench.tui.screens.compare import TERMS, CompareScreen, axes_line, default_pair, flip_rows, mark, term_cell
+from workbench.tui.screens.compare import (TERMS, CompareScreen, axes_line, default_pair, flip_rows, mark, term_cell,
+                                           term_edges)
 
 SWEEP = SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2)
 
@@ -186,6 +187,9 @@ async def test_runs_that_cannot_be_paired_say_why_and_a_b_and_x_pick_others(comp
     store = open_store(compare_db)
     import_dataset(store, tiny_dir, "tiny")
     plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), dataset="tiny", name="T")
+    # Answered: Compare opens on the newest run with answers (a run just planned has nothing to compare).
+    answers = [{"sample_id": q, "cell_id": "k1-b64-score", "prediction": "French"} for q in ("q1", "q2", "q3")]
+    import_predictions(store, get_run(store, "T"), write_jsonl(tiny_dir / "answers.jsonl", answers))
     store.close()
     app = WorkbenchApp(compare_db)
     async with app.run_test(size=SIZE) as pilot:
@@ -193,7 +197,7 @@ async def test_runs_that_cannot_be_paired_say_why_and_a_b_and_x_pick_others(comp
         # The newest run (T) against the newest other: over another dataset, so nothing to pair.
         assert (screen.a, screen.b) == ("reader", "T")
         assert "run 'reader' is over dataset 'metaqa' and run 'T' over 'tiny'" in heading(app)
-        assert "Press a or b to pick other runs" in heading(app)
+        assert "must be over one dataset. Press a or b to pick other runs" in heading(app)   # a full stop between
         assert not isinstance(app.screen, ErrorDialog)
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, ChoiceDialog))
@@ -236,7 +240,8 @@ async def test_t_cycles_the_numbers_and_i_lists_what_differs(compare_db):
         await wait_for(pilot, lambda: "B − A [95% CI]" in heading(app))
         await pilot.press("i")
         await wait_for(pilot, lambda: isinstance(app.screen, TextDialog))
-        assert "samples: limit: null → 250" in str(app.screen.query_one("#text").render())
+        assert "samples: limit null → 250 (250 samples in both runs are compared)" in str(
+            app.screen.query_one("#text").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
 
@@ -254,10 +259,21 @@ async def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_colu
             await wait_for(pilot, lambda: table.max_scroll_x > 0, what="terms wider than 80 columns")
             await pilot.press("right")
             await wait_for(pilot, lambda: table.scroll_x > 0)
+            # As far right as it goes, then another view of the numbers: the terms still start on a column's
+            # edge (it once showed "000→0.000" and "olm 1.000", the ends of two terms).
+            for _ in range(len(TERMS)):
+                await pilot.press("right")
+            await pilot.press("t")
+            await wait_for(pilot, lambda: "A → B" in heading(app) and screen.loaded)
+            await pilot.pause(0.2)
+            assert round(table.scroll_x) in term_edges(table) and table.scroll_x > 0
+            assert any("Already at the last terms" in str(n.message) for n in app._notifications)
             await pilot.press("left")
-            await wait_for(pilot, lambda: table.scroll_x == 0)
+            await wait_for(pilot, lambda: round(table.scroll_x) in term_edges(table))
         else:
             assert table.max_scroll_x == 0, "at 120 columns every term is on screen"
+            await pilot.press("right")
+            await wait_for(pilot, lambda: any("Every term is shown" in str(n.message) for n in app._notifications))
 
 
 def test_significance_reads_without_colour_and_follows_each_terms_better_direction():
@@ -277,10 +293,14 @@ def test_significance_reads_without_colour_and_follows_each_terms_better_directi
 
 
 def test_the_default_pair_is_the_newest_run_against_the_newest_other_of_its_dataset():
-    runs = [{"name": "m1", "dataset": "m"}, {"name": "t1", "dataset": "t"}, {"name": "m2", "dataset": "m"}]
+    runs = [{"name": "m1", "dataset": "m", "done": 3}, {"name": "t1", "dataset": "t", "done": 3},
+            {"name": "m2", "dataset": "m", "done": 3}]
     assert default_pair(runs) == ("m1", "m2")
     assert default_pair(runs[:2]) == ("m1", "t1")            # none over t's dataset: the second newest
     assert default_pair(runs[:1]) == (None, "m1") and default_pair([]) == (None, None)
+    # A run just planned (no job done) has nothing to compare: the newest runs with answers are paired.
+    planned = {"name": "m3", "dataset": "m", "done": 0}
+    assert default_pair([*runs, planned]) == ("m1", "m2")
 
 
 def test_more_than_one_differing_axis_is_a_warning(compare_db):

@@ -232,7 +232,8 @@ async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(
 
 
 async def test_resuming_a_run_planned_without_a_model_says_why_in_a_toast_and_starts_no_bar(tmp_path, tiny_dir):
-    # Once: "A background task failed / ValueError", and "loading the model …" animated on behind it.
+    # Once: "A background task failed / ValueError", and "loading the model …" animated on behind it. Now the
+    # state the table shows answers before anything starts.
     store = open_store(tmp_path / "wb.db")
     import_dataset(store, tiny_dir, "tiny")
     plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",)), dataset="tiny", name="recorded")
@@ -247,10 +248,10 @@ async def test_resuming_a_run_planned_without_a_model_says_why_in_a_toast_and_st
 
         await wait_for(pilot, lambda: told() or isinstance(app.screen, ErrorDialog), what="a word on the resume")
         assert not isinstance(app.screen, ErrorDialog) and not app.worker_errors
-        assert told() == ["run 'recorded' has no model (it was planned by `sweep`): use `workbench run` or import "
-                          "predictions"]
+        assert told() == ["Nothing to resume: run recorded has no model (planned by `sweep`): import its predictions "
+                          "(`workbench predictions import`), or plan a run with a model (n)."]
         assert not app.screen.query_one("#progress").display
-        assert "loading the model" not in _status(app) and "has no model" in _status(app)
+        assert "loading the model" not in _status(app)
         assert "recorded" not in app.executions
 
 

@@ -69,7 +69,7 @@ async def test_tags_stay_short_and_the_prediction_stays_on_screen(swept_db):
         assert prediction_right <= table.scrollable_content_region.width
 
 
-async def test_at_80_columns_every_column_down_to_the_prediction_fits(swept_db):
+async def test_at_80_columns_every_column_down_to_the_prediction_fits_and_at_200_every_question_is_whole(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
         await open_samples(pilot)
@@ -80,9 +80,11 @@ async def test_at_80_columns_every_column_down_to_the_prediction_fits(swept_db):
         assert sum(c.get_render_width(table) for c in columns) <= table.scrollable_content_region.width
         row = table.get_row_at(0)
         assert row[0].startswith("…") and row[0][-5:].isdigit()   # the id's distinctive end is kept
-        await pilot.resize_terminal(*SIZE)                         # and at 120 columns the full widths are back
+        await pilot.resize_terminal(200, 50)                      # with room, every id and question whole
         await wait_for(pilot, lambda: table.row_count > 0 and table.get_row_at(0)[0].startswith("metaqa-"),
-                       what="full sample ids at 120 columns")
+                       what="full sample ids at 200 columns")
+        question = table.columns[table.ordered_columns[1].key]
+        assert question.width == max(len(r.question) for r in app.screen.rows)
 
 
 async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none_matches(swept_db):

@@ -8,6 +8,8 @@ are left out of a line rather than drawn as 0.
 from __future__ import annotations
 
 import html
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -37,7 +39,7 @@ def _value(est: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: str, **kwargs) -> bool:
+def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: str | None, **kwargs) -> bool:
     points = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if not points:
         return False
@@ -46,7 +48,7 @@ def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: st
         kwargs["color"] = COLORS[term]
     if _legend is None:
         kwargs["label"] = label
-    else:
+    elif label is not None:
         _legend.append((term, label))
     plt.plot([p[0] for p in points], [p[1] for p in points], marker=marker, **kwargs)
     return True
@@ -58,18 +60,54 @@ def _begin(width: int, height: int, colors: bool) -> None:
     inside = width >= LEGEND_INSIDE_MIN[0] and height >= LEGEND_INSIDE_MIN[1]
     _legend = None if inside else []
     plt.clf()
+    # The size asked for, not the size of the terminal the process runs in (plotext caps to it by default: the
+    # figure came out shorter than the panel, and the ticks placed for the asked size fell between rows).
+    plt.limit_size(False, False)
     # One line of the height goes to the legend underneath.
     _size = (width, height if inside else max(height - 1, 5))
     plt.plotsize(*_size)
     plt.theme("pro" if colors else "clear")
 
 
-def _unit_axis() -> None:
-    """The left axis from 0 to 1 with ticks that each fall on a row of the canvas, evenly spaced.
+# Tick steps an axis may use: each tick then reads as a short, even number (0.00, 0.25, 0.50 …).
+STEPS = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A y axis whose ``n`` intervals of ``step`` from ``lo`` each span the same number of canvas rows."""
+
+    lo: float
+    step: float
+    n: int
+
+    @property
+    def hi(self) -> float:
+        return self.lo + self.n * self.step
+
+    def ticks(self) -> tuple[list[float], list[str]]:
+        values = [round(self.lo + i * self.step, 6) for i in range(self.n + 1)]
+        digits = 3 if any(round(v * 100) != v * 100 for v in values) else 2
+        return values, [f"{v:.{digits}f}" for v in values]
+
+
+def _axis_for(values: Sequence[float], n: int) -> Axis:
+    """The narrowest axis of ``n`` even steps from 0 (or below, for negative values) that holds ``values``."""
+    lo, hi = min([0.0, *values]), max([0.0, *values])
+    for step in STEPS:
+        start = math.floor(lo / step + 1e-9) * step
+        if start + n * step >= hi - 1e-9:
+            return Axis(start, step, n)
+    return Axis(math.floor(lo), max(1.0, math.ceil((hi - math.floor(lo)) / n)), n)
+
+
+def _row_axis(values: Sequence[float], unit: bool = True) -> Axis:
+    """The left axis, its ticks each on a row of the canvas and evenly spaced.
 
     plotext spreads its own ticks over whatever rows there are and drops one that does not fit (0.83,
-    0.67, 0.33 with 0.50 gone, at 80×24). Quarters, fifths or halves are used, the most that stay at
-    least two rows apart; the figure loses up to three rows when that makes them land on rows.
+    0.67, 0.33 with 0.50 gone, at 80×24). Four, five or two intervals are used, the most that stay at
+    least two rows apart; the figure loses up to three rows when that makes them land on rows. ``unit``:
+    0 to 1 (rates); else the narrowest even axis that holds ``values`` (a difference may be negative).
     """
     width, height = _size
     gaps = height - FRAME_ROWS - 1        # between the canvas's first and last rows
@@ -78,9 +116,37 @@ def _unit_axis() -> None:
     drop, n = min(fits, key=lambda f: (f[1] == 2, f[0])) if fits else (0, 1)
     if drop:
         plt.plotsize(width, height - drop)
-    ticks = [i / n for i in range(n + 1)]
-    plt.ylim(0, 1)
-    plt.yticks(ticks, [f"{t:.2f}" for t in ticks])
+    axis = Axis(0.0, 1.0 / n, n) if unit else _axis_for(values, n)
+    _set_axis(axis, "left")
+    return axis
+
+
+def _set_axis(axis: Axis, side: str) -> None:
+    plt.ylim(axis.lo, axis.hi, yside=side)
+    plt.yticks(*axis.ticks(), yside=side)
+
+
+def _hidden(series: dict[str, list[float | None]], axis: Axis) -> dict[str, str]:
+    """Each series drawn over by a later one on every row it has (term → the series over it), for the legend to
+    name: a curve under another is otherwise not on the figure at all."""
+    rows = max(1, (_size[1] - FRAME_ROWS - 1)) * 4      # braille: four dots a row
+    same = lambda a, b: abs(a - b) <= (axis.hi - axis.lo) / rows  # noqa: E731
+    names = list(series)
+    out = {}
+    for i, term in enumerate(names):
+        for later in names[i + 1:]:
+            pairs = [(a, b) for a, b in zip(series[term], series[later]) if a is not None and b is not None]
+            if pairs and len(pairs) == sum(v is not None for v in series[term]) and all(same(a, b) for a, b in pairs):
+                out[term] = later
+    return out
+
+
+def _label(term: str, label: str, hidden: dict[str, str]) -> str | None:
+    """The legend's label of ``term``: none for a curve hidden under another, which names it instead."""
+    if term in hidden:
+        return None
+    under = [t for t, over in hidden.items() if over == term]
+    return f"{label} (over {', '.join(under)})" if under else label
 
 
 def _finish(colors: bool) -> str:
@@ -95,50 +161,77 @@ def _legend_line(width: int) -> str:
     items = [("⣿" if _colors else PLAIN_MARKERS.get(term, "*"), term, label) for term, label in _legend or []]
     sep = "  "
     if len(" " + sep.join(f"{m} {label}" for m, _, label in items)) > width > 0:
-        sep, items = " ", [(m, t, label.replace(" (right)", "(r)")) for m, t, label in items]
+        sep, items = " ", [(m, t, _compact(label)) for m, t, label in items]
     parts = [f"{plt.colorize(m, COLORS[t]) if _colors and t in COLORS else m} {label}" for m, t, label in items]
     return " " + sep.join(parts)
 
 
+def _compact(label: str) -> str:
+    """A legend label in fewer columns: ``D_rate(r)``, ``Acc_linear=Acc_struct`` (drawn over it: equal)."""
+    label = label.replace(" (right)", "(r)")
+    if " (over " in label:
+        term, under = label[:-1].split(" (over ")
+        label = "=".join([term, *under.split(", ")])
+    return label
+
+
 def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: int = 78, height: int = 20,
               colors: bool = False, title: str | None = None) -> str:
-    """Sweep K at fixed ``budget`` and ``fmt``; rows are ledger rows (cell dicts)."""
+    """Sweep K at fixed ``budget`` and ``fmt``; rows are ledger rows (cell dicts).
+
+    D_rate is on the right axis, with as many intervals as the left one: its ticks sit on the same rows.
+    """
     picked = sorted((r for r in rows if r["budget"] == budget and r["format"] == fmt), key=lambda r: r["k"])
     if not picked:
         raise ValueError(f"no cells with budget {budget} and format {fmt!r} in this ledger")
     ks = [r["k"] for r in picked]
     xs = list(range(1, len(ks) + 1))  # evenly spaced K positions: K grids are usually geometric
     _begin(width, height, colors)
-    for term in MAIN_LEFT:
-        _line(xs, [_value(r[term]) for r in picked], term, label=term)
-    if not _line(xs, [_value(r["D_rate"]) for r in picked], "D_rate", label="D_rate (right)",
-                 yside="right"):
+    left = _row_axis([])
+    series = {term: [_value(r[term]) for r in picked] for term in MAIN_LEFT}
+    hidden = _hidden(series, left)
+    for term, ys in series.items():
+        _line(xs, ys, term, label=_label(term, term, hidden))
+    d_rate = [_value(r["D_rate"]) for r in picked]
+    if _line(xs, d_rate, "D_rate", label="D_rate (right)", yside="right"):
+        _set_axis(_axis_for([v for v in d_rate if v is not None], left.n), "right")
+    else:
         plt.text("S_llm, D_rate: no scores yet", x=xs[0], y=0.05)
     plt.xticks(xs, [str(k) for k in ks])
-    _unit_axis()
     plt.xlabel("K (top-K retrieved)")
     # plotext drops a title wider than the plot: a narrow plot gets the short one.
-    plt.title(title or (f"Dissipation ledger: B={budget} tokens, format={fmt}" if width >= 60
-                        else f"B={budget}, {fmt}"))
+    long = f"Dissipation ledger: B={budget} tokens, format={fmt}"
+    plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
     return _finish(colors)
+
+
+def _one_point(title: str, name: str, xs: Sequence[int], width: int) -> str:
+    """``title``, saying so when the sweep has one point only (a dot per term, no curve to read)."""
+    if len(xs) != 1:
+        return title
+    note = f"{title} · one {name} ({xs[0]}): dots, no curves"
+    return note if len(note) <= width - 4 else f"one {name} ({xs[0]}): dots, no curves"
 
 
 def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, height: int = 20, colors: bool = False,
                 title: str | None = None) -> str:
-    """Sweep B over the oracle controls: Acc_struct, Acc_linear, L_struct."""
+    """Sweep B over the oracle controls: Acc_struct, Acc_linear, L_struct (a difference: it may be negative)."""
     picked = sorted(oracle_rows, key=lambda r: r["budget"])
     if not picked:
         raise ValueError("this run has no oracle cells (plan it with --oracle)")
     budgets = [r["budget"] for r in picked]
     xs = list(range(1, len(budgets) + 1))
     _begin(width, height, colors)
-    drawn = [_line(xs, [_value(r.get(term)) for r in picked], term, label=term)
-             for term in ("Acc_struct", "Acc_linear", "L_struct")]
+    series = {term: [_value(r.get(term)) for r in picked] for term in ("Acc_struct", "Acc_linear", "L_struct")}
+    axis = _row_axis([v for ys in series.values() for v in ys if v is not None], unit=False)
+    hidden = _hidden(series, axis)
+    drawn = [_line(xs, ys, term, label=_label(term, term, hidden)) for term, ys in series.items()]
     if not any(drawn):
         plt.text("no oracle scores yet", x=xs[0], y=0.5)
     plt.xticks(xs, [str(b) for b in budgets])
     plt.xlabel("B (evidence token budget)")
-    plt.title(title or ("Oracle controls: only p*, struct vs shuffled" if width >= 60 else "Oracle: only p*"))
+    long = "Oracle controls: only p*, struct vs shuffled"
+    plt.title(title or _one_point(long if width >= 60 else "Oracle: only p*", "B", budgets, width))
     return _finish(colors)
 
 
@@ -164,17 +257,19 @@ def file_text(figure: str, path: str | Path, title: str = "Dissipation Workbench
 
 def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]], *, width: int = 78,
                    height: int = 16, colors: bool = False, title: str = "Retrieval at k") -> str:
-    """Metric curves over k (e.g. doc-level Recall@k and MRR@k)."""
+    """Metric curves over k (e.g. doc-level Recall@k and MRR@k); a curve drawn over another is named in the legend."""
     xs = list(range(1, len(ks) + 1))
     _begin(width, height, colors)
+    axis = _row_axis([])
     markers = iter("ox+*.#")
     colors_ = iter(("blue+", "green+", "red+", "cyan+", "magenta+", "yellow"))
-    for label, ys in series.items():
+    values = {label: list(ys) for label, ys in series.items()}
+    hidden = _hidden(values, axis)
+    for label, ys in values.items():
         PLAIN_MARKERS.setdefault(label, next(markers))
         COLORS.setdefault(label, next(colors_))
-        _line(xs, list(ys), label, label=label)
+        _line(xs, ys, label, label=_label(label, label, hidden))
     plt.xticks(xs, [str(k) for k in ks])
-    _unit_axis()
     plt.xlabel("k")
-    plt.title(title)
+    plt.title(_one_point(title, "k", ks, width))
     return _finish(colors)

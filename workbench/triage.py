@@ -44,6 +44,13 @@ def toggle_tag(store: Store, dataset_id: int, sid: int, tag: str) -> bool:
     return not present
 
 
+def datasets_with_sample(store: Store, sample_id: str) -> list[str]:
+    """The names of the datasets holding a sample with this id, oldest import first."""
+    return [r[0] for r in store.conn.execute(
+        "SELECT d.name FROM samples s JOIN datasets d ON d.id = s.dataset_id WHERE s.id = ? ORDER BY d.id",
+        (sample_id,))]
+
+
 def tags_of(store: Store, dataset_id: int, sid: int) -> list[str]:
     """A sample's tags, sorted."""
     return [r[0] for r in store.conn.execute(

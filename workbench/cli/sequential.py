@@ -7,9 +7,10 @@ import argparse
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json
 from workbench.cli.types import count, number
+from workbench.runs.sequential import DEFAULT_ALPHA, DEFAULT_PRECISION, DEFAULT_TOLERANCE
 
-#: The defaults of --alpha, --tolerance (best) and --precision, for a run and for a replay alike.
-SEQUENTIAL_ALPHA, SEQUENTIAL_TOLERANCE, SEQUENTIAL_PRECISION = 0.05, 0.02, 0.05
+# The defaults of --alpha, --tolerance (best) and --precision, for a run and for a replay alike (the core's).
+SEQUENTIAL_ALPHA, SEQUENTIAL_TOLERANCE, SEQUENTIAL_PRECISION = DEFAULT_ALPHA, DEFAULT_TOLERANCE, DEFAULT_PRECISION
 
 
 def add_stop_when(parser: argparse.ArgumentParser) -> None:

@@ -32,10 +32,16 @@ from workbench.store.db import Store
 from workbench.store.queries import Run
 
 __all__ = ["SequentialConfig", "SequentialStatus", "sequential_config", "write_order", "read_order",
-           "decision_cells", "sequential_status", "summary_line", "complete_answers", "run_rounds", "SKIPPED"]
+           "decision_cells", "sequential_status", "summary_line", "cell_line", "stopped_line", "complete_answers", "run_rounds",
+           "SKIPPED", "DEFAULT_ALPHA", "DEFAULT_TOLERANCE", "DEFAULT_PRECISION", "STOP_REASONS"]
 
 #: The status of a job a sequential run will not ask: its cell stopped before its sample's round.
 SKIPPED = "skipped"
+#: The defaults of α, of best's tolerance E and of precision's half-width E (the CLI's and the TUI's alike).
+DEFAULT_ALPHA, DEFAULT_TOLERANCE, DEFAULT_PRECISION = 0.05, 0.02, 0.05
+#: Why a cell stopped being asked, in words (``stopped`` of a cell's state).
+STOP_REASONS = {"best": "the best cell", "worse": "worse than the leader", "tied": "within the tolerance of the leader",
+                "precision": "its interval narrow enough", "exhausted": "every sample answered"}
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,27 @@ def summary_line(status: SequentialStatus) -> str:
         what = "no single best cell (the rest exhausted the samples)"
     return (f"sequential ({s.config.describe()}): decided at round {s.rounds:,} of {s.population:,}: {what}; "
             f"{used}, {s.calls_full - s.calls_used:,} saved")
+
+
+def stopped_line(status: SequentialStatus) -> str:
+    """The cells that stopped being asked, in the order they stopped: ``k1-b32 worse (round 40), …``."""
+    stopped = sorted(status.stopped_at.items(), key=lambda item: (item[1], item[0]))
+    if not stopped:
+        return "no cell stopped yet"
+    return "stopped: " + ", ".join(f"{cell} {status.states[cell].stopped} (round {at:,})" for cell, at in stopped)
+
+
+def cell_line(status: SequentialStatus, cell: str) -> str:
+    """One cell's standing: answered of N, its interval for the full run's S_llm (valid at any stopping time),
+    and whether, when and why it stopped."""
+    st = status.states[cell]
+    interval = "—" if st.lo is None else f"[{st.lo:.3f}, {st.hi:.3f}]"
+    if st.stopped is None:
+        why = "still asked"
+    else:
+        at = status.stopped_at.get(cell)
+        why = f"stopped{f' at round {at:,}' if at is not None else ''}: {STOP_REASONS.get(st.stopped, st.stopped)}"
+    return f"{st.answered:,} of {status.population:,} answered · S_llm {interval} · {why}"
 
 
 class _Events:

@@ -85,6 +85,19 @@ class WorkbenchApp(WorkbenchAppBase):
                 return
             screen.post_message(DataChanged(version))
 
+    async def action_switch_mode(self, mode: str) -> None:
+        """Go to ``mode``. Its own key on a screen opened over it (a sample's detail) goes back to the mode's
+        screen; on that screen, it says so rather than seem to do nothing."""
+        if mode != self.current_mode:
+            self.switch_mode(mode)
+            return
+        if len(self.screen_stack) > 1:
+            while len(self.screen_stack) > 1:
+                await self.pop_screen()
+            return
+        title = next((b.description for b in self.BINDINGS if b.action == f"switch_mode('{mode}')"), mode)
+        self.notify(f"Already on {title}.", timeout=3)
+
     def run_names(self) -> list[str]:
         """Every run's name (the command palette offers to open each)."""
         return run_names(self.store)

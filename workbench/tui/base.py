@@ -25,6 +25,7 @@ from workbench.store import Store, open_store
 from workbench.terminal import has_control, pictured
 from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.says import NOTHING_TO_FOCUS, CopyOrSay
 
 
 class ControlPictures(LineFilter):
@@ -80,13 +81,26 @@ class WorkbenchAppBase(App):
         self.switch_mode("ledger")
         self.screen.post_message(DataChanged(self._version))
 
+    def action_focus_next(self) -> None:
+        self._focus_or_say(self.screen.focus_next)
+
+    def action_focus_previous(self) -> None:
+        self._focus_or_say(self.screen.focus_previous)
+
+    def _focus_or_say(self, move: Callable[[], object]) -> None:
+        """tab / shift+tab: the next pane, or, with one pane only, a word that there is no other."""
+        before = self.focused
+        move()
+        if self.focused is before:
+            self.notify(NOTHING_TO_FOCUS, timeout=3)
+
     def show_error(self, title: str, error: BaseException | str | None) -> None:
         """An error dialog; the app keeps running."""
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
         self.push_screen(ErrorDialog(title, text))
 
 
-class WorkbenchScreen(Screen):
+class WorkbenchScreen(CopyOrSay, Screen):
     """Base screen: loads data in thread workers and shows worker failures in a dialog.
 
     ``loaded`` is True once the screen is shown and every result its workers owe has been

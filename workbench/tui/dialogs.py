@@ -12,9 +12,10 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from workbench.tui.markup import esc
+from workbench.tui.says import CopyOrSay
 
 
-class ErrorDialog(ModalScreen[None]):
+class ErrorDialog(CopyOrSay, ModalScreen[None]):
     """Shows a worker's failure; the app keeps going."""
 
     BINDINGS = [Binding("escape,enter", "dismiss", "Close")]
@@ -34,7 +35,7 @@ class ErrorDialog(ModalScreen[None]):
         self.dismiss()
 
 
-class ConfirmDialog(ModalScreen[bool]):
+class ConfirmDialog(CopyOrSay, ModalScreen[bool]):
     """Yes/no; ``y`` confirms, ``n``/Esc cancels."""
 
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
@@ -53,7 +54,7 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(value)
 
 
-class PromptDialog(ModalScreen[str | None]):
+class PromptDialog(CopyOrSay, ModalScreen[str | None]):
     """Ask for one line of text (a path, a note, a search).
 
     ``validate(value)`` returns why the value will not do (shown in the dialog, which stays
@@ -86,7 +87,7 @@ class PromptDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class ChoiceDialog(ModalScreen[str | None]):
+class ChoiceDialog(CopyOrSay, ModalScreen[str | None]):
     """Pick one of a list (e.g. a run): ↑/↓ move, Enter picks, Esc cancels (None).
 
     ``choices`` are (value, label) pairs; the label is markup, the value what the dialog returns.
@@ -118,7 +119,7 @@ class ChoiceDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class TextDialog(ModalScreen[None]):
+class TextDialog(CopyOrSay, ModalScreen[None]):
     """A page of plain text to read (scrolls with ↑/↓ pgup/pgdn); Esc closes."""
 
     BINDINGS = [Binding("escape", "dismiss", "Close")]

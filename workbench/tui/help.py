@@ -9,6 +9,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from workbench.tui.says import CopyOrSay
 from workbench.tui.screens.compare import FlipDetailScreen
 from workbench.tui.screens.detail import SampleDetailScreen
 from workbench.tui.screens.meta_instances import MetaInstanceScreen, MetaInstancesScreen
@@ -20,8 +21,7 @@ EXTRA_KEYS = {
     "Everywhere": [("↑/↓", "move in tables and trees"), ("ctrl+p", "command palette (empty: every command)")],
     "New-run form": [("enter", "next field, or open the focused list"), ("tab/shift+tab", "next/previous field"),
                      ("space", "tick or untick the oracle box")],
-    "Retrieval": [("tab", "between the misses and the metrics panel (↑/↓ scroll it)"),
-                  ("esc", "close the miss (↑/↓ pgup/pgdn scroll it)")],
+    "Retrieval": [("esc", "close the miss (↑/↓ pgup/pgdn scroll it)")],
     "SearChain": [("tab", "focus the report to scroll it (or R)")],
     "SearChain tree": [("enter", "expand or collapse a branch (also space)")],
     "Compare": [("tab", "between the cells and the highlighted cell's flips"),
@@ -76,7 +76,7 @@ def help_table(app, per_row: int = 2) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(CopyOrSay, ModalScreen[None]):
     """Every key of every screen, generated from the bindings; scrolls on a small terminal."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]

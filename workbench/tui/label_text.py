@@ -37,6 +37,10 @@ def report_lines(report: JudgeReport | None, *, wide: bool) -> list[str]:
     else:   # a side panel of 36 columns: whose labels on a line of their own
         lines = ["[b]Judges vs human labels[/b]", f"[dim]{by}[/dim]"] + ([f"[dim] {whose}[/dim]"] if whose else [])
         lines.append(f"[dim]{uniform}[/dim]")
+    if report.ties:
+        # κ's n counts the items with a majority label: one the annotators split evenly has no human label.
+        lines += ([f"[dim]{report.ties} split evenly between annotators: left out of κ (n)[/dim]"] if wide else
+                  [f"[dim]{report.ties} split evenly between[/dim]", "[dim] annotators: left out of κ (n)[/dim]"])
     if not report.labelled_items:
         lines.append("[dim]κ appears once items are labelled (y/n)[/dim]")
     width = max((len(j.judge) for j in report.agreement), default=0)

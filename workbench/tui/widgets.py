@@ -35,6 +35,16 @@ class KeyFooter(Footer):
             self.refresh(recompose=True)
         self._fit_keys()
 
+    def bindings_changed(self, screen) -> None:
+        """Recompose only when the keys shown would change: Textual signals after every focus move and
+        action, and rebuilding twenty keys each time cost most of what a key press costs."""
+        shown = _footer_keys(screen)
+        if shown == getattr(self, "_shown", None) and self.children:
+            return
+        if screen.app.app_focus and self.is_attached and screen is self.screen:   # when Footer recomposes
+            self._shown = shown
+        super().bindings_changed(screen)
+
     async def recompose(self) -> None:
         await super().recompose()
         self._fit_keys()
@@ -63,6 +73,12 @@ class KeyFooter(Footer):
                 entries[i - 1].visible = False      # a group's keys ("J/K") mean nothing without its label
 
 
+def _footer_keys(screen) -> tuple:
+    """What a footer shows of ``screen``'s bindings (as Textual's Footer.compose reads them)."""
+    return tuple((key, b.action, b.description, b.key_display, b.group, enabled, tooltip)
+                 for key, (_, b, enabled, tooltip) in screen.active_bindings.items() if b.show)
+
+
 def fit(text: str, width: int) -> str:
     """``text`` on one line cut to ``width`` characters, with … where it was cut."""
     text = " ".join(text.split())
@@ -72,3 +88,27 @@ def fit(text: str, width: int) -> str:
 def fit_tail(text: str, width: int) -> str:
     """``text`` cut from the left: an id's end (metaqa-1hop-dev-01137 → …dev-01137) tells samples apart."""
     return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+
+
+def move_or_say(screen, table, step: int) -> None:
+    """j/k on a table: the cursor one row down or up, or a word why it cannot move."""
+    if not table.row_count:
+        screen.notify("Nothing to move through: the list is empty.", timeout=3)
+        return
+    row = table.cursor_row + step
+    if not 0 <= row < table.row_count:
+        screen.notify(f"Already on the {'last' if step > 0 else 'first'} row.", timeout=3)
+        return
+    table.move_cursor(row=row)
+
+
+def scroll_both_or_say(screen, step: int) -> None:
+    """J/K: both side-by-side panes (``.pane``) a page down or up, or a word why neither can move."""
+    panes = list(screen.query(".pane"))
+    movable = [p for p in panes if (p.scroll_y < p.max_scroll_y if step > 0 else p.scroll_y > 0)]
+    if not movable:
+        screen.notify("Both panes are shown whole: nothing to scroll." if not any(p.max_scroll_y for p in panes)
+                      else f"Both panes are at their {'end' if step > 0 else 'top'}.", timeout=3)
+        return
+    for pane in panes:
+        pane.scroll_to(y=pane.scroll_y + step * max(1, pane.size.height - 2), animate=False)

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
 from workbench.compare import compare_runs
-from workbench.compare.render import ARROWS, differences_text, fmt_p
+from workbench.compare.render import ARROWS, fmt_p
 from workbench.compare.report import BETTER, DIRECTIONS, STAGES, CellDelta, Comparison, TermDelta
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run, list_runs, load_samples
@@ -26,7 +26,8 @@ from workbench.tui.dialogs import ChoiceDialog, TextDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.compare_flip import WAYS, FlipDetailScreen
-from workbench.tui.widgets import KeyFooter, fit, fit_tail
+from workbench.tui.columns import cell as cell_text
+from workbench.tui.widgets import KeyFooter, fit_tail
 
 TERMS: tuple[str, ...] = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "D_rate")
 QUICK_RESAMPLES, RESAMPLES = 200, 2000
@@ -54,17 +55,21 @@ class CompareView:
 
 
 def default_pair(runs: list[dict]) -> tuple[str | None, str | None]:
-    """B = the newest run; A = the newest other run over B's dataset, else the second newest (None if none)."""
+    """B = the newest run with a job done (a run just planned has nothing to compare yet); A = the newest other such
+    run over B's dataset, else the second newest (None if none). Without any job done anywhere, the newest runs."""
     if not runs:
         return None, None
-    b = runs[-1]["name"]
+    answered = [r for r in runs if r.get("done")] or runs
+    b = answered[-1]["name"]
     return partner(runs, b), b
 
 
 def partner(runs: list[dict], name: str) -> str | None:
-    """The newest run other than ``name`` over its dataset, else the newest other run (None if there is none)."""
+    """The newest run other than ``name`` over its dataset, else the newest other run (None if there is none);
+    runs with a job done first."""
     dataset = next(r["dataset"] for r in runs if r["name"] == name)
     others = [r for r in runs if r["name"] != name]
+    others = [r for r in others if r.get("done")] or others
     same = [r for r in others if r["dataset"] == dataset]
     return (same or others)[-1]["name"] if others else None
 
@@ -95,7 +100,7 @@ def _compare(store, a: str | None, b: str | None, resamples: int) -> CompareView
         # A refusal (other datasets, no cell in common) is a message to read, not a failure of the screen.
         hint = (f" This screen pairs cells by id; `workbench compare {view.a} {view.b} --map A_CELL=B_CELL` pairs "
                 "them by hand." if "--map" in str(exc) else "")
-        view.problem = f"{exc}{hint} Press a or b to pick other runs."
+        view.problem = f"{sentence(str(exc))}{hint} Press a or b to pick other runs."
         return view
     flipped = {sid for cell in c.cells for ways in cell.flips.values() for ids in ways.values() for sid in ids}
     if flipped:
@@ -103,6 +108,26 @@ def _compare(store, a: str | None, b: str | None, resamples: int) -> CompareView
                           if s.id in flipped}
     view.comparison = c
     return view
+
+
+def sentence(text: str) -> str:
+    """``text`` ending with a full stop (a core message is a clause; the screen adds a sentence after it)."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def differences_lines(c: Comparison) -> str:
+    """What differs between the runs, one paragraph per axis (``i``): every key with A's and B's value."""
+    if not c.differences:
+        return "The runs' configurations are identical (a rerun): any difference is noise or nondeterminism."
+    axes = list(dict.fromkeys(d.axis for d in c.differences))
+    out = [f"The runs differ in {len(axes)} ax{'is' if len(axes) == 1 else 'es'}: {', '.join(axes)}."
+           + (" A delta may come from any of them, not from one alone." if len(axes) > 1 else "")]
+    for axis in axes:
+        keys = "; ".join(f"{d.key} {_short(d.a)} → {_short(d.b)}" for d in c.differences if d.axis == axis)
+        extra = f" ({c.samples:,} samples in both runs are compared)" if axis == "samples" else ""
+        out.append(f"{axis}: {keys}{extra}")
+    return "\n\n".join(out)
 
 
 def cell_label(cell: CellDelta) -> str:
@@ -185,6 +210,8 @@ class CompareScreen(WorkbenchScreen):
         Binding("right", "scroll_table(1)", "Terms right", priority=True, group=TERM_KEYS, key_display="/→"),
     ]
     AUTO_FOCUS = "#deltas"
+    # The flipped sample's question gives way on a narrow terminal (enter opens the flip, with it whole).
+    NARROW_CUTS = {"flips": ("question",)}
 
     def __init__(self):
         super().__init__()
@@ -321,7 +348,7 @@ class CompareScreen(WorkbenchScreen):
         for stage, way, sid in flip_rows(cell)[:FLIP_ROWS]:
             symbol, colour = WAYS[way]
             flips.add_row(stage, Text(f"{symbol} {ARROWS[way]}", style=colour), Text(fit_tail(sid, 21)),
-                          Text(fit(questions.get(sid, ""), self._flip_widths)), key=sid)
+                          cell_text(questions.get(sid, "")), key=sid)
         if flips.row_count:
             flips.move_cursor(row=min(cursor, flips.row_count - 1))
 
@@ -343,6 +370,7 @@ class CompareScreen(WorkbenchScreen):
         flips = self.query_one("#flips", DataTable)
         cell = self._highlighted()
         if cell is None:
+            self._no_comparison()
             return
         # Not ``self.focused``: focus moves after the key is handled, so a second enter typed at once would
         # still find the cells focused and never open the flip.
@@ -354,17 +382,32 @@ class CompareScreen(WorkbenchScreen):
                 self.notify(f"no sample changed its score in {cell_label(cell)}", timeout=4)
             return
         if not flips.row_count:
+            self.notify(f"No sample changed its score in {cell_label(cell)}: esc goes back to the cells.", timeout=4)
             return
         rows = flip_rows(cell)[:FLIP_ROWS]
         self.app.push_screen(FlipDetailScreen(self.a, self.b, cell.cell_a, cell.cell_b, rows, flips.cursor_row,
                                               self.view.questions))
 
     def action_focus_cells(self) -> None:
+        deltas = self.query_one("#deltas", DataTable)
+        if not self._in_flips and deltas.has_focus:
+            self.notify("Already on the cells (enter goes to the highlighted cell's flips).", timeout=3)
         self._in_flips = False
-        self.query_one("#deltas", DataTable).focus()
+        deltas.focus()
+
+    def _no_comparison(self) -> bool:
+        """Say why a key has nothing to compare (the heading says what is missing)."""
+        if self.view is None:
+            self.notify("Still comparing the runs.", timeout=3)
+        elif self.view.comparison is None:
+            self.notify(f"No comparison shown: {self.view.problem}", timeout=6)
+        else:
+            return False
+        return True
 
     def action_pick(self, side: str) -> None:
         if self.view is None:
+            self._no_comparison()
             return
         if not self.view.runs:
             self.notify("no run yet: start one in Runs (r, then n)")
@@ -395,26 +438,46 @@ class CompareScreen(WorkbenchScreen):
                                           choices, current), picked)
 
     def action_swap(self) -> None:
-        if self.a is not None and self.b is not None:
-            self.a, self.b = self.b, self.a
-            self.refresh_comparison(force=True)
+        if self.a is None or self.b is None:
+            self.notify("No two runs to swap: " + (self.view.problem if self.view is not None else "still comparing."),
+                        timeout=5)
+            return
+        self.a, self.b = self.b, self.a
+        self.refresh_comparison(force=True)
 
     def action_next_view(self) -> None:
+        if self._no_comparison():
+            return
         self.table_view = VIEWS[(VIEWS.index(self.table_view) + 1) % len(VIEWS)]
-        if self.view is not None:
-            self._draw()
+        self._draw()
 
     def action_differences(self) -> None:
-        if self.view is None or self.view.comparison is None:
-            self.notify("no comparison shown: pick two runs with a and b")
+        if self._no_comparison():
             return
         c = self.view.comparison
-        self.app.push_screen(TextDialog(f"A = {c.run_a}, B = {c.run_b}: what differs", differences_text(c)))
+        self.app.push_screen(TextDialog(f"A = {c.run_a}, B = {c.run_b}: what differs", differences_lines(c)))
 
     def action_scroll_table(self, step: int) -> None:
-        """Scroll the terms sideways a column at a time (the cell column stays put)."""
+        """Scroll the terms sideways a column at a time (the cell column stays put), from column edge to edge."""
+        if self._no_comparison():
+            return
         deltas = self.query_one("#deltas", DataTable)
-        deltas.scroll_to(x=max(0, deltas.scroll_x + step * (TERM_WIDTH + 2)), animate=False)
+        if not deltas.max_scroll_x:
+            self.notify("Every term is shown: nothing to scroll sideways.", timeout=3)
+            return
+        edges = term_edges(deltas)
+        at = round(deltas.scroll_x)
+        ahead = [e for e in edges if (e > at if step > 0 else e < at)]
+        if not ahead:
+            self.notify(f"Already at the {'last' if step > 0 else 'first'} terms.", timeout=3)
+            return
+        deltas.scroll_to(x=min(ahead) if step > 0 else max(ahead), animate=False)
+
+
+def term_edges(deltas: DataTable) -> list[int]:
+    """Where each scrolled column starts (the fixed cell column aside), up to the furthest the table scrolls."""
+    widths = [c.get_render_width(deltas) for c in deltas.ordered_columns[deltas.fixed_columns:]]
+    return [e for e in (sum(widths[:i]) for i in range(len(widths))) if e <= deltas.max_scroll_x] or [0]
 
 
 def flip_rows(cell: CellDelta) -> list[tuple[str, str, str]]:

@@ -14,7 +14,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import Loaded
 from workbench.tui.screens.detail import render_answer, render_prompt, render_window
-from workbench.tui.widgets import KeyFooter
+from workbench.tui.widgets import KeyFooter, scroll_both_or_say
 
 WAYS = {"fail_to_pass": ("▲", "green"), "pass_to_fail": ("▼", "red")}
 FLIP_KEYS = Binding.Group("Flip", compact=True)
@@ -88,13 +88,14 @@ class FlipDetailScreen(WorkbenchScreen):
 
     def action_flip(self, step: int) -> None:
         i = self.index + step
-        if 0 <= i < len(self.rows):
-            self.index = i
-            self.reload()
+        if not 0 <= i < len(self.rows):
+            self.notify(f"This is the {'last' if step > 0 else 'first'} flip of the list.", timeout=3)
+            return
+        self.index = i
+        self.reload()
 
     def action_scroll_both(self, step: int) -> None:
-        for pane in self.query(".pane").results(VerticalScroll):
-            pane.scroll_to(y=pane.scroll_y + step * max(1, pane.size.height - 2), animate=False)
+        scroll_both_or_say(self, step)
 
 
 def render_side(side: str, run: str, d) -> str:

@@ -172,17 +172,36 @@ class DedupScreen(SerialWrites, WorkbenchScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_contexts()
 
+    def _nothing_here(self) -> bool:
+        """Say why a key for the highlighted pair, band or mode has nothing to act on."""
+        if self.run is None:
+            self.notify("No dedup run yet: `workbench dedup import DIR`, then `workbench dedup run NAME`.", timeout=5)
+            return True
+        return False
+
+    def _no_pair(self) -> bool:
+        if self._nothing_here():
+            return True
+        if self._current() is None:
+            self.notify(f"No pair in band {self.band} (mode {self.mode}): b shows the next band.", timeout=4)
+            return True
+        return False
+
     def action_decide(self, decision: str | None) -> None:
         p = self._current()
-        if p is not None:
+        if self._no_pair():
+            return
+        if decision is None and p.decision is None:
+            self.notify(f"No decision to clear on {p.name_a} ~ {p.name_b}.", timeout=3)
+        else:
             # Serial, not a load: a load asked for while one runs replaces the one waiting, losing a decision.
             self.serial_write("decided", _decide, self.run, self.run_id, p.a, p.b, self.mode, decision,
                               self.annotator)
-            self._next_row()
+        self._next_row()
 
     def action_label(self, label: bool) -> None:
         p = self._current()
-        if p is not None:
+        if not self._no_pair():
             self.serial_write("labelled", _label, self.run_id, p.a, p.b, label, self.annotator)
             self._next_row()
 
@@ -190,12 +209,21 @@ class DedupScreen(SerialWrites, WorkbenchScreen):
         table = self.query_one("#pairs", DataTable)
         if table.cursor_row < len(self.items) - 1:
             table.move_cursor(row=table.cursor_row + 1)
+        else:
+            self.notify(f"That was the last pair in band {self.band} (b: next band).", timeout=3)
 
     def action_next_band(self) -> None:
+        if self._nothing_here():
+            return
         self.band = BAND_ORDER[(BAND_ORDER.index(self.band) + 1) % len(BAND_ORDER)]
         self.reload()
 
     def action_next_mode(self) -> None:
+        if self._nothing_here():
+            return
+        if len(self.modes) < 2:
+            self.notify(f"This run was judged in one mode only: {self.mode}.", timeout=3)
+            return
         if self.modes:
             self.mode = self.modes[(self.modes.index(self.mode) + 1) % len(self.modes)]
             self.reload()

@@ -219,10 +219,15 @@ class SampleDetailScreen(WorkbenchScreen):
         self.redraw(show_cursor=True)
 
     def action_cell(self, step: int) -> None:
-        if self.detail:
-            cells = self.detail.cells
-            self.cell_id = cells[(cells.index(self.cell_id) + step) % len(cells)]
-            self.reload()
+        if self.detail is None:
+            self.notify("The sample is still loading.", timeout=3)
+            return
+        cells = self.detail.cells
+        if len(cells) < 2:
+            self.notify(f"This run has one cell only: {self.cell_id}.", timeout=3)
+            return
+        self.cell_id = cells[(cells.index(self.cell_id) + step) % len(cells)]
+        self.reload()
 
     def action_sample(self, step: int) -> None:
         if self.sid in self.sids:

@@ -311,9 +311,27 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
         if self._act("next_run"):
             self._do_next_run()
 
+    def _nothing_shown(self) -> str | None:
+        """Why no item is shown to act on (None: one is)."""
+        if self.view is None:
+            return "The queue is still loading."
+        if self.view.empty:
+            return f"Nothing to label here: {self.view.empty} (t: next kind)"
+        if self.current() is None:
+            return ("Every item is labelled: z undoes the last label, t shows the next kind." if
+                    self.labelled >= self.view.total else "End of the queue: s goes through the skipped items again.")
+        return None
+
+    def _say_nothing_shown(self) -> bool:
+        why = self._nothing_shown()
+        if why is not None:
+            self.notify(why, timeout=5)
+        return why is not None
+
     def _do_label(self, value: bool) -> None:
         item = self.current()
         if item is None:
+            self._say_nothing_shown()
             return
         kind = self.view.kind
         claim = item.text if isinstance(item.key, ClaimKey) else None
@@ -329,11 +347,14 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
 
     def _do_skip(self) -> None:
         if self.view is None or not self.view.has_queue:
+            self._say_nothing_shown()
             return
         item = self.current()
         if item is None:
             if self.labelled < self.view.total:
                 self.reload_queue()     # through the skipped ones again
+            else:
+                self._say_nothing_shown()
             return
         self.skipped.add(item.key)
         self.touched = True
@@ -396,16 +417,21 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
 
     def _do_toggle_order(self) -> None:
         if self.view is None:
+            self._say_nothing_shown()
             return
         self.kind = self.view.kind
         self.order = "disagreement" if self.order == "uniform" else "uniform"
         self.reload_queue()
 
     def action_toggle_more(self) -> None:
+        if self._say_nothing_shown():
+            return
         self.more = not self.more
         self._draw()
 
     def action_toggle_verdicts(self) -> None:
+        if self._say_nothing_shown():
+            return
         self.show_verdicts = not self.show_verdicts
         self._draw()
 

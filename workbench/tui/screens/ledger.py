@@ -15,6 +15,7 @@ from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
 from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
+from workbench.runs.sequential import cell_line, stopped_line, summary_line
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -28,7 +29,7 @@ from workbench.tui.widgets import KeyFooter
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
            "D_mass", "L_leak", "K_eff", "Faith")
-QUICK_RESAMPLES = 100
+QUICK_RESAMPLES, RESAMPLES = 100, 1000
 WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
 SIDE_KEYS = Binding.Group("Side", compact=True)
 # Narrower than this, a plot's axes leave no room for its curves, and cropped it reads as stray braille.
@@ -96,7 +97,7 @@ def _difference(store, run_name, a, b, exclude: bool, readers: dict):
     run = get_run(store, run_name)
     tags = list(tag_counts(store, run.dataset_id)) if exclude else []
     reader = _reader(store, run, readers)
-    return (a, b), {term: cell_difference(store, run, a, b, term, resamples=1000, exclude_tags=tags, reader=reader)
+    return (a, b), {term: cell_difference(store, run, a, b, term, resamples=RESAMPLES, exclude_tags=tags, reader=reader)
                     for term in ("S_vis", "S_llm", "D_rate")}
 
 
@@ -128,7 +129,7 @@ class LedgerScreen(WorkbenchScreen):
         self.format: str | None = None
         self.show_oracle = False
         self.marked: list[str] = []
-        self.resamples = 1000
+        self.resamples = RESAMPLES
         # One incremental reader per run, kept across refreshes (workers use it one at a time).
         self.readers: dict[str, LedgerReader] = {}
         # The highlighted cell's estimates from human labels, computed for one cell at a time (a
@@ -186,7 +187,9 @@ class LedgerScreen(WorkbenchScreen):
                         + "No run selected: open one in Runs (r, then enter) or start one (r, then n).")
         elif message.what == "ledger":
             if self.view is None or self.view.report.run != message.payload.report.run:
-                self.estimates = {}
+                # Another run (m here, enter on Runs, m on Labels): its own cells, nothing marked, the panel at its top.
+                self.estimates, self.marked = {}, []
+                self.query_one("#side-scroll", VerticalScroll).scroll_home(animate=False)
             self.view = message.payload
             self.version += 1
             if self.view.report.resamples < self.resamples:
@@ -271,6 +274,8 @@ class LedgerScreen(WorkbenchScreen):
         if row is not None:
             lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
             lines += _ci_lines(CI_TERMS, row)
+            if report.sequential is not None and cell in report.sequential.states:
+                lines += _sequential_lines(report.sequential, cell)
             if report.claims:
                 cfg = report.claims["config"]
                 lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
@@ -309,6 +314,14 @@ class LedgerScreen(WorkbenchScreen):
     def action_scroll_table(self, step: int) -> None:
         """Scroll the terms sideways by about a third of the table, stopping on a column's edge."""
         table = self.query_one(DataTable)
+        if self._no_ledger():
+            return
+        if not table.max_scroll_x:
+            self.notify("Every column is shown: nothing to scroll sideways.", timeout=3)
+            return
+        if table.scroll_x >= table.max_scroll_x if step > 0 else table.scroll_x <= 0:
+            self.notify("Already at the " + ("last" if step > 0 else "first") + " columns.", timeout=3)
+            return
         widths = [c.get_render_width(table) for c in list(table.columns.values())[table.fixed_columns:]]
         edges = [sum(widths[:i]) for i in range(len(widths) + 1)]
         target = table.scroll_x + step * max(8, table.size.width // 3)
@@ -344,7 +357,21 @@ class LedgerScreen(WorkbenchScreen):
 
     def action_scroll_side(self, step: int) -> None:
         side = self.query_one("#side-scroll", VerticalScroll)
-        side.scroll_to(y=side.scroll_y + step * max(1, side.size.height - 2), animate=False)
+        if self._no_ledger():
+            return
+        if not side.max_scroll_y:
+            self.notify("The side panel is shown whole: nothing to scroll.", timeout=3)
+        elif side.scroll_y >= side.max_scroll_y if step > 0 else side.scroll_y <= 0:
+            self.notify(f"Already at the {'end' if step > 0 else 'top'} of the side panel.", timeout=3)
+        else:
+            side.scroll_to(y=side.scroll_y + step * max(1, side.size.height - 2), animate=False)
+
+    def _no_ledger(self) -> bool:
+        """Say so when no run is shown (a key of the table or its panels has nothing to act on)."""
+        if self.view is None:
+            self.notify("No ledger shown: open a run in Runs (r, then enter).", timeout=4)
+            return True
+        return False
 
     def _cycle(self, values, current):
         if not values:
@@ -353,8 +380,7 @@ class LedgerScreen(WorkbenchScreen):
 
     def _only_one(self, values, what: str) -> bool:
         """Say so when there is nothing to switch to (a silent key looks broken)."""
-        if self.view is None:
-            self.notify("no ledger shown: open a run in Runs (r)")
+        if self._no_ledger():
             return True
         if len(values) <= 1:
             self.notify(f"only one {what}: {values[0]}" if values else f"no {what}", timeout=4)
@@ -381,12 +407,15 @@ class LedgerScreen(WorkbenchScreen):
             self.refresh_ledger()
 
     def action_toggle_oracle(self) -> None:
+        if self._no_ledger():
+            return
         self.show_oracle = not self.show_oracle
-        if self.view:
-            self._draw()
+        self._draw()
 
     def action_toggle_exclude(self) -> None:
-        if self.view is not None and not self.view.tags:
+        if self._no_ledger():
+            return
+        if not self.view.tags:
             # The ledger would not change: say why rather than seem to ignore the key.
             self.notify("no sample of this dataset is tagged: nothing to exclude (tag samples with A/L/R/F "
                         "in Samples or Sample detail)", timeout=5)
@@ -403,6 +432,8 @@ class LedgerScreen(WorkbenchScreen):
     def action_mark(self) -> None:
         cell = self._highlighted()
         if cell is None:
+            if not self._no_ledger():
+                self.notify("No cell to mark: this run has no cells yet.", timeout=3)
             return
         if cell in self.marked:
             self.marked.remove(cell)
@@ -424,6 +455,19 @@ class LedgerScreen(WorkbenchScreen):
         if cell:
             self.app.cell_id = cell
         self.app.switch_mode("samples")
+        # A sample's detail left open over Samples shows another cell or run: the cell asked for, not it.
+        shown = self.app.screen
+        if shown is not self.app.screen_stack[0] and (getattr(shown, "run_name", None), getattr(shown, "cell_id", None)) \
+                != (self.app.run_name, self.app.cell_id):
+            while len(self.app.screen_stack) > 1:
+                self.app.pop_screen()
+
+
+def _sequential_lines(status, cell: str) -> list[str]:
+    """A sequential run in the side panel: the cell's interval valid at any stopping time (for the full dataset's
+    S_llm), why it stopped, and the run's standing: its decision and the calls saved, or where it is."""
+    return ["", "[b]Sequential[/b] [dim]S_llm over all samples, valid at any stopping time[/dim]",
+            esc(cell_line(status, cell)), f"[dim]{esc(summary_line(status))}[/dim]", f"[dim]{esc(stopped_line(status))}[/dim]"]
 
 
 def _ci_lines(terms, row) -> list[str]:

@@ -21,7 +21,7 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ChoiceDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
-from workbench.tui.widgets import KeyFooter
+from workbench.tui.widgets import KeyFooter, move_or_say
 from workbench.tui.meta_view import PADDING, QUICK_RESAMPLES, RESAMPLES, SCROLLBAR, MetaView, load_meta, split_words
 from workbench.tui.screens.meta_instances import MetaInstancesScreen
 
@@ -170,9 +170,7 @@ class MetaScreen(WorkbenchScreen):
         self.app.push_screen(MetaInstancesScreen(self.view.name, row))
 
     def action_move(self, step: int) -> None:
-        table = self.query_one("#meta-rows", DataTable)
-        if table.row_count:
-            table.move_cursor(row=max(0, min(table.cursor_row + step, table.row_count - 1)))
+        move_or_say(self, self.query_one("#meta-rows", DataTable), step)
 
     def action_pick_set(self) -> None:
         view = self.view

@@ -16,7 +16,8 @@ from workbench.meta.report import MetaRow
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import Loaded
-from workbench.tui.widgets import KeyFooter, fit
+from workbench.tui.columns import cell
+from workbench.tui.widgets import KeyFooter, move_or_say, scroll_both_or_say
 from workbench.tui.meta_view import (BOTH_KEYS, INSTANCE_KEYS, PADDING, SCROLLBAR, WIDE, claim_run_key, load_disagreements,
                                      load_instance, response_lines, row_name, signed)
 
@@ -31,6 +32,7 @@ class MetaInstancesScreen(WorkbenchScreen):
         Binding("k", "move(-1)", "Up", show=False),
     ]
     AUTO_FOCUS = "#instances"
+    NARROW_CUTS = {"instances": ("query",)}     # enter opens the instance, with its query whole
 
     def __init__(self, meta_name: str, row: MetaRow):
         super().__init__()
@@ -88,7 +90,7 @@ class MetaInstancesScreen(WorkbenchScreen):
         table.add_column("query", width=query_w, key="query")
         for d, delta, human, distance in zip(items, deltas, humans, distances):
             table.add_row(Text(d.instance), Text(delta, justify="right"), Text(human, justify="right"),
-                          Text(distance, justify="right"), Text(fit(d.query, query_w)), key=str(d.sid))
+                          Text(distance, justify="right"), cell(d.query), key=str(d.sid))
         if items:
             table.move_cursor(row=min(cursor, len(items) - 1))
 
@@ -105,9 +107,7 @@ class MetaInstancesScreen(WorkbenchScreen):
                                                 min(table.cursor_row, len(self.items) - 1)))
 
     def action_move(self, step: int) -> None:
-        table = self.query_one("#instances", DataTable)
-        if table.row_count:
-            table.move_cursor(row=max(0, min(table.cursor_row + step, table.row_count - 1)))
+        move_or_say(self, self.query_one("#instances", DataTable), step)
 
 
 class MetaInstanceScreen(WorkbenchScreen):
@@ -206,8 +206,7 @@ class MetaInstanceScreen(WorkbenchScreen):
         self.reload()
 
     def action_scroll_both(self, step: int) -> None:
-        for pane in self.query(".pane").results(VerticalScroll):
-            pane.scroll_to(y=pane.scroll_y + step * max(1, pane.size.height - 2), animate=False)
+        scroll_both_or_say(self, step)
 
     def action_toggle_reference(self) -> None:
         self.toggle_class("whole")

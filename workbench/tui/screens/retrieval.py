@@ -14,8 +14,10 @@ from workbench.retrieval.evaluate import document_preview, evaluate_retrieval, l
 from workbench.tables import fmt_estimate
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
+from workbench.tui.says import CopyOrSay
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.ledger import PLOT_MIN_WIDTH
+from workbench.tui.columns import cell, fit_widths, natural, text_room
 from workbench.tui.widgets import KeyFooter
 
 
@@ -39,7 +41,7 @@ def _miss(store, dataset, miss):
                                                                   for d in miss["retrieved"]]
 
 
-class MissScreen(ModalScreen[None]):
+class MissScreen(CopyOrSay, ModalScreen[None]):
     """A question the retriever missed: its gold document and what came back instead."""
 
     BINDINGS = [Binding("escape", "dismiss", "Back")]
@@ -62,7 +64,11 @@ class RetrievalScreen(WorkbenchScreen):
     """Doc- or chunk-level metrics of a retriever (bm25, dense, hybrid, …) on the latest corpus."""
 
     BINDINGS = [Binding("c", "toggle_level", "Doc/chunk level"), Binding("n", "next_retriever", "Next retriever"),
-                Binding("enter", "open_miss", "Open miss", priority=True)]
+                Binding("enter", "open_miss", "Open miss", priority=True),
+                # In the footer, not only in ?: between the misses and the metrics panel (↑/↓ scroll it).
+                Binding("tab", "app.focus_next", "Misses/metrics")]
+    # The misses' texts give way on a narrow terminal (enter opens the miss, with each whole).
+    NARROW_CUTS = {"misses": ("retrieved", "question", "gold")}
     # The misses, not the metrics panel (which comes first and can take focus to scroll): ↑/↓ move
     # through what enter opens; tab moves to the panel (listed in ? with the Retrieval keys).
     AUTO_FOCUS = "#misses"
@@ -124,8 +130,9 @@ class RetrievalScreen(WorkbenchScreen):
             # An empty section would read as a display fault: say that nothing came back.
             instead = ("\n\n".join(esc(g) for g in got) if got else
                        "[dim](nothing: the retriever returned no document for this question)[/dim]")
-            text = (f"[b]{esc(miss['question'])}[/b]\n\n[b]Gold document[/b]\n{esc(gold)}\n\n"
-                    f"[b]Retrieved instead[/b]\n{instead}")
+            names = " · ".join(esc(d) for d in miss["retrieved"]) or "—"
+            text = (f"[b]{esc(miss['question'])}[/b]\n\n[b]Gold document[/b] {esc(miss['gold'])}\n{esc(gold)}\n\n"
+                    f"[b]Retrieved instead[/b] {names}\n{instead}")
             self.app.push_screen(MissScreen(text))
 
     def _draw(self) -> None:
@@ -160,39 +167,60 @@ class RetrievalScreen(WorkbenchScreen):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear(columns=True)
-        # Fixed widths: a long question must not push what was retrieved instead off the screen.
-        width = max(60, (table.size.width or self.size.width or 80) - 4)
-        q, g = width * 35 // 100, width * 30 // 100
-        table.add_column("missed question", width=q)
-        table.add_column("gold document", width=g)
-        rest = width - q - g - 4
-        # The heading whole or shorter, never cut mid-word (80 columns leave 24 characters here).
-        table.add_column("retrieved instead (top 3)" if rest >= 25 else "retrieved instead", width=rest)
-        for i, miss in enumerate(r.misses):
-            table.add_row(miss["question"], miss["gold"], " · ".join(miss["retrieved"]) or "—", key=str(i))
+        # As wide as the misses' texts when that fits; narrower, what came back instead gives way first, the
+        # gold document's path last (enter opens the miss, with each whole).
+        retrieved = [" · ".join(m["retrieved"]) or "—" for m in r.misses]
+        wanted = {"question": natural("missed question", [m["question"] for m in r.misses]),
+                  "gold": natural("gold document", [m["gold"] for m in r.misses]),
+                  "retrieved": natural("retrieved instead (top 3)", retrieved)}
+        room = text_room(table.size.width or self.size.width or 80, 3)
+        widths = fit_widths(wanted, room, (("retrieved", 17), ("question", 16), ("gold", 12)))
+        table.add_column("missed question", width=widths["question"], key="question")
+        table.add_column("gold document", width=widths["gold"], key="gold")
+        # The heading whole or shorter, never cut mid-word.
+        table.add_column("retrieved instead (top 3)" if widths["retrieved"] >= 25 else "retrieved instead",
+                         width=widths["retrieved"], key="retrieved")
+        for i, (miss, instead) in enumerate(zip(r.misses, retrieved)):
+            table.add_row(cell(miss["question"]), cell(miss["gold"]), cell(instead), key=str(i))
         if r.misses:
             table.move_cursor(row=min(cursor, len(r.misses) - 1))
 
     def action_next_retriever(self) -> None:
         """Show the next stored retriever of the corpus (bm25 → dense → hybrid → …)."""
+        if self._no_report():
+            return
         if len(self.retrievers) < 2 or self.retriever not in self.retrievers:
+            self.notify(f"{self.retriever} is the only retriever stored for {self.report.dataset}: "
+                        f"`workbench retrieve {self.report.dataset} --retriever dense` adds another.", timeout=5)
             return
         self.retriever = self.retrievers[(self.retrievers.index(self.retriever) + 1) % len(self.retrievers)]
         self.report, self.version, self.computing = None, None, False
         self.query_one("#heading", Static).update(f"[b]Retrieval[/b]  evaluating {esc(self.retriever)} …")
         self.refresh_report(force=True)
 
+    def _no_report(self) -> bool:
+        if self.report is None:
+            self.notify("No retrieval evaluated yet" + (": it is being computed." if self.computing else
+                        ": import a corpus and retrieve (see the heading)."), timeout=4)
+            return True
+        return False
+
     def action_toggle_level(self) -> None:
+        if self._no_report():
+            return
         self.level = "chunk" if self.level == "doc" else "doc"
-        if self.report:
-            self._draw()
+        self._draw()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open_miss()
 
     def action_open_miss(self) -> None:
         table = self.query_one(DataTable)
-        if self.report is None or table.row_count == 0:
+        if self._no_report():
+            return
+        if table.row_count == 0:
+            self.notify(f"No miss to open: {self.report.retriever} found a gold document for every question "
+                        f"at @{max(self.report.ks)}.", timeout=4)
             return
         i = int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         self.load("miss", _miss, self.report.dataset, self.report.misses[i])

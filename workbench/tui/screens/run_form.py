@@ -15,6 +15,7 @@ from workbench.models.check import GENERATOR, check_model
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.cells import grid
 from workbench.runs.prompt import load_template
+from workbench.runs.sequential import DEFAULT_ALPHA, DEFAULT_PRECISION, DEFAULT_TOLERANCE, SequentialConfig
 from workbench.runs.sweep import SweepConfig
 from workbench.tui.markup import esc
 from workbench.tui.says import CopyOrSay
@@ -23,13 +24,19 @@ from workbench.tui.says import CopyOrSay
 # The form's fields in order, id → label (errors name a field by its label).
 FIELDS = {"dataset": "dataset", "model": "model", "k": "K values", "budget": "budgets B", "format": "formats",
           "limit": "samples (first N)", "answer_format": "answer format", "max_tokens": "max tokens",
-          "prompt_file": "prompt template file", "name": "run name", "oracle": "oracle cells"}
+          "prompt_file": "prompt template file", "name": "run name", "oracle": "oracle cells",
+          "stop_when": "stop when", "alpha": "α (chance of a miss)", "stop_width": "E (tolerance / ±)"}
 # CLI options named by core validation messages → the form field that sets them.
 _OPTIONS = {"--k": "k", "--budget": "budget", "--format": "format", "--limit": "limit", "--model": "model",
             "--answer-format": "answer_format", "--max-tokens": "max_tokens", "--prompt-file": "prompt_file",
-            "--name": "name"}
+            "--name": "name", "--stop-when": "stop_when", "--alpha": "alpha", "--tolerance": "stop_width",
+            "--precision": "stop_width"}
 DEFAULTS = {"model": "default", "k": "1,2,5,10,20", "budget": "32,128", "format": "linear", "limit": "20",
-            "answer_format": "json", "max_tokens": "32", "prompt_file": "", "name": "", "oracle": True}
+            "answer_format": "json", "max_tokens": "32", "prompt_file": "", "name": "", "oracle": True,
+            "stop_when": "", "alpha": "", "stop_width": ""}
+# The stopping rules the form offers (docs/sequential.md): "" answers every job.
+STOP_CHOICES = [("never: answer every job", ""), ("best: until the best cell is known", "best"),
+                ("precision: each cell until ±E", "precision")]
 
 
 class FormError(ValueError):
@@ -84,6 +91,37 @@ def configs_from_form(form: dict):
     return sweep, gen
 
 
+def sequential_from_form(form: dict) -> SequentialConfig | None:
+    """The stopping settings the form asks for (None: every job is answered); ``FormError`` names the bad field.
+
+    As ``run --stop-when``: α and E empty take the defaults; the oracle controls are not part of a sequential run.
+    """
+    rule = form.get("stop_when") or ""
+    if not rule:
+        for wid in ("alpha", "stop_width"):
+            if form.get(wid, "").strip():
+                raise FormError(wid, f"{FIELDS[wid]}: only with a stopping rule (stop when best or precision)")
+        return None
+    if form["oracle"]:
+        raise FormError("oracle", f"{FIELDS['oracle']}: a sequential run weighs its grid cells; the oracle controls "
+                                  "would be asked on every sample: uncheck them (or stop when: never)")
+
+    def number(wid: str, default: float) -> float:
+        text = form.get(wid, "").strip()
+        try:
+            return float(text) if text else default
+        except ValueError:
+            raise FormError(wid, f"{FIELDS[wid]}: expected a number, got {text!r}") from None
+
+    config = SequentialConfig(rule, alpha=number("alpha", DEFAULT_ALPHA),
+                              tolerance=number("stop_width", DEFAULT_TOLERANCE if rule == "best" else DEFAULT_PRECISION))
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise form_error(str(exc)) from None
+    return config
+
+
 def describe_plan(form: dict, samples: int) -> str:
     """What the form would run: cells × samples = jobs, and the model (``FormError`` if it cannot).
 
@@ -91,6 +129,7 @@ def describe_plan(form: dict, samples: int) -> str:
     the count is the one the run will have.
     """
     sweep, gen = configs_from_form(form)
+    sequential = sequential_from_form(form)
     try:
         # Its header read, then loaded once by llama.cpp and freed (the core's check, cached per file): a
         # model that cannot serve blocks Start before the run is planned, as the CLI refuses it before writing.
@@ -103,7 +142,8 @@ def describe_plan(form: dict, samples: int) -> str:
     model = path.name.removesuffix(".gguf") + (" (default)" if gen.model == "default" else "")
     return (f"{len(cells)} cells" + (f" ({oracle} oracle)" if oracle else "")
             + f" × {n:,}" + (f" of {samples:,}" if n < samples else "") + " samples"
-            + f" = [b]{len(cells) * n:,} jobs[/b] · model {esc(model)}")
+            + f" = [b]{len(cells) * n:,} jobs[/b]" + (" at most" if sequential else "") + f" · model {esc(model)}"
+            + (f" · stops when decided ({esc(sequential.describe())})" if sequential else ""))
 
 
 class RunForm(CopyOrSay, ModalScreen[dict | None]):
@@ -151,6 +191,10 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
                 yield from text("name", "optional")
                 yield Label(FIELDS["oracle"])
                 yield Checkbox("only p*, struct vs shuffled", value=v["oracle"], id="oracle")
+                yield Label(FIELDS["stop_when"])
+                yield Select(STOP_CHOICES, value=v["stop_when"], allow_blank=False, id="stop_when")
+                yield from text("alpha", f"empty = {DEFAULT_ALPHA:g}")
+                yield from text("stop_width", f"empty = {DEFAULT_TOLERANCE:g} (best), {DEFAULT_PRECISION:g} (±)")
             yield Static("", id="summary", classes="summary")
             yield Static("", id="form-error", classes="form-error")
             yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
@@ -175,6 +219,8 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             "answer_format": self.query_one("#answer_format", Select).value,
             "max_tokens": self._value("max_tokens") or "48", "prompt_file": self._value("prompt_file"),
             "name": self._value("name"), "oracle": self.query_one("#oracle", Checkbox).value,
+            "stop_when": self.query_one("#stop_when", Select).value, "alpha": self._value("alpha"),
+            "stop_width": self._value("stop_width"),
         }
 
     def _refresh_summary(self) -> FormError | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from textual import work
 from textual.app import ComposeResult
@@ -13,14 +14,16 @@ from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
 from workbench.runs.executor import ExecReport, execute, generation_of
+from workbench.runs.sequential import sequential_status, stopped_line, summary_line
 from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
+from workbench.store.lookup import NotFound
 from workbench.store.queries import delete_run, get_run, list_datasets, list_runs
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded, RunFinished, RunProgress
-from workbench.tui.screens.run_form import FormError, RunForm, configs_from_form, form_error
+from workbench.tui.screens.run_form import FormError, RunForm, configs_from_form, form_error, sequential_from_form
 from workbench.tui.widgets import KeyFooter, welcome
 
 NO_RUN = """\
@@ -37,17 +40,58 @@ def _runs(store):
             "writers": live_holders(store, "run")}
 
 
+# A live sequential run's standing is rebuilt from its events at most this often (seconds).
+SEQUENTIAL_EVERY = 1.0
+
+
+def _sequential(store, name: str) -> tuple[str, str | None]:
+    """A sequential run's standing: where it is (or when it was decided and what), its calls used and saved, and
+    which cells stopped and why. None for a run that answers every job (or no longer exists)."""
+    try:
+        status = sequential_status(store, get_run(store, name))
+    except NotFound:
+        return name, None
+    if status is None:
+        return name, None
+    return name, f"{summary_line(status)}\n{stopped_line(status)}"
+
+
 def run_state(run: dict, executing_here: bool, writer: Holder | None) -> str:
-    """The Runs table's state: running here, being written by another process, done, a sweep, or paused."""
+    """The Runs table's state: running here, being written by another process, done, decided (a sequential run
+    that stopped asking: its other jobs skipped), a sweep, or paused."""
     if executing_here:
         return "running"
     if writer is not None:      # another process (a CLI `run`/`resume`) holds the run's lease
         return f"running: pid {writer.pid}" + ("" if writer.host == HOST else f" on {writer.host}")
-    return "done" if run["done"] == run["jobs"] else "sweep" if run["model"] is None else "paused"
+    skipped = run.get("skipped", 0)
+    if run["done"] + skipped == run["jobs"]:
+        return "decided" if skipped else "done"
+    return "sweep" if run["model"] is None else "paused"
 
 
-def _datasets_for_form(store) -> dict[str, int]:
-    return {d["name"]: d["samples"] for d in list_datasets(store)}
+def rate_line(p) -> str:
+    """Jobs a second, tokens a second and the time left, from the jobs the model generated: cached jobs take no
+    time, and counted in the rate they made the rest look instant ("ETA 0s" with jobs still to generate)."""
+    generated = p.done - p.cache_hits
+    rate = generated / p.elapsed if p.elapsed and generated > 0 else 0.0
+    tps = p.completion_tokens / p.elapsed if p.elapsed else 0.0
+    left = p.total - p.done
+    eta = "0s" if not left else f"{_duration(left / rate)}" if rate else "? (no job generated yet)"
+    return f"{rate:.1f} jobs/s · {tps:.1f} tok/s · ETA {eta}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _datasets_for_form(store) -> tuple[dict[str, int], dict[str, str]]:
+    """Each dataset's sample count, and why a run cannot be planned on a dataset (the form says so before Start)."""
+    datasets = list_datasets(store)
+    return ({d["name"]: d["samples"] for d in datasets},
+            {d["name"]: "it has no retrieval results to sweep (import a retrieval.jsonl with its samples)"
+             for d in datasets if not d["retrievers"]})
 
 
 def _delete(store, name: str):
@@ -72,14 +116,20 @@ class RunsScreen(WorkbenchScreen):
             table.add_column(column, key=column)
         yield table
         yield Static("", id="welcome")
-        yield ProgressBar(id="progress", show_eta=True)
+        # No ETA of the bar's own: it would count the cached jobs' burst in its rate (the status line has one).
+        yield ProgressBar(id="progress", show_eta=False)
         yield Static("", id="status", classes="status")
+        # The highlighted (or executing) sequential run: its intervals' verdicts as they come, and the calls saved.
+        yield Static("", id="sequential", classes="status")
         yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#progress", ProgressBar).display = False
         self.query_one("#welcome", Static).display = False
+        self.query_one("#sequential", Static).display = False
+        self._sequential_asked: dict[str, float] = {}   # run -> when its standing was last asked for (monotonic)
         self._form_datasets: dict[str, int] = {}
+        self._form_problems: dict[str, str] = {}
         self._last_progress: dict = {}   # run -> the Progress shown last, for the line when it ends
         self._latest: dict = {}          # run -> its newest Progress, written by the run's worker thread
         self.set_interval(0.2, self._show_latest)
@@ -103,18 +153,30 @@ class RunsScreen(WorkbenchScreen):
                 self.app.run_name = None
             self.load("runs", _runs)
         elif message.what == "model-wait":
-            self.query_one("#status", Static).update(f"{esc(message.payload[0])}: {esc(message.payload[1])}")
+            run, line = message.payload
+            self.query_one("#status", Static).update(f"{esc(run)}: {esc(line)} · p stops waiting (the run stays "
+                                                     "paused; u resumes it)")
         elif message.what == "refused":
             self._refused(*message.payload)
+        elif message.what == "sequential":
+            name, line = message.payload
+            box = self.query_one("#sequential", Static)
+            if name == self._selected() or name in self.app.executions:
+                box.display = line is not None
+                box.update(esc(line or ""))
         elif message.what == "datasets-for-form":
-            if not message.payload:
+            datasets, self._form_problems = message.payload
+            if not datasets:
                 self.app.show_error("No dataset", "Import a dataset first (d, then i).")
                 return
-            self._form_datasets = message.payload
-            # Runs narrowed to one dataset (from Datasets): a new run is most likely on that one.
-            only = self.app.dataset_filter
-            self.app.push_screen(RunForm(message.payload, {"dataset": only} if only in message.payload else None),
-                                 self._start_from_form)
+            self._form_datasets = datasets
+            # On the highlighted run's dataset (a new run is most likely another try on it), else the one Runs is
+            # narrowed to (from Datasets), else the newest import.
+            name = self._selected()
+            highlighted = str(self.query_one(DataTable).get_cell(name, "dataset")) if name else None
+            dataset = next((d for d in (highlighted, self.app.dataset_filter) if d in datasets), None)
+            self.app.push_screen(RunForm(datasets, {"dataset": dataset} if dataset else None,
+                                         problems=self._form_problems), self._start_from_form)
 
     def _show_runs(self, runs: list[dict], datasets: list[str], writers: dict[str, Holder]) -> None:
         only = self.app.dataset_filter
@@ -135,7 +197,8 @@ class RunsScreen(WorkbenchScreen):
         selected = self._selected()
         table.clear()
         for r in runs:
-            pct = f"{100 * r['done'] / r['jobs']:.0f}" if r["jobs"] else "—"
+            # A sequential run's skipped jobs are settled too: it is complete when nothing is left to ask.
+            pct = f"{100 * (r['done'] + r.get('skipped', 0)) / r['jobs']:.0f}" if r["jobs"] else "—"
             state = run_state(r, r["name"] in self.app.executions, writers.get(r["name"]))
             table.add_row(r["name"], r["dataset"], r["model"] or "—", str(r["cells"]), f"{r['done']:,}",
                           f"{r['jobs']:,}", pct, f"{r['errors']:,}" if r["errors"] else "", state, key=r["name"])
@@ -146,6 +209,17 @@ class RunsScreen(WorkbenchScreen):
         self._follow_app = False
         if target in names:
             table.move_cursor(row=names.index(target))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        name = event.row_key.value if event.row_key is not None else None
+        if name is None:
+            return
+        self.query_one("#sequential", Static).display = False
+        self._ask_sequential(name)
+
+    def _ask_sequential(self, name: str) -> None:
+        self._sequential_asked[name] = time.monotonic()
+        self.load("sequential", _sequential, name)
 
     def action_all_runs(self) -> None:
         if self.app.dataset_filter is None:
@@ -168,6 +242,12 @@ class RunsScreen(WorkbenchScreen):
         name = self._selected()
         if name:
             self.app.open_run(name)
+        else:
+            self.notify(self._no_run_yet("to open"), timeout=4)
+
+    def _no_run_yet(self, what: str) -> str:
+        only = self.app.dataset_filter
+        return f"No run {what}" + (f" of {only} (a: all runs)" if only else "") + ": n starts one."
 
     def action_new(self) -> None:
         self.load("datasets-for-form", _datasets_for_form)
@@ -177,39 +257,61 @@ class RunsScreen(WorkbenchScreen):
             return
         try:
             sweep, gen = configs_from_form(form)
+            sequential = sequential_from_form(form)
         except FormError as exc:
             self._reopen_form(form, exc)
             return
-        self.execute_run(form["dataset"], sweep, gen, form["name"] or None, form)
+        self.execute_run(form["dataset"], (sweep, sequential), gen, form["name"] or None, form)
 
     def _reopen_form(self, form: dict, error: FormError) -> None:
         """A run that could not be planned: the form again, with what was typed and the reason."""
-        self.app.push_screen(RunForm(self._form_datasets, form, error), self._start_from_form)
+        self.app.push_screen(RunForm(self._form_datasets, form, error, problems=self._form_problems),
+                             self._start_from_form)
 
     def action_pause(self) -> None:
         name = self._selected()
         if name in self.app.executions:
+            if self.app.executions[name].is_set():     # pressed again: the line would not change
+                self.notify(f"Already pausing {name}: it stops after the job in progress.", timeout=4)
+                return
             self.app.executions[name].set()
             self.query_one("#status", Static).update(f"pausing {esc(name)} after the job in progress …")
             return
         # Nothing to pause: say why, from the state the table shows (a silent key looks broken).
         if name is None:
-            self.notify("no run to pause: start one with n", timeout=4)
+            self.notify(self._no_run_yet("to pause"), timeout=4)
             return
         state = str(self.query_one(DataTable).get_cell(name, "state"))
-        why = {"done": "is finished: every job is done", "sweep": "has no model (a sweep): nothing executes",
+        why = {"done": "is finished: every job is done",
+               "decided": "is finished: it stopped when decided (its other jobs are skipped)",
+               "sweep": "has no model (a sweep): nothing executes",
                "paused": "is not executing (u resumes it)"}.get(
             state, f"is executing in another process ({state.removeprefix('running: ')}): pause it there")
         self.notify(f"nothing to pause: run {name} {why}", timeout=5)
 
     def action_resume(self) -> None:
         name = self._selected()
-        if name and name not in self.app.executions:
-            self.execute_run(None, None, None, name)
+        if name is None:
+            self.notify(self._no_run_yet("to resume"), timeout=4)
+            return
+        state = str(self.query_one(DataTable).get_cell(name, "state"))
+        # Nothing to resume: say why from the state the table shows, rather than start and stop at once.
+        why = {"done": "is finished: every job is done (n starts another run)",
+               "decided": "stopped when decided: its other jobs are skipped, never asked (n starts another run)",
+               "running": "is executing here already (p pauses it)",
+               "sweep": "has no model (planned by `sweep`): import its predictions (`workbench predictions "
+                        "import`), or plan a run with a model (n)"}.get(state)
+        if why is None and state.startswith("running: "):
+            why = f"is executing in another process ({state.removeprefix('running: ')}): it goes on there"
+        if why is not None:
+            self.notify(f"Nothing to resume: run {name} {why}.", timeout=5)
+            return
+        self.execute_run(None, None, None, name)
 
     def action_delete(self) -> None:
         name = self._selected()
         if not name:
+            self.notify(self._no_run_yet("to delete"), timeout=4)
             return
         if name in self.app.executions:
             self.app.show_error("Run is executing", f"Pause {name} (p) before deleting it.")
@@ -223,15 +325,18 @@ class RunsScreen(WorkbenchScreen):
                              confirmed)
 
     @work(thread=True, exit_on_error=False, group="execute")
-    def execute_run(self, dataset, sweep, gen, name, form: dict | None = None) -> None:
-        """Plan (when given configs) and execute a run; progress comes back as messages."""
+    def execute_run(self, dataset, plan, gen, name, form: dict | None = None) -> None:
+        """Plan (given ``plan``: the grid and the stopping settings or None) and execute a run; progress comes back
+        as messages."""
         store = self.app.open_store()
         stop = threading.Event()
         registered = False
         try:
-            if sweep is not None:
+            if plan is not None:
                 try:
-                    name = plan_sweep(store, sweep, dataset=dataset, name=name, generation=gen.as_dict()).run
+                    grid, sequential = plan
+                    name = plan_sweep(store, grid, dataset=dataset, name=name, generation=gen.as_dict(),
+                                      sequential=sequential).run
                 except (ValueError, LookupError) as exc:
                     self.app.call_from_thread(self._reopen_form, form, form_error(str(exc)))
                     return
@@ -287,6 +392,7 @@ class RunsScreen(WorkbenchScreen):
         """A run started executing here (its jobs' progress comes through ``_show_latest``)."""
         self.query_one("#progress", ProgressBar).display = True
         self.app.run_name = message.run
+        self._follow_app = True     # the cursor goes to the run now executing: p pauses it, not the one before
         self.query_one("#status", Static).update(f"{esc(message.run)}: loading the model …")
         self.load("runs", _runs)
 
@@ -308,12 +414,10 @@ class RunsScreen(WorkbenchScreen):
         self._last_progress[run] = p
         bar.update(total=max(p.run_total, 1), progress=p.run_total - (p.total - p.done))
         self._update_row(run, p)
-        rate = p.done / p.elapsed if p.elapsed else 0.0
-        tps = p.completion_tokens / p.elapsed if p.elapsed else 0.0
-        eta = (p.total - p.done) / rate if rate else float("inf")
+        if time.monotonic() - self._sequential_asked.get(run, 0.0) >= SEQUENTIAL_EVERY:
+            self._ask_sequential(run)       # a sequential run's intervals narrow as its rounds complete
         self.query_one("#status", Static).update(
-            f"{esc(run)}: {p.run_done:,}/{p.run_total:,} jobs done · {rate:.1f} jobs/s · {tps:.1f} tok/s · "
-            f"ETA {'?' if eta == float('inf') else f'{eta:.0f}s'} · {p.model_calls} generated, "
+            f"{esc(run)}: {p.run_done:,}/{p.run_total:,} jobs done · {rate_line(p)} · {p.model_calls} generated, "
             f"{p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""))
 
     def _update_row(self, run: str, p) -> None:
@@ -335,8 +439,10 @@ class RunsScreen(WorkbenchScreen):
         done = f"{p.run_done:,}/{p.run_total:,} jobs done ({r.done:,} this time)" if p else f"{r.done:,} done"
         self.query_one("#status", Static).update(
             f"{esc(message.run)} {state}: {done}, {r.model_calls:,} generated, {r.cache_hits:,} cached, "
-            f"{r.errors:,} errors" + (f" · {esc(r.fatal)}" if r.fatal else ""))
+            f"{r.errors:,} errors" + (f", {r.skipped:,} skipped (stopped when decided)" if r.skipped else "")
+            + (f" · {esc(r.fatal)}" if r.fatal else ""))
         if r.fatal:
             self.app.show_error(f"Run {message.run} failed", r.fatal)
+        self._ask_sequential(message.run)
         self.notify(f"run {message.run} {state}")
         self.load("runs", _runs)

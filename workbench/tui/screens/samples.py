@@ -20,7 +20,8 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.detail import SampleDetailScreen
 from workbench.tui.tagging import TAG_GROUP, TAG_KEYS, set_sample_note, toggle_sample_tag
-from workbench.tui.widgets import KeyFooter, fit, fit_tail
+from workbench.tui.columns import cell, fit_widths, natural, text_room
+from workbench.tui.widgets import KeyFooter, fit_tail
 
 PAGE = 50
 QUADRANT_KEYS = ("all", "dissipation", "leakage", "interface", "retrieval-miss", "right", "unscored", "error",
@@ -29,27 +30,25 @@ QUADRANT_GROUP = Binding.Group("Quadrant", compact=True)
 PAGE_GROUP = Binding.Group("Page", compact=True)
 
 
-# Columns with fixed widths: a long tag list or question must not push the prediction off screen.
-COLUMNS = (("sample", 21), ("question", 32), ("set", 3), ("vis", 3), ("K_eff", 5), ("cut", 3), ("score", 5),
-           ("tags", 4), ("prediction", 22))
-FLEXIBLE = ("sample", "question", "prediction")  # the text columns that give way on a narrow terminal
+# The short columns keep their width; the sample id, the question and the prediction are as wide as the page's
+# longest, and on a narrow terminal give way in NARROW_CUTS's order (the detail, enter, shows them whole).
+SHORT = {"set": 3, "vis": 3, "K_eff": 5, "cut": 3, "score": 5, "tags": 4}
+COLUMNS = ("sample", "question", "set", "vis", "K_eff", "cut", "score", "tags", "prediction")
+# Read least first, each down to the narrowest it gets (the prediction's heading stays whole).
+GIVES_WAY = (("sample", 10), ("prediction", 10), ("question", 12))
 
 
-def column_widths(width: int) -> dict[str, int]:
-    """Each column's width for a table ``width`` cells wide: every column stays on screen.
+def column_widths(width: int, rows=()) -> dict[str, int]:
+    """Each column's width for a table ``width`` cells wide showing ``rows``: every column stays on screen.
 
-    At full width the widths are COLUMNS'; narrower, the sample id, the question and the
-    prediction share what the short columns, the cell padding and the scrollbar leave.
+    The text columns are as wide as their longest text on the page when that fits; narrower, the sample
+    id, then the prediction, then the question give way.
     """
-    widths = dict(COLUMNS)
-    full = sum(widths.values()) + 2 * len(COLUMNS) + 2
-    if width >= full:
-        return widths
-    room = width - 2 - 2 * len(COLUMNS) - sum(w for c, w in COLUMNS if c not in FLEXIBLE)
-    widths["sample"] = max(8, min(21, room // 4))
-    widths["question"] = max(8, (room - widths["sample"]) * 11 // 20)
-    widths["prediction"] = max(6, room - widths["sample"] - widths["question"])
-    return widths
+    wanted = {"sample": natural("sample", [r.sample_id for r in rows]),
+              "question": natural("question", [r.question for r in rows]),
+              "prediction": natural("prediction", [r.prediction or "" for r in rows]), **SHORT}
+    widths = fit_widths(wanted, text_room(width, len(COLUMNS)), GIVES_WAY)
+    return {c: widths[c] for c in COLUMNS}
 
 
 @dataclass
@@ -83,6 +82,10 @@ def tag_abbrev(tags) -> str:
     return short if len(short) <= 4 else short[:3] + "+"
 
 
+def _tagged(store, run_name) -> dict[str, int]:
+    return tag_counts(store, get_run(store, run_name).dataset_id)
+
+
 def _export(store, run_name, path, force=False):
     """Write the tagged samples to ``path``: ``(count, path)``, or ``(None, path)`` when it exists and not ``force``."""
     buf = io.StringIO()
@@ -96,6 +99,8 @@ def _export(store, run_name, path, force=False):
 
 class SamplesScreen(WorkbenchScreen):
     """A page of rows at a time: only the visible page is ever loaded."""
+
+    NARROW_CUTS = {"samples": tuple(name for name, _ in GIVES_WAY)}
 
     # At 80 columns the footer holds enter, the page keys, "1-9 Quadrant" (1 and 9 grouped, shown as 1 and
     # -9), /, t, the tag keys and Esc; the status line under the table names the quadrants and the rest.
@@ -132,7 +137,7 @@ class SamplesScreen(WorkbenchScreen):
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="samples", cursor_type="row", zebra_stripes=True)
-        self._add_columns(table, dict(COLUMNS))
+        self._add_columns(table, column_widths(self.app.size.width))
         yield table
         yield Static("", id="empty", classes="status")
         yield Static("", id="status", classes="status")
@@ -140,17 +145,20 @@ class SamplesScreen(WorkbenchScreen):
 
     def _add_columns(self, table: DataTable, widths: dict[str, int]) -> None:
         self.widths = widths
-        for label, _ in COLUMNS:
+        for label in COLUMNS:
             table.add_column(label, width=widths[label], key=label)
 
-    def on_resize(self) -> None:
+    def _fit_columns(self) -> None:
+        """Columns as wide as the page's texts, within the table's width (laid out again when they change)."""
         table = self.query_one(DataTable)
-        widths = column_widths(table.size.width or self.size.width)
+        widths = column_widths(table.size.width or self.size.width, self.rows)
         if widths != self.widths:
             table.clear(columns=True)
             self._add_columns(table, widths)
-            if self.shown is not None:  # a page has been loaded: draw it in the new columns
-                self._draw()
+
+    def on_resize(self) -> None:
+        if self.shown is not None:  # a page has been loaded: draw it in the columns this width gives it
+            self._draw()
 
     def on_screen_resume(self) -> None:
         if self.shown is not None and self.shown != (self.app.run_name, self.app.cell_id):
@@ -184,6 +192,8 @@ class SamplesScreen(WorkbenchScreen):
             self.reload()
         elif message.what == "note":
             self.notify("note saved")
+        elif message.what == "tagged":
+            self._ask_export_path(message.payload)
         elif message.what == "export":
             count, path = message.payload
             if count is None:
@@ -208,12 +218,13 @@ class SamplesScreen(WorkbenchScreen):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
+        self._fit_columns()
         for r in self.rows:
             score = "—" if r.score is None else f"{r.score:.2f}"
-            w = self.widths
-            table.add_row(fit_tail(r.sample_id, w["sample"]), fit(r.question, w["question"]),
+            # The id cut from the left: its end (…dev-01137) tells samples apart.
+            table.add_row(fit_tail(r.sample_id, self.widths["sample"]), cell(r.question),
                           "✓" if r.h_set else "·", "✓" if r.h_vis else "·", str(r.k_eff), "✂" if r.truncated else "",
-                          score, tag_abbrev(r.tags), fit(r.prediction or "", w["prediction"]), key=str(r.sid))
+                          score, tag_abbrev(r.tags), cell(r.prediction or ""), key=str(r.sid))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
         empty = self.query_one("#empty", Static)
@@ -247,25 +258,59 @@ class SamplesScreen(WorkbenchScreen):
             return None
         return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
 
+    def _no_run(self) -> bool:
+        if self.app.run_name is None or self.shown is None:
+            self.notify("No samples shown: open a run in Runs (r, then enter).", timeout=4)
+            return True
+        return False
+
+    def _no_row(self, what: str) -> bool:
+        """Say why a key for the highlighted sample has nothing to act on."""
+        if self._no_run():
+            return True
+        if self._sid() is None:
+            self.notify(f"No sample to {what}: {self._empty_reason()}.", timeout=4)
+            return True
+        return False
+
+    def _empty_reason(self) -> str:
+        narrowed = " with these filters" if self.search or self.tag else ""
+        return f"quadrant {self.quadrant} of this cell is empty{narrowed} (1 shows all)"
+
     def action_quadrant(self, quadrant: str) -> None:
+        if self._no_run():
+            return
+        if quadrant == self.quadrant:
+            self.notify(f"Already showing quadrant {quadrant} ({QUADRANTS[quadrant][1]}).", timeout=3)
+            return
         self.quadrant, self.page_offset = quadrant, 0
         self.reload()
 
-    def action_page(self, step: int) -> None:
-        new = self.page_offset + step * PAGE
-        if 0 <= new < max(self.total, 1):
-            self.page_offset = new
+    def _go_to_page(self, offset: int, where: str) -> None:
+        if self._no_run():
+            return
+        last = max(0, (self.total - 1) // PAGE * PAGE)
+        if self.total <= PAGE:
+            self.notify(f"Only one page: all {self.total:,} samples are on it.", timeout=3)
+        elif offset == self.page_offset or not 0 <= offset <= last:
+            self.notify(f"Already on the {where} page.", timeout=3)
+        else:
+            self.page_offset = offset
             self.reload()
 
+    def action_page(self, step: int) -> None:
+        self._go_to_page(self.page_offset + step * PAGE, "last" if step > 0 else "first")
+
     def action_first(self) -> None:
-        self.page_offset = 0
-        self.reload()
+        self._go_to_page(0, "first")
 
     def action_last(self) -> None:
-        self.page_offset = max(0, (self.total - 1) // PAGE * PAGE)
-        self.reload()
+        self._go_to_page(max(0, (self.total - 1) // PAGE * PAGE), "last")
 
     def action_search(self) -> None:
+        if self._no_run():
+            return
+
         def got(text: str | None) -> None:
             if text is not None:
                 self.search, self.page_offset = text.strip(), 0
@@ -274,6 +319,9 @@ class SamplesScreen(WorkbenchScreen):
         self.app.push_screen(PromptDialog("Search questions and sample ids (empty clears)", self.search), got)
 
     def action_tag_filter(self) -> None:
+        if self._no_run():
+            return
+
         def got(text: str | None) -> None:
             if text is not None:
                 self.tag, self.page_offset = (text.strip() or None), 0
@@ -283,14 +331,13 @@ class SamplesScreen(WorkbenchScreen):
                                           self.tag or ""), got)
 
     def action_tag(self, tag: str) -> None:
-        sid = self._sid()
-        if sid is not None:
-            self.load("tag", toggle_sample_tag, self.app.run_name, sid, tag)
+        if not self._no_row("tag"):
+            self.load("tag", toggle_sample_tag, self.app.run_name, self._sid(), tag)
 
     def action_note(self) -> None:
-        sid = self._sid()
-        if sid is None:
+        if self._no_row("note"):
             return
+        sid = self._sid()
 
         def got(text: str | None) -> None:
             if text is not None:
@@ -299,17 +346,31 @@ class SamplesScreen(WorkbenchScreen):
         self.app.push_screen(PromptDialog("Note for this sample (empty clears)"), got)
 
     def action_export(self) -> None:
+        # Asked first: with nothing tagged there is nothing to write (an empty file would read as an export).
+        if not self._no_run():
+            self.load("tagged", _tagged, self.app.run_name)
+
+    def _ask_export_path(self, tagged: dict[str, int]) -> None:
+        if not tagged:
+            self.notify("No sample of this dataset is tagged: nothing to export (A/L/R/F tag the highlighted "
+                        "sample).", timeout=5)
+            return
+
         def got(path: str | None) -> None:
             if path:
                 self.load("export", _export, self.app.run_name, path.strip())
 
-        self.app.push_screen(PromptDialog("Export tagged samples to (JSONL path)", "tagged.jsonl"), got)
+        count = sum(tagged.values())
+        self.app.push_screen(PromptDialog(f"Export the tagged samples ({count:,} tags) to (JSONL path)",
+                                          "tagged.jsonl"), got)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # A click on the highlighted row (enter is the screen's priority binding).
         self.action_detail()
 
     def action_detail(self) -> None:
+        if self._no_row("open"):
+            return
         sid = self._sid()
         if sid is not None:
             sids = [r.sid for r in self.rows]

@@ -13,9 +13,11 @@ from workbench.tables import DASH
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.columns import cell, fit_widths, natural, text_room
 from workbench.tui.widgets import KeyFooter
 
 PAGE = 200
+RESAMPLES = 1000
 STATUS_STYLE = {"verified": "green", "corrected": "yellow", "completed": "cyan", "model": "dim"}
 
 
@@ -24,7 +26,7 @@ def _overview(store, name):
     if not runs:
         return None
     name = name or runs[0]["name"]
-    return runs, searchain_report(store, name, resamples=1000), sample_rows(store, name, limit=PAGE)
+    return runs, searchain_report(store, name, resamples=RESAMPLES), sample_rows(store, name, limit=PAGE)
 
 
 def _tree(store, name, sid):
@@ -36,6 +38,7 @@ class SearChainScreen(WorkbenchScreen):
 
     BINDINGS = [Binding("enter", "open_tree", "Tree", priority=True), Binding("m", "next_run", "Next run"),
                 Binding("R", "focus_report", "Scroll report", show=False)]
+    NARROW_CUTS = {"chains": ("question",)}     # enter opens the tree, with the question whole
 
     def __init__(self):
         super().__init__()
@@ -49,9 +52,7 @@ class SearChainScreen(WorkbenchScreen):
         # The report scrolls in at most half the height: the sample list always keeps rows.
         with VerticalScroll(id="report-scroll"):
             yield Static("", id="report")
-        table = DataTable(id="chains", cursor_type="row", zebra_stripes=True)
-        table.add_columns("sample", "question", "status", "outcome", "cover", "RAG", "rounds", "steps")
-        yield table
+        yield DataTable(id="chains", cursor_type="row", zebra_stripes=True)
         yield KeyFooter()
 
     def on_screen_resume(self) -> None:
@@ -72,15 +73,44 @@ class SearChainScreen(WorkbenchScreen):
                 f"[b]SearChain[/b]  {esc(report['run'])} · {total} samples · m next run · enter tree · "
                 "R scroll report")
             self.query_one("#report", Static).update(esc(render_report(report)))
-            table = self.query_one("#chains", DataTable)
-            table.clear()
-            for r in self.rows:
-                fmt = lambda v: DASH if v is None else f"{v:.0f}"  # noqa: E731
-                table.add_row(r["sample_id"], r["question"][:60], r["status"], r["outcome"] or DASH,
-                              fmt(r["cover"]), fmt(r["baseline_cover"]), fmt(r["rounds"]), fmt(r["steps"]),
-                              key=str(r["sid"]))
+            self._draw_rows()
+
+    def on_resize(self) -> None:
+        if self.rows:
+            self._draw_rows()
+
+    def _draw_rows(self) -> None:
+        """The samples, the question as wide as the screen leaves it (whole when it fits)."""
+        table = self.query_one("#chains", DataTable)
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        fmt = lambda v: DASH if v is None else f"{v:.0f}"  # noqa: E731
+        rows = [(r["sample_id"], r["question"], r["status"], r["outcome"] or DASH, fmt(r["cover"]),
+                 fmt(r["baseline_cover"]), fmt(r["rounds"]), fmt(r["steps"])) for r in self.rows]
+        labels = ("sample", "question", "status", "outcome", "cover", "RAG", "rounds", "steps")
+        wanted = {label: natural(label, [row[i] for row in rows]) for i, label in enumerate(labels)}
+        widths = fit_widths(wanted, text_room(table.size.width or self.size.width or 80, len(labels)),
+                            (("question", 16),))
+        for label in labels:
+            table.add_column(label, width=widths[label], key=label)
+        for r, row in zip(self.rows, rows):
+            table.add_row(*row[:1], cell(row[1]), *row[2:], key=str(r["sid"]))
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+
+    def _no_runs(self) -> bool:
+        if not self.runs:
+            self.notify("No SearChain run yet: `workbench searchain run DATASET --hops 2 --limit 50` makes one.",
+                        timeout=5)
+            return True
+        return False
 
     def action_next_run(self) -> None:
+        if self._no_runs():
+            return
+        if len(self.runs) == 1:
+            self.notify(f"{self.runs[0]['name']} is the only SearChain run.", timeout=3)
+            return
         if self.runs:
             names = [r["name"] for r in self.runs]
             i = names.index(self.name_shown) if self.name_shown in names else -1
@@ -89,12 +119,18 @@ class SearChainScreen(WorkbenchScreen):
 
     def action_focus_report(self) -> None:
         """Toggle focus between the report (to scroll it) and the sample list."""
+        if self._no_runs():
+            return
         scroll = self.query_one("#report-scroll", VerticalScroll)
         (self.query_one("#chains", DataTable) if scroll.has_focus else scroll).focus()
 
     def action_open_tree(self) -> None:
         table = self.query_one("#chains", DataTable)
-        if self.rows and table.cursor_row < len(self.rows):
+        if self._no_runs():
+            return
+        if not self.rows:
+            self.notify(f"Run {self.name_shown} has no samples to open.", timeout=3)
+        elif table.cursor_row < len(self.rows):
             row = self.rows[table.cursor_row]
             if row["status"] == "done":
                 self.app.push_screen(ChainTreeScreen(self.name_shown, row["sid"]))

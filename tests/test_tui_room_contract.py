@@ -1,0 +1,163 @@
+"""The room contract (docs/design.md §9): no column is cut while the screen has room for it.
+
+On the demo-like database (tests/tuistates.py), every mode and the screen its enter opens, at
+200×50 and at 80×24. For every table shown:
+
+- a column is cut when a cell (or its heading) is wider than the column, or was shortened with "…";
+- no column is cut while the table leaves columns of the screen unused;
+- a table as wide as the screen cuts only the columns its screen names as giving way (``NARROW_CUTS``,
+  the ones a user reads least): at 200 columns that is only text longer than the screen, and at 80
+  columns the whole text of a cut cell is one key away (enter on its row shows it);
+- scrolled sideways (→), a table starts on a column's edge: no column shows only its end.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rich.cells import cell_len
+from textual.widgets import DataTable
+
+from conftest import copy_db
+from tuikit import SMALL, screen_text
+from tuistates import build_demo_like, few_resamples, no_model_runs, shared_template
+from tuiwalk import draw_only_when_looked_at, mode_of_key, press, settle
+from workbench.tui.app import WorkbenchApp
+
+WIDE = (200, 50)
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory):
+    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
+
+
+def plain(cell) -> str:
+    return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+def cut_columns(table: DataTable) -> dict[str, list[int]]:
+    """Column (its key, else its heading) → the rows whose cell is cut (-1: the heading); the column's index
+    is in ``cut_columns.index``."""
+    cut: dict[str, list[int]] = {}
+    for index, column in enumerate(table.ordered_columns):
+        room = column.get_render_width(table) - 2 * table.cell_padding
+        rows = [-1] if cell_len(plain(column.label).rstrip()) > room else []
+        for row in range(table.row_count):
+            lines = plain(table.get_cell_at((row, index))).split("\n")
+            if any(cell_len(line) > room or line.endswith("…") for line in lines):
+                rows.append(row)
+        if rows:
+            name = str(column.key.value) if column.key.value else plain(column.label).strip()
+            cut[name] = rows
+            INDEX[name] = index
+    return cut
+
+
+INDEX: dict[str, int] = {}
+
+
+def tables(screen) -> list[DataTable]:
+    return [t for t in screen.query(DataTable) if t.display and t.region.width and t.row_count]
+
+
+def squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+class Room:
+    """Checks the screen on top at one size; ``findings`` lists what breaks the contract."""
+
+    def __init__(self, pilot, label: str):
+        self.pilot, self.label, self.findings = pilot, label, []
+
+    def where(self, table: DataTable) -> str:
+        return f"{self.label} · {type(self.pilot.app.screen).__name__} #{table.id}"
+
+    async def check(self, narrow: bool, follow: bool) -> None:
+        screen = self.pilot.app.screen
+        for table in tables(screen):
+            cut = cut_columns(table)
+            if not cut:
+                continue
+            room = table.scrollable_content_region.width
+            used = sum(c.get_render_width(table) for c in table.ordered_columns)
+            if used < room - 2:     # the vertical scrollbar's two columns come and go with the rows
+                self.findings.append(f"{self.where(table)}: {sorted(cut)} cut, {room - used} of {room} columns unused")
+                continue
+            allowed = getattr(type(screen), "NARROW_CUTS", {}).get(table.id, ())
+            others = sorted(set(cut) - set(allowed))
+            if others:
+                self.findings.append(f"{self.where(table)}: {others} cut (the columns that give way, read least: "
+                                     f"{list(allowed)})")
+            if narrow and follow:
+                await self.one_key_away(table, cut)
+
+    async def one_key_away(self, table: DataTable, cut: dict[str, list[int]]) -> None:
+        """Enter on a row with a cut cell shows each cut cell of that row whole."""
+        app = self.pilot.app
+        row = min(r for rows in cut.values() for r in rows if r >= 0)
+        wanted = [plain(table.get_cell_at((row, INDEX[name]))) for name, rows in cut.items() if row in rows]
+        table.move_cursor(row=row)
+        table.focus()
+        where, before = self.where(table), app.screen
+        await settle(self.pilot)
+        await press(self.pilot, "enter")
+        await settle(self.pilot)
+        shown = squeezed(screen_text(app)) if app.screen is not before else ""
+        for text in wanted:
+            whole = squeezed(text.split("…")[0])
+            if not shown or whole not in shown:
+                self.findings.append(f"{where}: the whole of {text!r} is not one key (enter) away")
+        while app.screen is not before and len(app.screen_stack) > 1:
+            await app.pop_screen()
+        await settle(self.pilot)
+
+    async def scrolled(self) -> None:
+        """→ twice on a screen that scrolls a table sideways: the table starts on a column's edge."""
+        app = self.pilot.app
+        screen = app.screen
+        if not any(b.key == "right" and "scroll_table" in b.action for b in type(screen).BINDINGS):
+            return
+        for _ in range(2):
+            await press(self.pilot, "right")
+            await settle(self.pilot)
+            for table in tables(screen):
+                widths = [c.get_render_width(table) for c in table.ordered_columns[table.fixed_columns:]]
+                edges = {sum(widths[:i]) for i in range(len(widths) + 1)}
+                if table.scroll_x and round(table.scroll_x) not in edges:
+                    self.findings.append(f"{self.where(table)}: scrolled to {table.scroll_x}, inside a column "
+                                         f"(edges {sorted(edges)})")
+        for _ in range(2):
+            await press(self.pilot, "left")
+        await settle(self.pilot)
+
+
+async def test_no_column_is_cut_while_the_screen_has_room(tmp_path, demo_template, monkeypatch):
+    db = copy_db(demo_template, tmp_path / "wb.db")
+    no_model_runs(monkeypatch)
+    few_resamples(monkeypatch)
+    draw_only_when_looked_at(monkeypatch)
+    findings = []
+    app = WorkbenchApp(db, poll_seconds=3600)
+    async with app.run_test(size=WIDE) as pilot:
+        for size in (WIDE, SMALL):
+            await pilot.resize_terminal(*size)
+            room = Room(pilot, f"{size[0]}×{size[1]}")
+            for mode in mode_of_key(app).values():
+                await app.switch_mode(mode)
+                base = app.screen
+                await settle(pilot)
+                await room.check(size == SMALL, follow=True)
+                await room.scrolled()
+                if tables(base):
+                    await press(pilot, "enter")
+                    await settle(pilot)
+                    if app.screen is not base and type(app.screen).__module__.startswith("workbench."):
+                        await room.check(size == SMALL, follow=False)
+                    while len(app.screen_stack) > 1:
+                        await app.pop_screen()
+                    await settle(pilot)
+            findings += room.findings
+    assert not findings, "\n".join(findings)
