@@ -13,8 +13,9 @@ replays the stopping rules over them in R seeded random orders (``ledger --repla
 - ``precision`` at α = 0.05, half-width 0.05: the same shares and coverage.
 
 ``--live`` also runs one live sequential run (``run --stop-when best``) of the first recording's
-grid with the default local model, through the CLI, and sets the calls it used beside the
-replay's figures for the same order and across orders: on this CPU the model gives the
+grid on its first ``--live-limit`` questions (default 60) with the default local model, through
+the CLI, and sets the calls it used beside the replay's prediction for its order (the recorded
+answers of the same questions and cells): on this CPU the model gives the
 recorded answers, so the replay of the live run's own order predicts it exactly; on another
 CPU the answers (and the calls) may differ a little, as any two orders' do.
 
@@ -71,13 +72,14 @@ def load(store, name: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     return complete_answers(store, get_run(store, name))
 
 
-def live(db: Path, name: str, scores: np.ndarray, groups: np.ndarray, cells: list[str]) -> dict:
-    """One live ``run --stop-when best`` of recording ``name``'s grid with the default model; its calls and the
-    replay's prediction for its own order."""
+def live(db: Path, name: str, cells: list[str], scores: np.ndarray, groups: np.ndarray, limit: int) -> dict:
+    """One live ``run --stop-when best`` of recording ``name``'s grid on its first ``limit`` questions with the
+    default model; its calls beside the replay's prediction for its own order (the recorded answers of the same
+    questions and cells)."""
     spec = RECORDINGS[name]
     argv = [str(WB), "--db", str(db), "run", "metaqa", "--k", ",".join(map(str, spec["ks"])),
             "--budget", ",".join(map(str, spec["budgets"])), "--format", "linear", "--max-tokens",
-            str(spec["max_tokens"]), "--stop-when", "best", "--name", f"{name}-live"]
+            str(spec["max_tokens"]), "--limit", str(limit), "--stop-when", "best", "--name", f"{name}-live"]
     start = time.perf_counter()
     subprocess.run(argv, check=True)
     seconds = time.perf_counter() - start
@@ -85,17 +87,24 @@ def live(db: Path, name: str, scores: np.ndarray, groups: np.ndarray, cells: lis
     try:
         run = get_run(store, f"{name}-live")
         status = sequential_status(store, run)
+        recorded = [sid for (sid,) in store.conn.execute(
+            "SELECT DISTINCT e.sid FROM events e JOIN runs r ON r.id = e.run_id WHERE r.name = ? ORDER BY e.sid",
+            (name,))]
         sids = sorted(read_order(store, run))
+        rows = [recorded.index(sid) for sid in sids]
+        columns = [cells.index(cell) for cell in status.cells]
         order = np.array([sids.index(sid) for sid in read_order(store, run)])
-        predicted = simulate(scores, groups, order, StopSettings("best", ALPHA, RULES["best"]))
+        predicted = simulate(scores[np.ix_(rows, columns)], groups[np.ix_(rows, columns)], order,
+                             StopSettings("best", ALPHA, RULES["best"]))
         generated = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ? AND source = 'model'",
                                        (run.id,)).fetchone()[0]
     finally:
         store.close()
-    return {"live_calls": status.calls_used, "live_model_generations": generated,
+    return {"questions": limit, "live_calls": status.calls_used, "live_model_generations": generated,
             "replay_of_its_order_calls": predicted.calls, "full_calls": status.calls_full,
-            "live_winner": status.winner, "replay_winner": cells[predicted.winner] if predicted.winner is not None
-            else None, "seconds": round(seconds, 1)}
+            "live_winner": status.winner,
+            "replay_winner": status.cells[predicted.winner] if predicted.winner is not None else None,
+            "seconds": round(seconds, 1)}
 
 
 def main(argv=None) -> int:
@@ -103,6 +112,9 @@ def main(argv=None) -> int:
     parser.add_argument("--replays", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--live", action="store_true", help="also one live run with the default model")
+    parser.add_argument("--live-limit", type=int, default=60, help="the live run's questions (default 60)")
+    parser.add_argument("--replay", dest="replaying", action=argparse.BooleanOptionalAction, default=True,
+                        help="--no-replay: only the live run")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +124,7 @@ def main(argv=None) -> int:
         loaded = {name: load(store, name) for name in RECORDINGS if (RECORDED / RECORDINGS[name]["file"]).exists()}
         store.close()
         for name, (cells, scores, groups) in loaded.items():
-            for rule, width in RULES.items():
+            for rule, width in RULES.items() if args.replaying else ():
                 start = time.perf_counter()
                 s = replay(scores, groups, rule, ALPHA, width, args.seed, args.replays)
                 row = {"bench": "sequential", "recording": name, "rule": rule, "alpha": ALPHA, "width": width,
@@ -130,8 +142,8 @@ def main(argv=None) -> int:
                 rows.append(row)
         if args.live and loaded:
             name = next(iter(loaded))
-            print(json.dumps({"bench": "sequential", "recording": name, "live": live(db, name, *loaded[name][1:],
-                                                                                      loaded[name][0])}), flush=True)
+            print(json.dumps({"bench": "sequential", "recording": name,
+                              "live": live(db, name, *loaded[name], args.live_limit)}), flush=True)
     print("\nrecording      rule       calls used  named best  coverage [Wilson 95%]")
     for r in rows:
         named = "—" if r["named_best"] is None else f"{r['named_best']:.3f}"
