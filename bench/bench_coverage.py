@@ -18,7 +18,7 @@ are drawn too but play no part in the three terms. Hence
 
 Trial t at size n draws a fresh cell with its own generator (seeded by (seed, n, t)) and
 computes ``compute_ledger({"c": cell}, resamples=R, seed=t, keys=np.arange(n))`` -- the
-weights of :func:`workbench.metrics.stats.poisson_weights`, keyed by (t, sid, r), so the
+weights of :func:`workbench.metrics.resample.poisson_weights`, keyed by (t, sid, r), so the
 resamples of two trials are independent too. An interval covers if lo ≤ true ≤ hi; an
 undefined interval (``None``) counts as a miss.
 """

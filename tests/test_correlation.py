@@ -15,7 +15,8 @@ from scipy import stats as scipy_stats
 from conftest import REPO
 from workbench.metrics import correlation as correlation_module
 from workbench.metrics.correlation import Correlation, _key_weights, _Pair, correlation, pearson, spearman
-from workbench.metrics.stats import Estimate, poisson_weights
+from workbench.metrics.resample import poisson_weights
+from workbench.metrics.stats import Estimate
 
 META = REPO / "sample_data" / "ragchecker-meta"
 NONE = Estimate(None, None, None)

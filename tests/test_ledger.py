@@ -23,7 +23,7 @@ from workbench.metrics.ledger import (
     terms_from_sums,
 )
 from workbench.metrics.oracle import oracle_terms
-from workbench.metrics.stats import poisson_weights
+from workbench.metrics.resample import poisson_weights
 
 NAN = float("nan")
 

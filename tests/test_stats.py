@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from workbench.metrics import ledger
+from workbench.metrics.resample import poisson_weights
 from workbench.metrics.stats import (
     Estimate,
     ResampledColumns,
@@ -17,7 +18,6 @@ from workbench.metrics.stats import (
     bootstrap_ratio,
     check_bootstrap_args,
     common_length,
-    poisson_weights,
     optional_float,
     paired_mean_difference,
     percentile_interval,

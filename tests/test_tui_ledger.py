@@ -116,11 +116,11 @@ async def test_the_side_panel_scrolls_and_its_lines_fit(swept_db):
 
 def test_claim_metric_lines_keep_their_interval_within_the_panel():
     from workbench.claims.report import LEDGER_METRICS
-    from workbench.tui.screens.ledger import CI_TERMS, _ci_lines
+    from workbench.tui.screens.ledger_panel import CI_TERMS, ci_lines
 
     row = {t: Estimate(0.231, 0.204, 0.262) for t in (*CI_TERMS, *LEDGER_METRICS)}
     row |= {"K_eff": Estimate(17.25, 16.5, 18.0), "evidence_tokens": Estimate(1987.4, 1950.2, 2010.9)}
-    lines = _ci_lines((*CI_TERMS, *LEDGER_METRICS), row)
+    lines = ci_lines((*CI_TERMS, *LEDGER_METRICS), row)
     assert max(len(line) for line in lines) <= 35
     i = lines.index("noise_sensitivity_relevant")
     assert lines[i + 1].strip() == "0.231 [0.204,0.262]"

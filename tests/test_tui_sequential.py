@@ -46,6 +46,15 @@ def reader_runs(monkeypatch):
     monkeypatch.setattr(runs, "execute", functools.wraps(executor.execute)(execute))
 
 
+async def open_form(pilot) -> RunForm:
+    """Runs, then n: the New-run form."""
+    await pilot.press("r")
+    await until_loaded(pilot, "runs")
+    await pilot.press("n")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, RunForm))
+    return pilot.app.screen
+
+
 def text(widget) -> str:
     return str(widget.render())
 
@@ -53,11 +62,7 @@ def text(widget) -> str:
 async def test_the_form_plans_a_run_that_stops_when_decided_and_runs_and_ledger_say_how_it_stopped(db, reader_runs):
     app = WorkbenchApp(db, poll_seconds=3600)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        await until_loaded(pilot, "runs")
-        await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
-        form = app.screen
+        form = await open_form(pilot)
         summary = form.query_one("#summary")
         await wait_for(pilot, lambda: "jobs" in text(summary), what="the summary")
         for wid, value in (("k", "1,5,20"), ("budget", "32,256"), ("limit", "150"), ("name", "seq")):
@@ -103,11 +108,7 @@ async def test_the_form_plans_a_run_that_stops_when_decided_and_runs_and_ledger_
 async def test_a_stopping_setting_without_a_rule_is_refused_naming_its_field(db):
     app = WorkbenchApp(db, poll_seconds=3600)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r")
-        await until_loaded(pilot, "runs")
-        await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
-        form = app.screen
+        form = await open_form(pilot)
         form.query_one("#stop_width", Input).value = "0.05"
         summary = form.query_one("#summary")
         await wait_for(pilot, lambda: "E (tolerance / ±): only with a stopping rule" in text(summary))

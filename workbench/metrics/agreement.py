@@ -22,7 +22,8 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from workbench.metrics.stats import Estimate, item_keys, iter_resample_weights, optional_float, percentile_interval
+from workbench.metrics.resample import item_keys, iter_resample_weights
+from workbench.metrics.stats import Estimate, optional_float, percentile_interval
 
 __all__ = ["Agreement", "agreement", "cohen_kappa"]
 

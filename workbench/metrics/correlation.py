@@ -27,11 +27,11 @@ from typing import Sequence
 
 import numpy as np
 
+from workbench.metrics.resample import iter_resample_weights
 from workbench.metrics.stats import (
     Estimate,
     check_bootstrap_args,
     paired_columns,
-    iter_resample_weights,
     optional_float,
     percentile_rows,
 )

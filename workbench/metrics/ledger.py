@@ -77,12 +77,12 @@ from typing import Hashable, Mapping, TypeVar
 
 import numpy as np
 
+from workbench.metrics.resample import item_keys
 from workbench.metrics.stats import (
     Estimate,  # re-exported: the ledger's terms are Estimates
     ResampledColumns,
     check_bootstrap_args,
     common_length,
-    item_keys,
     optional_float,
     percentile_intervals,
     percentile_rows,

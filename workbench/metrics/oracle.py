@@ -12,11 +12,11 @@ from typing import Mapping
 import numpy as np
 
 from workbench.metrics.ledger import CellArrays, cell_columns, point_values, terms_from_sums
+from workbench.metrics.resample import item_keys
 from workbench.metrics.stats import (
     ResampledColumns,
     check_bootstrap_args,
     common_length,
-    item_keys,
     percentile_intervals,
     ratio,
 )

@@ -1,6 +1,6 @@
 """Bootstrap statistics shared by every metric module: one owner for the interval rules.
 
-Resample weights: a Poisson bootstrap keyed by item. In resample r, item i carries the
+Resample weights (:mod:`workbench.metrics.resample`): a Poisson bootstrap keyed by item. In resample r, item i carries the
 weight w(seed, key_i, r) ~ Poisson(1), where ``key_i`` is the item's stable id (a sample's
 sid; by default its position). The weight is a *pure function* of (seed, key, r)
 (:func:`poisson_weights`): the r-th 32-bit word of numpy's counter-based Philox4x64
@@ -43,9 +43,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
+
+from workbench.metrics.resample import item_keys, iter_resample_weights
 
 __all__ = [
     "Estimate",
@@ -53,9 +55,6 @@ __all__ = [
     "common_length",
     "ratio",
     "optional_float",
-    "poisson_weights",
-    "iter_resample_weights",
-    "item_keys",
     "ResampledColumns",
     "percentile_interval",
     "percentile_intervals",
@@ -71,28 +70,9 @@ __all__ = [
 
 K = TypeVar("K", bound=Hashable)
 
-# Weights are generated for chunks of at most this many entries (items × resamples).
-_CHUNK_ENTRIES = 1 << 22
 # Products with at most this many multiply-adds run in float64, larger ones in float32.
 _FLOAT64_MAX_WORK = 1 << 28
 
-
-def _poisson1_thresholds() -> np.ndarray:
-    """uint32 thresholds T_k = ⌊F(k)·2³²⌋ of the Poisson(1) CDF F: w = #{k : u ≥ T_k} for a uniform word u."""
-    out, cdf, term, k = [], 0.0, math.exp(-1.0), 0
-    while True:
-        cdf += term
-        t = math.floor(cdf * 2.0**32)
-        if t >= 2**32:
-            break
-        out.append(t)
-        k += 1
-        term /= k
-    return np.array(out, dtype=np.uint32)
-
-
-_THRESHOLDS = _poisson1_thresholds()  # 13 words: P(w ≥ 13) < 2⁻³²
-_COMMON = 6  # thresholds compared for every word; the tail (P(w ≥ 6) ≈ 6e-4) is looked up
 
 @dataclass(frozen=True)
 class Estimate:
@@ -138,69 +118,6 @@ def optional_float(x: np.ndarray | float) -> float | None:
     """A scalar as a Python float, or ``None`` if it is NaN (undefined)."""
     x = float(x)
     return None if np.isnan(x) else x
-
-
-# --------------------------------------------------------------------------- resample weights
-
-
-def poisson_weights(keys: np.ndarray | Sequence[int], resamples: int, seed: int,
-                    dtype: type = np.float64) -> np.ndarray:
-    """The Poisson(1) bootstrap weights of ``keys`` (items) × ``resamples``: THE resample weights.
-
-    ``out[i, r]`` is a pure function of ``(seed, keys[i], r)``: the r-th 32-bit word of
-    numpy's Philox4x64-10 stream keyed by ``(keys[i], seed)`` (counter from 0), mapped
-    through the Poisson(1) inverse CDF. Keys and seed are integers in [0, 2⁶⁴).
-    """
-    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-    if seed < 0 or seed >= 2**64:
-        raise ValueError(f"seed must lie in [0, 2**64), got {seed!r}")
-    if len(keys) and keys.min() < 0:
-        raise ValueError("bootstrap keys must be non-negative integers")
-    words = np.empty((len(keys), resamples), dtype=np.uint32)
-    if resamples:
-        bits = np.random.Philox(key=0)
-        state = bits.state
-        inner = state["state"]
-        raw_words = (resamples + 1) // 2
-        for i, key in enumerate(keys.tolist()):
-            inner["key"] = np.array([key, seed], dtype=np.uint64)
-            inner["counter"] = np.zeros(4, dtype=np.uint64)
-            state["buffer_pos"] = 4
-            bits.state = state
-            words[i] = bits.random_raw(raw_words).view(np.uint32)[:resamples]
-    w = np.zeros(words.shape, dtype=np.uint8)
-    for t in _THRESHOLDS[:_COMMON]:
-        w += words >= t
-    tail = words >= _THRESHOLDS[_COMMON - 1]
-    if tail.any():
-        w[tail] = np.searchsorted(_THRESHOLDS, words[tail], side="right")
-    return w.astype(dtype, copy=False)
-
-
-def iter_resample_weights(
-    keys: np.ndarray | Sequence[int], resamples: int, seed: int, dtype: type = np.float64
-) -> Iterator[tuple[slice, np.ndarray]]:
-    """Yield ``(items, W_chunk)``: :func:`poisson_weights` for consecutive chunks of ``keys``.
-
-    ``W_chunk`` is (items in the chunk × resamples); memory stays bounded by one chunk.
-    """
-    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-    step = max(1, _CHUNK_ENTRIES // max(resamples, 1))
-    for start in range(0, len(keys), step):
-        items = slice(start, min(start + step, len(keys)))
-        yield items, poisson_weights(keys[items], resamples, seed, dtype)
-
-
-def item_keys(n: int, keys: np.ndarray | Sequence[int] | None = None) -> np.ndarray:
-    """The bootstrap keys of ``n`` items: ``keys`` (checked to be n distinct ids) or their positions."""
-    if keys is None:
-        return np.arange(n, dtype=np.int64)
-    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-    if len(keys) != n:
-        raise ValueError(f"{len(keys)} bootstrap keys for {n} items")
-    if len(np.unique(keys)) != n:
-        raise ValueError("bootstrap keys must be distinct (one per item)")
-    return keys
 
 
 class ResampledColumns:

@@ -4,7 +4,7 @@ A run's ledger is a function of sums. Per *group* of cells (:mod:`workbench.runs
 each sample contributes a vector; the point estimates come from the plain sums and the
 intervals from the replicate sums
 ``Σ_i w(seed, sid_i, r) · x_i``, r = 1..R, whose Poisson weights are a pure function of
-(seed, sid, r) (:func:`workbench.metrics.stats.poisson_weights`).
+(seed, sid, r) (:func:`workbench.metrics.resample.poisson_weights`).
 
 So the state can be *maintained*: when an event changes, each group it belongs to loses the
 sample's old contribution and gains its new one, in O(R) per group. :class:`LedgerReader`
@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from workbench.metrics.scoring import get_scorer
-from workbench.metrics.stats import poisson_weights
+from workbench.metrics.resample import poisson_weights
 from workbench.runs.cells import Cell, run_cells
 from workbench.runs.groups import SCORE, Group, GroupSums, Rows, contributions, copied_columns, run_groups
 from workbench.store.db import Store

@@ -15,7 +15,6 @@ from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
 from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
-from workbench.runs.sequential import cell_line, stopped_line, summary_line
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -25,6 +24,7 @@ from workbench.triage import tag_counts
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
+from workbench.tui.screens.ledger_panel import CI_TERMS, ci_lines, label_lines, sequential_lines
 from workbench.tui.widgets import KeyFooter
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
@@ -273,14 +273,14 @@ class LedgerScreen(WorkbenchScreen):
             lines += [f"● {self.marked[0]} marked: space on another cell", "  for the paired difference", ""]
         if row is not None:
             lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
-            lines += _ci_lines(CI_TERMS, row)
+            lines += ci_lines(CI_TERMS, row)
             if report.sequential is not None and cell in report.sequential.states:
-                lines += _sequential_lines(report.sequential, cell)
+                lines += sequential_lines(report.sequential, cell)
             if report.claims:
                 cfg = report.claims["config"]
                 lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
                              f"{row.get('claims_n', 0)} answers[/dim]")
-                lines += _ci_lines(LEDGER_METRICS, row)
+                lines += ci_lines(LEDGER_METRICS, row)
             lines += self._label_lines(cell)
             lines.append("")
         lines.append("[b]Oracle (only p*)[/b]")
@@ -305,7 +305,7 @@ class LedgerScreen(WorkbenchScreen):
         version, found = self.estimates.get(cell, (-1, None))
         if version < self.version:
             self.load("estimates", _cell_estimates, self.app.run_name, cell, self.version)
-        return _label_lines(found)
+        return label_lines(found)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.view and len(self.marked) < 2:
@@ -463,46 +463,6 @@ class LedgerScreen(WorkbenchScreen):
                 self.app.pop_screen()
 
 
-def _sequential_lines(status, cell: str) -> list[str]:
-    """A sequential run in the side panel: the cell's interval valid at any stopping time (for the full dataset's
-    S_llm), why it stopped, and the run's standing: its decision and the calls saved, or where it is."""
-    return ["", "[b]Sequential[/b] [dim]S_llm over all samples, valid at any stopping time[/dim]",
-            esc(cell_line(status, cell)), f"[dim]{esc(summary_line(status))}[/dim]", f"[dim]{esc(stopped_line(status))}[/dim]"]
-
-
-def _ci_lines(terms, row) -> list[str]:
-    """``term estimate [lo,hi]`` lines narrow enough for the side panel (≥ 35 columns inside).
-
-    Token counts get no decimals and K_eff one; a name too long to right-align goes on its own line above
-    its estimate, so no line wraps mid-interval.
-    """
-    lines = []
-    for t in terms:
-        est = fmt_estimate(row.get(t), {"evidence_tokens": 0, "K_eff": 1}.get(t, 3))
-        lines += [f"{t:>15} {est}"] if len(t) <= 15 else [f"{t}", f"{'':>15} {est}"]
-    return lines
-
-
-def _label_lines(estimates) -> list[str]:
-    """The cell's judged metrics corrected by human labels: naive, human-only and PPI, one per line."""
-    if estimates is None:
-        return ["[b]Human labels[/b] [dim]computing …[/dim]"]
-    if not estimates:
-        return []
-    lines = ["[b]Human labels[/b] [dim]uniform queue, 95% CI[/dim]"]
-    for e in estimates:
-        p = e.estimates
-        head = f"({e.judge}, {p.n_labelled} labelled)"
-        lines += [f"{e.metric} {head}"] if len(e.metric) + len(head) < 36 else [e.metric, f"  {head}"]
-        lines += [f"{name:>15} {fmt_estimate(est)}" for name, est in (("naive", p.naive), ("human", p.human),
-                                                                       ("PPI", p.ppi))]
-    return lines
-
-
 def _value(est) -> str:
     value = getattr(est, "value", None)
     return DASH if value is None else f"{value:.3f}"
-
-
-CI_TERMS = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak", "K_eff",
-            "evidence_tokens", "truncated")

@@ -128,6 +128,7 @@ class RunsScreen(WorkbenchScreen):
         self.query_one("#welcome", Static).display = False
         self.query_one("#sequential", Static).display = False
         self._sequential_asked: dict[str, float] = {}   # run -> when its standing was last asked for (monotonic)
+        self._not_sequential: set[str] = set()          # runs that answer every job: nothing to show
         self._form_datasets: dict[str, int] = {}
         self._form_problems: dict[str, str] = {}
         self._last_progress: dict = {}   # run -> the Progress shown last, for the line when it ends
@@ -160,6 +161,8 @@ class RunsScreen(WorkbenchScreen):
             self._refused(*message.payload)
         elif message.what == "sequential":
             name, line = message.payload
+            if line is None:
+                self._not_sequential.add(name)     # its progress ticks need not ask again
             box = self.query_one("#sequential", Static)
             if name == self._selected() or name in self.app.executions:
                 box.display = line is not None
@@ -414,7 +417,8 @@ class RunsScreen(WorkbenchScreen):
         self._last_progress[run] = p
         bar.update(total=max(p.run_total, 1), progress=p.run_total - (p.total - p.done))
         self._update_row(run, p)
-        if time.monotonic() - self._sequential_asked.get(run, 0.0) >= SEQUENTIAL_EVERY:
+        if run not in self._not_sequential and \
+                time.monotonic() - self._sequential_asked.get(run, 0.0) >= SEQUENTIAL_EVERY:
             self._ask_sequential(run)       # a sequential run's intervals narrow as its rounds complete
         self.query_one("#status", Static).update(
             f"{esc(run)}: {p.run_done:,}/{p.run_total:,} jobs done · {rate_line(p)} · {p.model_calls} generated, "

@@ -1,0 +1,48 @@
+"""The Ledger's side panel, line by line: a cell's terms with their intervals, its human-label estimates, and
+where a sequential run stands (kept apart from the screen's keys and loads)."""
+
+from __future__ import annotations
+
+from workbench.runs.sequential import cell_line, stopped_line, summary_line
+from workbench.tables import fmt_estimate
+from workbench.tui.markup import esc
+
+CI_TERMS = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak", "K_eff",
+            "evidence_tokens", "truncated")
+
+
+def sequential_lines(status, cell: str) -> list[str]:
+    """A sequential run in the side panel: the cell's interval valid at any stopping time (for the full dataset's
+    S_llm), why it stopped, and the run's standing: its decision and the calls saved, or where it is."""
+    return ["", "[b]Sequential[/b] [dim]S_llm over all samples, valid at any stopping time[/dim]",
+            esc(cell_line(status, cell)), f"[dim]{esc(summary_line(status))}[/dim]",
+            f"[dim]{esc(stopped_line(status))}[/dim]"]
+
+
+def ci_lines(terms, row) -> list[str]:
+    """``term estimate [lo,hi]`` lines narrow enough for the side panel (≥ 35 columns inside).
+
+    Token counts get no decimals and K_eff one; a name too long to right-align goes on its own line above
+    its estimate, so no line wraps mid-interval.
+    """
+    lines = []
+    for t in terms:
+        est = fmt_estimate(row.get(t), {"evidence_tokens": 0, "K_eff": 1}.get(t, 3))
+        lines += [f"{t:>15} {est}"] if len(t) <= 15 else [f"{t}", f"{'':>15} {est}"]
+    return lines
+
+
+def label_lines(estimates) -> list[str]:
+    """The cell's judged metrics corrected by human labels: naive, human-only and PPI, one per line."""
+    if estimates is None:
+        return ["[b]Human labels[/b] [dim]computing …[/dim]"]
+    if not estimates:
+        return []
+    lines = ["[b]Human labels[/b] [dim]uniform queue, 95% CI[/dim]"]
+    for e in estimates:
+        p = e.estimates
+        head = f"({e.judge}, {p.n_labelled} labelled)"
+        lines += [f"{e.metric} {head}"] if len(e.metric) + len(head) < 36 else [e.metric, f"  {head}"]
+        lines += [f"{name:>15} {fmt_estimate(est)}" for name, est in (("naive", p.naive), ("human", p.human),
+                                                                       ("PPI", p.ppi))]
+    return lines
