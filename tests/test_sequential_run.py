@@ -214,7 +214,8 @@ def test_ledger_replay_says_what_the_rule_would_have_used_named_and_covered(db, 
 def test_a_replay_needs_a_complete_run(db, capsys):
     assert main(["--db", str(db), "ledger", "seq", "--replay", "best"]) == 2
     assert capsys.readouterr().err == ("error: --replay needs a complete run: run 'seq' has 0 of its 900 grid jobs "
-                                       "answered (`workbench resume seq` finishes it)\n")
+                                       "answered (a sequential run stops asking once decided: replay a run made without "
+                                       "--stop-when)\n")
 
 
 @pytest.mark.parametrize(("argv", "said"), [

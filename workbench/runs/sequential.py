@@ -307,8 +307,11 @@ def complete_answers(store: Store, run: Run) -> tuple[list[str], np.ndarray, np.
     sids = sorted({sid for sid, _ in events.rows})
     answered = sum(1 for status, score, _ in events.rows.values() if status == "done" and score is not None)
     if answered < len(sids) * len(cells):
+        # A sequential run skips the jobs of the cells it stops: resuming it does not complete it.
+        how = ("a sequential run stops asking once decided: replay a run made without --stop-when" if sequential_config(run)
+               else f"`workbench resume {run.name}` finishes it")
         raise ValueError(f"--replay needs a complete run: run {run.name!r} has {answered:,} of its "
-                         f"{len(sids) * len(cells):,} grid jobs answered (`workbench resume {run.name}` finishes it)")
+                         f"{len(sids) * len(cells):,} grid jobs answered ({how})")
     scores = np.array([[events.rows[(sid, c)][1] for c in cells] for sid in sids], dtype=np.float64)
     groups = np.array([[events.group(sid, c) for c in cells] for sid in sids], dtype=np.int64)
     return cells, scores, groups
