@@ -31,3 +31,19 @@ def test_cli_run_end_to_end_does_not_load_textual(tmp_path):
         "assert not any(m.startswith('textual') for m in sys.modules), 'textual loaded'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_a_cli_verb_starts_without_pandas_and_the_analysis_api_still_has_it(tmp_path):
+    """pandas was most of every verb's start-up, loaded only by sqlite_utils (workbench/store/sqlitelib.py):
+    a verb that needs no DataFrame starts without it, and the analysis API, imported after, gets it whole."""
+    code = (
+        "import sys\n"
+        "from workbench.cli import main\n"
+        f"main(['--db', {str(tmp_path / 'x.db')!r}, 'datasets'])\n"
+        "print('pandas' in sys.modules)\n"
+        "import workbench.analysis as analysis\n"
+        "import pandas\n"
+        "print(pandas.DataFrame({'a': [1]}).shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[-3:-1] == ["False", "(1, 1)"], out.stdout

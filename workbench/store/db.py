@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
-import sqlite_utils
-
 from workbench import dbfiles
 from workbench.dbfiles import open_database_paths
 from workbench.errors import EnvironmentFault
+from workbench.store.sqlitelib import sqlite_utils
 from workbench.store.faults import (BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_file, fault, rollback_open, sidecar,
                                     writable, write_blocker, write_fault)
 from workbench.store.schema import MissingMigrations, SchemaStatus, apply_migrations, schema_status, utcnow
