@@ -106,7 +106,7 @@ def _print_preferences(preferences) -> None:
         return
     rows = preferences[0]
     print("\nagreement with people's preferences between two answers (overall label; score difference against "
-          "each\nannotator, 95% bootstrap CI over instances; `workbench meta report SET` has every label)")
+          "each annotator, 95% bootstrap CI over instances; `workbench meta report SET` has every label)")
     print(table(PREFERENCE_COLUMNS, [preference_cells(name, r) for name, r in rows], left=2))
 
 

@@ -395,6 +395,8 @@ class RunsScreen(WorkbenchScreen):
         """A run started executing here (its jobs' progress comes through ``_show_latest``)."""
         self.query_one("#progress", ProgressBar).display = True
         self.app.run_name = message.run
+        # What was learnt of a run by this name may be of a deleted one: a new run asks again.
+        self._not_sequential.discard(message.run)
         self._follow_app = True     # the cursor goes to the run now executing: p pauses it, not the one before
         self.query_one("#status", Static).update(f"{esc(message.run)}: loading the model …")
         self.load("runs", _runs)
