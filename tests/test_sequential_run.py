@@ -33,6 +33,7 @@ from workbench.runs.sequential import SequentialConfig, complete_answers, read_o
 from workbench.runs.stopping import simulate
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
+from workbench.store.lease import LeaseRecovered
 from workbench.store.queries import get_run
 
 GRID = SweepConfig(ks=(1, 5, 20), budgets=(32, 256), formats=("linear",), limit=150)
@@ -142,12 +143,16 @@ def test_kill_9_mid_run_then_resume_reaches_the_same_decision_and_repeats_no_ans
         done_before = statuses(store, "seq")["done"]
         before = {row for row in store.conn.execute("SELECT cell_id, sid, prediction FROM events"
                                                     " WHERE run_id = ? AND status = 'done'", (run.id,))}
+        generations_before = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
         resumed = Reader()
-        execute(store, run, backend=resumed)
+        with pytest.warns(LeaseRecovered, match=f"recovered the lease of pid {proc.pid}, which died"):
+            execute(store, run, backend=resumed)
         after = {row for row in store.conn.execute("SELECT cell_id, sid, prediction FROM events"
                                                    " WHERE run_id = ? AND status = 'done'", (run.id,))}
-        assert before <= after                                     # nothing answered before was redone
-        assert len(after) - done_before == sum(1 for _ in after) - len(before)
+        assert len(before) == done_before and before <= after      # nothing answered before was redone
+        # Every prompt the resume generated is a new one: none generated before the kill, none twice.
+        generations_after = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        assert resumed.generated and generations_after - generations_before == len(resumed.generated)
         status = sequential_status(store, run)
         plan_sweep(store, GRID, name="whole", generation=GEN, sequential=BEST)
         execute(store, get_run(store, "whole"), backend=Reader())
