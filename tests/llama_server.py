@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 import pytest
 
 from workbench.models.llamacpp import PERTURB_ENV
+from workbench.models.openai_http import PROBE_MESSAGES
 
 #: The server computes the model's own logits; `just test-perturbed` perturbs only the in-process path's.
 same_logits = pytest.mark.skipif(bool(os.environ.get(PERTURB_ENV)), reason=(
@@ -94,7 +95,8 @@ def serve(model: Path, log_dir: Path, *, alias: str | None = None, n_ctx: int = 
 
 class Canned:
     """A loopback server answering each POST with the next canned ``(status, JSON body)`` (a dict alone is a 200),
-    or with ``answer(request)`` when given; ``GET /models`` lists one model, ``m``. ``port`` 0 picks a free one.
+    or with ``answer(request)`` when given; ``GET /models`` lists one model, ``m``, and the check's one-token request
+    (:data:`~workbench.models.openai_http.PROBE_MESSAGES`) is answered apart, never recorded. ``port`` 0 picks a free one.
 
     Each answer waits ``delay`` seconds first (``delay(request_number)`` when callable). It records the requests
     (``requests``), the answers sent whole (``answered``) and the most requests it held at once (``most``).
@@ -120,6 +122,9 @@ class Canned:
 
             def do_POST(self):
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if request.get("messages") == PROBE_MESSAGES:   # the up-front check's one token, not a pass's call
+                    self.send(200, {"choices": [{"message": {"role": "assistant", "content": "OK"}}]})
+                    return
                 with outer._lock:
                     outer.requests.append(request)
                     number = len(outer.requests)

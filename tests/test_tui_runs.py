@@ -36,15 +36,15 @@ def _runs(db) -> dict[str, dict[str, int]]:
 
 
 async def _open_form(pilot) -> RunForm:
-    """Runs, then n: the form with its summary computed and the dataset list focused."""
+    """Runs, then n: the form with its summary computed (the model checked) and the dataset list focused."""
     app = pilot.app
     await pilot.press("r")
     await until_loaded(pilot, "runs")
     await pilot.press("n")
     await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
     form = app.screen
-    await wait_for(pilot, lambda: "jobs" in _summary(form) and app.focused is form.query_one("#dataset"),
-                   what="the form ready")
+    await wait_for(pilot, lambda: form.loaded and "jobs" in _summary(form)
+                   and app.focused is form.query_one("#dataset"), what="the form ready")
     return form
 
 

@@ -7,6 +7,8 @@ vLLM cluster and let the executor call :meth:`OpenAIBackend.generate` from
 
 Only the standard library is used (``http.client``), and each thread keeps its own
 keep-alive connection, so the backend is thread-safe without a lock around requests.
+Every request is bounded as a whole by ``timeout`` (:mod:`workbench.models.http_deadline`):
+a server that trickles its answer is given up at the deadline as one that says nothing.
 
 Caching and resume semantics do not change: the executor keys the cache on
 ``model_id`` (``"<base_url>#<model>"``), ``chat_template`` (``""``, the server applies its
@@ -14,9 +16,9 @@ own) and ``Prompt.text``, which here is the canonical JSON of the messages.
 
 Errors:
 
-* transport failures (connection refused/reset, timeouts, truncated responses) are
-  retried with exponential backoff; when every attempt fails → :class:`ModelError`
-  ("… unreachable after N attempts: …");
+* transport failures (connection refused/reset, no whole answer within ``timeout``,
+  truncated responses) are retried with exponential backoff; when every attempt fails →
+  :class:`ServerUnreachable` ("… unreachable after N attempts: …", "… no answer within X s …");
 * an HTTP error status is never retried: a 400 saying the context window is exceeded →
   :class:`PromptError` carrying the server's message (this one prompt is skipped); any
   other status → :class:`ModelError` naming the URL, the status and the server's message.
@@ -33,6 +35,7 @@ import urllib.parse
 from typing import Any, Sequence
 
 from workbench.models.base import Choice, Generation, ModelError, Prompt, PromptError, Sampling
+from workbench.models.http_deadline import connection, exchange
 
 _MAX_BODY_IN_ERROR = 300
 # How many alternatives of the first token a choice asks for: OpenAI's API allows at most 20.
@@ -54,6 +57,17 @@ _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
 
 #: Seconds a served model may take to answer one request (``--timeout``'s default): one owner for every role.
 DEFAULT_TIMEOUT = 120.0
+
+#: The roles :meth:`OpenAIBackend.check` can prove a served model in (:mod:`workbench.models.check` names them).
+GENERATOR, EMBEDDING = "generator", "embedding"
+#: What the check's one request asks: a chat model's one token, an embedding model's vector of one short text.
+PROBE_MESSAGES = [{"role": "user", "content": "Say OK."}]
+PROBE_TEXTS = ["OK"]
+
+# (model_id, role) proven by a probe in this process: the listing is asked every time (a server that
+# went down is refused), the probe once, as a model file that loaded is not loaded again.
+_PROVEN: set[tuple[str, str]] = set()
+_PROVEN_LOCK = threading.Lock()
 
 
 class ServerUnreachable(ModelError):
@@ -223,7 +237,10 @@ class OpenAIBackend:
         As the server returns them (vLLM, llama-server and ``llama_cpp.server --embedding true``
         pool as the model says; whether they normalize varies: the caller does).
         """
-        data = self._request("POST", "/embeddings", {"model": self.model, "input": list(texts)})
+        return self._embeddings(texts, None)
+
+    def _embeddings(self, texts: Sequence[str], deadline: float | None) -> list[list[float]]:
+        data = self._request("POST", "/embeddings", {"model": self.model, "input": list(texts)}, deadline)
         try:
             items = sorted(data["data"], key=lambda d: d["index"])
             vectors = [[float(x) for x in d["embedding"]] for d in items]
@@ -248,15 +265,48 @@ class OpenAIBackend:
 
     # -- extras -----------------------------------------------------------------------
 
-    def check(self) -> list[str]:
-        """``GET {base_url}/models``; returns the model ids the server lists.
+    def check(self, role: str | None = None) -> list[str]:
+        """Ask the server what a run needs, within one deadline of ``timeout`` seconds in all; returns the
+        model ids it lists.
 
-        Raises :class:`ModelError` with a clear message when the server is unreachable or
-        answers with an error, so a run fails before any job is started.
+        ``GET {base_url}/models`` must be an OpenAI model list (an object whose ``data`` lists
+        objects with ``id``s) naming this model. With a ``role`` (:data:`GENERATOR`, :data:`EMBEDDING`),
+        one tiny request then proves the model serves it: a chat completion of one token with the
+        OpenAI shape, or the vector of one short text (once per process: see ``_PROVEN``).
+        Raises :class:`ServerUnreachable` when the server does not answer in time, :class:`ModelError`
+        (one line saying what the server answered) when it answers something else, so a run fails
+        before any job is written.
         """
-        data = self._request("GET", "/models", None)
-        items = data.get("data") if isinstance(data, dict) else None
-        return [str(m.get("id")) for m in items if isinstance(m, dict)] if isinstance(items, list) else []
+        if role not in (None, GENERATOR, EMBEDDING):
+            raise ValueError(f"unknown role {role!r}")
+        deadline = time.monotonic() + self.timeout
+        ids = _model_ids(self._url("/models"), self._request("GET", "/models", None, deadline))
+        if self.model not in ids and f"{self.model}:latest" not in ids:   # Ollama's name without its tag
+            listed = ", ".join(ids[:10]) + (f" … ({len(ids)} in all)" if len(ids) > 10 else "")
+            raise ModelError(f"{self.base_url}: model {self.model!r} is not among the served models: "
+                             f"{listed or '(the server lists none)'}")
+        if role is not None and (self.model_id, role) not in _PROVEN:
+            self._probe(role, deadline)
+            with _PROVEN_LOCK:
+                _PROVEN.add((self.model_id, role))
+        return ids
+
+    def _probe(self, role: str, deadline: float) -> None:
+        """One request the role's passes make, as small as it gets; refused in one line if it is not answered so."""
+        try:
+            if role == EMBEDDING:
+                self._embeddings(PROBE_TEXTS, deadline)
+                return
+            body = {"model": self.model, "messages": PROBE_MESSAGES, "max_tokens": 1, "temperature": 0.0,
+                    "stream": False}
+            data = self._request("POST", "/chat/completions", body, deadline)
+        except PromptError as exc:   # a one-word prompt that does not fit: the model cannot serve
+            raise ModelError(f"{self._url('/chat/completions')}: {exc}") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            raise ModelError(f"{self._url('/chat/completions')} answered {_truncate(json.dumps(data), 120)} "
+                             "(not an OpenAI chat completion: no choices[0].message)")
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -268,8 +318,7 @@ class OpenAIBackend:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             return conn, True
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=self.timeout)
+        conn = connection(self._https, self._host, self._port, self.timeout)
         self._local.conn = conn
         with self._conns_lock:
             self._conns.append(conn)
@@ -287,7 +336,9 @@ class OpenAIBackend:
                 if conn in self._conns:
                     self._conns.remove(conn)
 
-    def _request(self, method: str, endpoint: str, body: dict | None) -> Any:
+    def _request(self, method: str, endpoint: str, body: dict | None, deadline: float | None = None) -> Any:
+        """The JSON answer to one request: each attempt bounded as a whole by ``timeout``, and every attempt
+        (backoff included) by ``deadline`` (``time.monotonic()``) when given."""
         url = self._url(endpoint)
         headers = {"Accept": "application/json"}
         payload = None
@@ -300,12 +351,11 @@ class OpenAIBackend:
         attempt = 0
         while attempt < self.retries:
             conn, reused = self._connection()
+            ends = time.monotonic() + self.timeout
             try:
-                conn.request(method, self._path + endpoint, body=payload, headers=headers)
-                resp = conn.getresponse()
-                status = resp.status
-                raw = resp.read()
-                if resp.will_close:
+                status, raw, will_close = exchange(conn, method, self._path + endpoint, payload, headers,
+                                                   ends if deadline is None else min(ends, deadline))
+                if will_close:
                     self._drop_connection()
             except _TRANSPORT_ERRORS as exc:
                 self._drop_connection()
@@ -315,12 +365,13 @@ class OpenAIBackend:
                     continue
                 attempt += 1
                 last = exc
-                if attempt < self.retries:
-                    time.sleep(self.backoff * 2 ** (attempt - 1))
-                continue
+                pause = self.backoff * 2 ** (attempt - 1)
+                if attempt < self.retries and (deadline is None or time.monotonic() + pause < deadline):
+                    time.sleep(pause)
+                    continue
+                break
             return self._decode(url, status, raw)
-        n = self.retries
-        attempts = f"{n} attempt{'s' if n != 1 else ''}"
+        attempts = f"{attempt} attempt{'s' if attempt != 1 else ''}"
         if isinstance(last, TimeoutError):
             raise ServerUnreachable(f"{url}: no answer within {self.timeout:g} s ({attempts}; --timeout sets it)")
         reason = f"{type(last).__name__}: {last}" if last is not None else "no attempt made"
@@ -345,6 +396,15 @@ class OpenAIBackend:
         elif status == 404:
             hint = " (check the base URL: it usually ends in /v1)"
         raise ModelError(f"{url}: HTTP {status}: {_truncate(message)}{hint}")
+
+
+def _model_ids(url: str, data: Any) -> list[str]:
+    """The ids of an OpenAI model list (``{"data": [{"id": …}, …]}``); anything else is refused in one line."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in items):
+        raise ModelError(f"{url} answered {_truncate(json.dumps(data), 120)} (not an OpenAI model list: "
+                         'an object whose "data" lists models with "id"s)')
+    return [m["id"] for m in items]
 
 
 def _first_token_logprobs(data: Any) -> list[tuple[str, float]]:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.worker import Worker, WorkerState
 
 from workbench.models.base import ModelError
 from workbench.models.check import GENERATOR, check_model
+from workbench.models.registry import served_model
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.cells import grid
 from workbench.runs.prompt import load_template
@@ -34,6 +41,12 @@ _OPTIONS = {"--k": "k", "--budget": "budget", "--format": "format", "--limit": "
 DEFAULTS = {"model": "default", "k": "1,2,5,10,20", "budget": "32,128", "format": "linear", "limit": "20",
             "answer_format": "json", "max_tokens": "32", "prompt_file": "", "name": "", "oracle": True,
             "stop_when": "", "alpha": "", "stop_width": ""}
+# Typing in the model field checks the value it settles on, this long after the last key: not every prefix of a path.
+CHECK_DELAY = 0.4
+# Seconds a served model's server has to answer the form's check: the user waits on it, so far less than a run's
+# --timeout (a server that accepts and never answers held the screen for the whole 120 s default once).
+CHECK_TIMEOUT = 5.0
+CHECKING = "checking the model…"
 # The stopping rules the form offers (docs/sequential.md): "" answers every job.
 STOP_CHOICES = [("never: answer every job", ""), ("best: until the best cell is known", "best"),
                 ("precision: each cell until ±E", "precision")]
@@ -122,28 +135,52 @@ def sequential_from_form(form: dict) -> SequentialConfig | None:
     return config
 
 
-def describe_plan(form: dict, samples: int) -> str:
+def check_form_model(spec: str, *, timeout: float | None = None) -> Path | str:
+    """The core's check of the model field (a GGUF's path, or a served model's reference); ``FormError`` names the
+    field with the refusal. Its header read, then loaded once by llama.cpp and freed (cached per file), or its
+    server asked within ``timeout`` seconds: blocking, so the form runs it in a worker, never on the UI thread."""
+    try:
+        return check_model(spec, GENERATOR, timeout=timeout)
+    except ModelError as exc:
+        raise FormError("model", f"{FIELDS['model']}: {exc}") from None
+
+
+def describe_plan(form: dict, samples: int, model: Path | str | FormError | None = None, *,
+                  checking: bool = False) -> str:
     """What the form would run: cells × samples = jobs, and the model (``FormError`` if it cannot).
 
     The cells are the core's grid (``runs.cells.grid``, as ``plan_sweep`` builds it), so
-    the count is the one the run will have.
+    the count is the one the run will have. ``model`` is the answer of the model's check
+    (:func:`check_form_model`: the model, or the refusal, raised here after the other fields'
+    errors); ``checking``: the answer is not in yet, and the line says so. With neither, the
+    model is checked here, blocking (what a caller off the UI thread may do; the form never does).
     """
     sweep, gen = configs_from_form(form)
     sequential = sequential_from_form(form)
-    try:
-        # Its header read, then loaded once by llama.cpp and freed (the core's check, cached per file): a
-        # model that cannot serve blocks Start before the run is planned, as the CLI refuses it before writing.
-        path = check_model(gen.model, GENERATOR)
-    except ModelError as exc:
-        raise FormError("model", f"{FIELDS['model']}: {exc}") from None
+    if checking:
+        said = CHECKING
+    else:
+        # A model that cannot serve blocks Start before the run is planned, as the CLI refuses it before writing.
+        model = check_form_model(gen.model) if model is None else model
+        if isinstance(model, FormError):
+            raise model
+        name = model.name.removesuffix(".gguf") if isinstance(model, Path) else model
+        said = "model " + esc(name + (" (default)" if gen.model == "default" else ""))
     cells = set(grid(sweep.ks, sweep.budgets, sweep.formats, oracle=sweep.oracle, shuffles=sweep.shuffles))
     oracle = sum(c.kind == "oracle" for c in cells)
     n = min(sweep.limit, samples) if sweep.limit else samples
-    model = path.name.removesuffix(".gguf") + (" (default)" if gen.model == "default" else "")
     return (f"{len(cells)} cells" + (f" ({oracle} oracle)" if oracle else "")
             + f" × {n:,}" + (f" of {samples:,}" if n < samples else "") + " samples"
-            + f" = [b]{len(cells) * n:,} jobs[/b]" + (" at most" if sequential else "") + f" · model {esc(model)}"
+            + f" = [b]{len(cells) * n:,} jobs[/b]" + (" at most" if sequential else "") + f" · {said}"
             + (f" · stops when decided ({esc(sequential.describe())})" if sequential else ""))
+
+
+def _served(spec: str) -> bool:
+    """Whether ``spec`` names a served model (a malformed URL is refused at once, so it counts as local)."""
+    try:
+        return served_model(spec) is not None
+    except ModelError:
+        return False
 
 
 class RunForm(CopyOrSay, ModalScreen[dict | None]):
@@ -152,9 +189,22 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
     Enter moves to the next field (on a list it opens the list), so no key press meant
     for a field can start a few hundred jobs by accident. The summary under the fields is
     recomputed on every change; a setting that cannot work is named there instead.
+
+    The model is checked in a thread worker (loading a GGUF, asking a server: seconds), never on
+    the UI thread: typing in its field schedules a check of the value it settles on
+    (``CHECK_DELAY``), the summary says "checking the model…" until the answer, and only the
+    answer for the latest value is shown. Start pressed meanwhile starts once the model passes.
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Start")]
+
+    @dataclass
+    class ModelChecked(Message):
+        """The check numbered ``ticket`` of model ``spec`` answered: the model, or the refusal."""
+
+        ticket: int
+        spec: str
+        answer: Path | str | FormError
 
     def __init__(self, datasets: dict[str, int], values: dict | None = None, error: FormError | None = None, *,
                  problems: dict[str, str] | None = None):
@@ -163,6 +213,19 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
         self.problems = problems or {}      # dataset → why no run can be planned on it
         self.values = {**DEFAULTS, "dataset": next(reversed(datasets), None), **(values or {})}
         self.error = error
+        # The model check: each request takes the next ticket, and only the latest ticket's answer is kept.
+        self._ticket = 0
+        self._spec: str | None = None       # the model value the latest check is for
+        self._answer: tuple[int, Path | str | FormError] | None = None
+        self._debounce: Timer | None = None
+        self._worker: Worker | None = None
+        # The values Start was pressed with while the model was being checked: it starts on a pass.
+        self._start_with: dict | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """The model's answer for the value in its field is in (what tests and the key walk wait on)."""
+        return self._answer is not None and self._answer[0] == self._ticket
 
     def compose(self) -> ComposeResult:
         v = self.values
@@ -200,6 +263,7 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
 
     def on_mount(self) -> None:
+        self._check_model(self.form()["model"], delay=0)
         self._refresh_summary()
         if self.error is not None:
             self.show_error(self.error, planned=True)
@@ -230,7 +294,10 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
         try:
             if form["dataset"] in self.problems:
                 raise FormError("dataset", f"{FIELDS['dataset']}: {form['dataset']}: {self.problems[form['dataset']]}")
-            text = describe_plan(form, self.datasets.get(form["dataset"], 0))
+            text = describe_plan(form, self.datasets.get(form["dataset"], 0),
+                                 self._answer[1] if self.loaded else None, checking=not self.loaded)
+            if not self.loaded and self._start_with is not None:
+                text += " [dim](Start waits for it)[/dim]"
         except FormError as exc:
             summary.set_class(True, "invalid")
             summary.update(f"✗ {esc(str(exc))}")
@@ -260,7 +327,60 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             widget.focus()
             widget.scroll_visible()
 
+    def _check_model(self, spec: str, *, delay: float = CHECK_DELAY) -> None:
+        """Check ``spec`` after ``delay`` seconds in a worker; whatever was asked before is no longer awaited."""
+        self._ticket, self._spec = self._ticket + 1, spec
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        if self._worker is not None:
+            self._worker.cancel()   # a thread runs on to its deadline, but its answer is dropped (its ticket is old)
+            self._worker = None
+        if delay:
+            ticket = self._ticket
+            self._debounce = self.set_timer(delay, lambda: self._start_check(ticket, spec))
+        else:
+            self._start_check(self._ticket, spec)
+
+    def _start_check(self, ticket: int, spec: str) -> None:
+        self._debounce = None
+        if ticket == self._ticket:
+            self._worker = self._run_check(ticket, spec)
+
+    @work(thread=True, exit_on_error=False, group="model-check")
+    def _run_check(self, ticket: int, spec: str) -> None:
+        try:
+            # The short deadline is for a served model; a GGUF is loaded once per file (the core caches it).
+            answer: Path | str | FormError = check_form_model(spec, timeout=CHECK_TIMEOUT)
+        except FormError as exc:
+            answer = exc
+        self.post_message(self.ModelChecked(ticket, spec, answer))
+
+    def on_run_form_model_checked(self, message: ModelChecked) -> None:
+        if message.ticket != self._ticket:
+            return          # the field changed since: this answer is for a value no longer there
+        self._answered(message.answer)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker is self._worker:
+            # A bug in the check: shown as the app shows every worker's failure, and Start stays blocked.
+            self.app.worker_errors.append(event.worker.error)
+            self.app.show_error("Checking the model failed", event.worker.error)
+            self._answered(FormError("model", f"{FIELDS['model']}: could not be checked: {event.worker.error}"))
+
+    def _answered(self, answer: Path | str | FormError) -> None:
+        self._answer, self._worker = (self._ticket, answer), None
+        start, self._start_with = self._start_with, None
+        self._refresh_summary()
+        if start is not None:
+            self._submit(ask_again=False)
+
     def _changed(self, wid: str | None) -> None:
+        if wid == "model" and self.form()["model"] != self._spec:
+            self._check_model(self.form()["model"])
+        if self._start_with is not None and self.form() != self._start_with:
+            self._start_with = None
+            self.notify("Not started: a field changed while the model was checked (ctrl+s starts).", timeout=5)
         self._refresh_summary()
         if self.error is None or self.error.field not in (wid, None):
             return
@@ -283,9 +403,23 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
         self.focus_next()
 
     def action_submit(self) -> None:
+        self._submit(ask_again=True)
+
+    def _submit(self, *, ask_again: bool) -> None:
+        """Start, or say why not; while the model is being checked, start once it passes.
+
+        ``ask_again``: a served model refused earlier is asked again first (its server may be up by now).
+        """
         error = self._refresh_summary()
         if error is None and self.error is not None and self.form() == self.refused:
             error = self.error      # refused while planning, and nothing changed since: the same answer
+        if ask_again and self.loaded and error is self._answer[1] and _served(self._spec):
+            self._check_model(self._spec, delay=0)
+            error = None            # the other fields were fine: the model's refusal is only raised after theirs
+        if error is None and not self.loaded:
+            self._start_with = self.form()
+            self._refresh_summary()
+            return
         if error is not None:
             self.show_error(error)
             # Said where the eye is too: pressed again, the summary line would not change.
