@@ -10,7 +10,6 @@ from workbench.claims.vote import TIES
 from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import INT64_MAX, count, number
 from workbench.models.embedders import CLAIMS, LONG_ANSWERS, default_threshold
 from workbench.tables import fmt_estimate, table
 
@@ -225,11 +224,11 @@ def verification_parent(parents: SharedParents, *, decomposer: str = "hybrid",
                              "llm_judge is the three-verifier vote, a token-overlap proxy standing in for nli)")
     verify.add_argument("--ties", choices=TIES, default=ties,
                         help="a tied vote between verifiers counts as (default %(default)s)")
-    verify.add_argument("--reject-below", type=number(0, 1), default=0.5,
+    verify.add_argument("--reject-below", type=float, default=0.5,
                         help="reject an answer whose support ratio is below this (default 0.5)")
-    verify.add_argument("--lexical-threshold", type=number(0, 1), default=lexical_threshold,
+    verify.add_argument("--lexical-threshold", type=float, default=lexical_threshold,
                         help="lexical coverage for support (%(default)s)")
-    verify.add_argument("--embedding-threshold", type=number(0, 1),
+    verify.add_argument("--embedding-threshold", type=float,
                         help="cosine for support (default: the embedding model's own for "
                              f"{'long answers' if threshold_use == LONG_ANSWERS else 'claims'}: "
                              f"{default_threshold(None, threshold_use)} for multilingual-e5-small, "
@@ -258,7 +257,7 @@ def register(subparsers, parents: SharedParents) -> None:
                         help="decompose and verify every finished answer of a run (resumable, cached)")
     q.add_argument("run", nargs="?", help="run name (default: the latest)")
     q.add_argument("--cell", action="append", help="only this cell (repeatable), e.g. k5-b128-linear")
-    q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples")
+    q.add_argument("--limit", type=int, help="only the first N samples")
     q.set_defaults(func=cmd_claims_run)
 
     q = psub.add_parser("report", parents=[parents.db], help="RAGChecker-style metrics per cell with 95%% CIs")

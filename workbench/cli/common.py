@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from workbench.cli.types import MAX_GPU_LAYERS, MAX_RESAMPLES, MAX_SEED, MAX_THREADS, count, number
 from workbench.errors import BadInput
 from workbench.models.base import ModelError
 from workbench.models.openai_http import DEFAULT_TIMEOUT
@@ -20,7 +19,6 @@ DB_HELP = "SQLite database path (default: $WORKBENCH_DB or the per-user data dir
 JSON_HELP = "machine-readable output"
 WAIT_HELP = "if another process is writing this run, wait for it to finish (default: refuse, exit 1)"
 SCORES = ("acc", "cover", "set_f1")
-MAX_TIMEOUT = 86400.0
 
 
 def top_db_parent() -> argparse.ArgumentParser:
@@ -61,12 +59,12 @@ def add_out(parser: argparse.ArgumentParser, help: str, *, required: bool = True
 
 def add_resamples(parser: argparse.ArgumentParser, help: str | None = "bootstrap resamples (default 2000)") -> None:
     """``--resamples``: how many bootstrap resamples an interval is drawn from."""
-    parser.add_argument("--resamples", type=count(1, MAX_RESAMPLES), default=2000, help=help)
+    parser.add_argument("--resamples", type=int, default=2000, help=help)
 
 
 def add_seed(parser: argparse.ArgumentParser, help: str) -> None:
     """``--seed``: a seed llama.cpp can take (32 bits), default 0; ``help`` says what it seeds."""
-    parser.add_argument("--seed", type=count(0, MAX_SEED), default=0, help=help)
+    parser.add_argument("--seed", type=int, default=0, help=help)
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -77,14 +75,14 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
 
 def add_model_threads(parser: argparse.ArgumentParser) -> None:
     """``--threads`` and ``--n-gpu-layers`` of llama.cpp."""
-    parser.add_argument("--threads", type=count(1, MAX_THREADS), help="llama.cpp n_threads (default: every core this process may use)")
-    parser.add_argument("--n-gpu-layers", type=count(-1, MAX_GPU_LAYERS), default=0,
+    parser.add_argument("--threads", type=int, help="llama.cpp n_threads (default: every core this process may use)")
+    parser.add_argument("--n-gpu-layers", type=int, default=0,
                         help="layers offloaded to a GPU (CUDA build; -1 = all)")
 
 
 def add_served(parser: argparse.ArgumentParser) -> None:
     """``--concurrency`` and ``--timeout``: how a served model is called."""
-    parser.add_argument("--concurrency", type=count(1, MAX_THREADS), default=4,
+    parser.add_argument("--concurrency", type=int, default=4,
                         help="requests in flight at once to a served model: that many items prepared at once, "
                              "each still committed whole (default 4; a local GGUF runs one call at a time)")
     add_timeout(parser, "then the pass ends, exit 1, resumable")
@@ -92,7 +90,7 @@ def add_served(parser: argparse.ArgumentParser) -> None:
 
 def add_timeout(parser: argparse.ArgumentParser, then: str = "then exit 1") -> None:
     """``--timeout``: how long a served model may take to answer; the up-front check waits as long."""
-    parser.add_argument("--timeout", type=number(0.1, MAX_TIMEOUT), default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"seconds a served model may take to answer one request before it is tried again "
                              f"(3 attempts; {then}) (default {DEFAULT_TIMEOUT:g})")
 

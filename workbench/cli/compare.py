@@ -9,7 +9,7 @@ from dataclasses import asdict
 from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.shared import emit_json, store_of
-from workbench.cli.types import comma_separated, count
+from workbench.cli.types import comma_separated
 
 EPILOG = """\
 examples:
@@ -59,7 +59,7 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--fail-on-regression", action="append", metavar="TERM:DELTA",
                    help="exit 1 if B is worse than A on TERM by more than DELTA in any cell with the 95%% CI "
                         "excluding 0 (repeatable), e.g. S_llm:0.05")
-    p.add_argument("--show-samples", type=count(0, 1_000_000), default=8, metavar="N",
+    p.add_argument("--show-samples", type=int, default=8, metavar="N",
                    help="flipped sample ids listed per cell, stage and direction (default 8; --json lists all)")
     add_bootstrap(p)
     add_json(p)

@@ -9,7 +9,7 @@ from functools import partial
 from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_served, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import MAX_CHARS, chosen_name, count, name_or_path, number
+from workbench.cli.types import chosen_name, name_or_path
 from workbench.models.embedders import DEDUP, default_threshold
 from workbench.tables import fmt_estimate, table
 
@@ -158,7 +158,7 @@ def cmd_dedup_export(args) -> int:
 def register(subparsers, parents: SharedParents) -> None:
     """Add the ``dedup`` verbs to the CLI."""
     merge = argparse.ArgumentParser(add_help=False)
-    merge.add_argument("--threshold", type=number(0, 1), default=0.5, help="judge confidence needed to merge (0.5)")
+    merge.add_argument("--threshold", type=float, default=0.5, help="judge confidence needed to merge (0.5)")
 
     p = subparsers.add_parser("dedup", parents=[parents.db], help="entity deduplication for KG construction")
     psub = p.add_subparsers(dest="dedup_verb", metavar="VERB", required=True)
@@ -177,8 +177,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--modes", default="graph,graph+text", help="graph,graph+text,embedding (default graph,graph+text)")
     q.add_argument("--max-relations", type=int, default=10, help="relations per entity shown to the judge (10)")
     q.add_argument("--max-text-chunks", type=int, default=5, help="text chunks per entity in graph+text (5)")
-    q.add_argument("--chunk-max-chars", type=count(1, MAX_CHARS), default=200, help="characters per chunk (200)")
-    q.add_argument("--fuzzy-threshold", type=number(0, 1), default=0.85, help="name similarity within a block (0.85)")
+    q.add_argument("--chunk-max-chars", type=int, default=200, help="characters per chunk (200)")
+    q.add_argument("--fuzzy-threshold", type=float, default=0.85, help="name similarity within a block (0.85)")
     q.add_argument("--no-neighbours", action="store_true", help="no shared-neighbour blocking")
     q.add_argument("--model", default="default",
                    help="the judge: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name")
@@ -186,7 +186,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--embedding-model", help="the embedding mode's model: default (multilingual-e5-small, shipped), "
                                               "all-minilm-l6-v2, a BERT checkpoint (directory or .zip) or an "
                                               "embedding GGUF")
-    q.add_argument("--embedding-threshold", type=number(0, 1),
+    q.add_argument("--embedding-threshold", type=float,
                    help=f"cosine for the embedding mode (default: the model's own: {default_threshold(None, DEDUP)} "
                         f"for multilingual-e5-small, {default_threshold('all-minilm-l6-v2', DEDUP)} for "
                         "all-MiniLM-L6-v2)")

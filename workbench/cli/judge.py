@@ -11,7 +11,6 @@ import sys
 from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, store_of
-from workbench.cli.types import INT64_MAX, count, number
 from workbench.tables import fmt_estimate, fmt_number, table
 
 KINDS = ("claims", "dedup", "answers", "relevance")
@@ -192,7 +191,7 @@ def register(subparsers, parents: SharedParents) -> None:
         q.add_argument("run", nargs="?", help="run name (a dedup run's for dedup, a dataset's for relevance; "
                                               "default: the latest)")
         q.add_argument("--claim-run", type=int, help="claims: the claim run id (default: the latest)")
-        q.add_argument("--threshold", type=number(0, 1), default=0.5,
+        q.add_argument("--threshold", type=float, default=0.5,
                        help="dedup: a mode merges a pair it calls the same at this confidence (default 0.5)")
         q.add_argument("--retriever", help="relevance: only the pairs judged of this retriever's results "
                                            "(default: every retriever's)")
@@ -210,8 +209,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--order", choices=("uniform", "disagreement"), default="uniform",
                    help="uniform random (default; unbiased estimates) or where the judges disagree")
     q.add_argument("--annotator", help="whose labels to skip (default: $WORKBENCH_ANNOTATOR or the login name)")
-    q.add_argument("--limit", type=count(1, INT64_MAX), default=10, help="items to list (default 10)")
-    q.add_argument("--seed", type=count(0, INT64_MAX), default=0,
+    q.add_argument("--limit", type=int, default=10, help="items to list (default 10)")
+    q.add_argument("--seed", type=int, default=0,
                    help="the uniform order's seed (default 0: every annotator sees the same order)")
     add_json(q)
     q.set_defaults(func=cmd_judge_queue, readonly=True)

@@ -12,7 +12,6 @@ from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.sequential import add_replay, replay_ledger
 from workbench.cli.shared import emit_json, say, store_of, write_out
 from workbench.terminal import write_control
-from workbench.cli.types import MAX_BUDGET, count
 from workbench.tables import fmt_estimate, ledger_tables
 
 
@@ -251,14 +250,14 @@ def register(subparsers, parents: SharedParents) -> None:
     p = subparsers.add_parser("plot", parents=[parents.db, report],
                               help="draw the main (K sweep) or oracle (B sweep) plot")
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
-    p.add_argument("--budget", type=count(1, MAX_BUDGET), help="B for the main plot (default: the largest)")
+    p.add_argument("--budget", type=int, help="B for the main plot (default: the largest)")
     p.add_argument("--format", help="format for the main plot (default: linear, else the first)")
     p.add_argument("--oracle", action="store_true", help="draw the oracle plot instead")
     add_out(p, "write to a file instead (atomically): .svg or .png as an image drawn with matplotlib (with the "
                "95%% CIs as error bars), .html or .htm as a standalone page, anything else as plain text (no "
                "terminal colours)", required=False)
-    p.add_argument("--width", type=count(30, 1000), default=78, help="columns (default 78)")
-    p.add_argument("--height", type=count(8, 500), default=20, help="rows (default 20)")
+    p.add_argument("--width", type=int, default=78, help="columns (default 78)")
+    p.add_argument("--height", type=int, default=20, help="rows (default 20)")
     p.set_defaults(func=cmd_plot, readonly=True)
 
     p = subparsers.add_parser("export", parents=[parents.db, report], epilog=EXPORT_EPILOG,

@@ -14,8 +14,10 @@ from workbench.cli import (byo, claims, compare, data, dedup, judge, ledger, met
                            triage, tui)
 from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
+from workbench.cli.ranges import apply_ranges
 from workbench.cli.shared import close_stores
 from workbench.dbfiles import expect
+from workbench.paths import expand_home
 from workbench.terminal import EscapingStream
 
 DESCRIPTION = ("Dissipation Workbench: where the score of a retrieval-augmented QA system goes\n"
@@ -37,13 +39,14 @@ VERB_GROUPS = (tui, data, runs, ledger, compare, report, retrieval, claims, meta
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse tree; every verb has ``--help``."""
+    """The argparse tree; every verb has ``--help``, every number its range (:mod:`workbench.cli.ranges`)."""
     parser = argparse.ArgumentParser(prog="workbench", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, parents=[top_db_parent()])
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
     parents = shared_parents()
     for group in VERB_GROUPS:
         group.register(subparsers, parents)
+    apply_ranges(parser)
     _own_errors(parser)
     return parser
 
@@ -87,9 +90,13 @@ def _run(args: argparse.Namespace) -> int:
         args.func = tui.cmd_tui
     try:
         if getattr(args, "db", None) is not None:
+            # `--db=~/w.db` reaches us with its tilde (the shell expands only a word's start): the
+            # verb, the guards and the messages all see the path it means.
+            args.db = expand_home(args.db, "--db")
             # Known as this process's database before the verb opens it: no input or output may be it.
             expect(args.db)
         if getattr(args, "out_target", None) is not None and args.out is not None:
+            args.out = expand_home(args.out, "--out")   # only the tilde: `./-` still names a file called -
             # Before any work, so a refused --out costs nothing (the write checks it again). Loaded
             # here, as the handlers load theirs: `workbench --help` needs no store.
             from workbench.data.outfile import check_directory, check_target

@@ -12,7 +12,6 @@ from functools import partial
 
 from workbench.cli.common import SharedParents, chosen_model, model_options
 from workbench.cli.shared import run_pass, store_of
-from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, count
 from workbench.tables import fmt_estimate
 
 JUDGE_EPILOG = """\
@@ -111,10 +110,10 @@ def register_relevance(retrieval_subparsers, parents: SharedParents) -> None:
         help="the local model judges the relevance of a retriever's top-k chunks (resumable, cached)")
     q.add_argument("dataset", nargs="?", help="corpus dataset (default: the most recent import)")
     q.add_argument("--retriever", default="bm25", help="retriever name whose results are judged (default bm25)")
-    q.add_argument("--k", type=count(1, MAX_K), default=5, help="chunks judged per question: its top k (default 5)")
-    q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N questions (a later run adds the rest)")
+    q.add_argument("--k", type=int, default=5, help="chunks judged per question: its top k (default 5)")
+    q.add_argument("--limit", type=int, help="only the first N questions (a later run adds the rest)")
     q.add_argument("--model", default="default",
                    help="the judge: a GGUF (default: SmolLM2-135M), or with --backend openai a served model's name")
-    q.add_argument("--max-chars", type=count(1, MAX_CHARS),
+    q.add_argument("--max-chars", type=int,
                    help="characters of a chunk shown to the judge (default 600; another cut is another judge)")
     q.set_defaults(func=cmd_retrieval_judge)

@@ -7,7 +7,6 @@ import argparse
 from workbench.cli.common import SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import store_of, write_out
-from workbench.cli.types import count
 
 EPILOG = """\
 examples:
@@ -44,7 +43,7 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("run", nargs="?", help="run name (default: the most recent)")
     add_out(p, "the HTML file to write (atomically), or - for stdout")
     p.add_argument("--compare", metavar="RUN_B", help="add the comparison of RUN_B against this run")
-    p.add_argument("--cases", type=count(0, 1000), default=3, metavar="N",
+    p.add_argument("--cases", type=int, default=3, metavar="N",
                    help="cases shown per quadrant (dissipation, leakage, interface; default 3)")
     p.add_argument("--exclude-tag", action="append", metavar="TAG", help="leave out samples carrying TAG")
     add_bootstrap(p)

@@ -13,7 +13,7 @@ from workbench.cli.common import (SharedParents, add_json, add_model_threads, ad
 from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
-from workbench.cli.types import INT64_MAX, MAX_CHARS, MAX_K, MAX_TOKENS, chosen_name, count, counts, name_or_path
+from workbench.cli.types import chosen_name, integers, name_or_path
 from workbench.compare.render import fmt_delta, fmt_p
 from workbench.models.base import ModelError
 from workbench.models.registry import served_model
@@ -219,10 +219,10 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("directory")
     q.add_argument("--name", type=chosen_name, help="dataset name (default: the directory name)")
     q.add_argument("--chunk-by", choices=("heading", "size"), default="heading")
-    q.add_argument("--max-chars", type=count(20, MAX_CHARS), default=500, help="chunk size cap in characters (default 500)")
-    q.add_argument("--overlap", type=count(0, MAX_CHARS), default=50,
+    q.add_argument("--max-chars", type=int, default=500, help="chunk size cap in characters (default 500)")
+    q.add_argument("--overlap", type=int, default=50,
                    help="characters repeated between size-cut chunks (default 50; less than --max-chars)")
-    q.add_argument("--category-depth", type=count(1, 1000), default=2,
+    q.add_argument("--category-depth", type=int, default=2,
                    help="folder level that names the category (default 2; 1 = the top folder)")
     q.add_argument("--replace", action="store_true",
                    help="replace a dataset of that name holding other content (its runs are deleted with it)")
@@ -247,9 +247,9 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="dense, hybrid: default (multilingual-e5-small), all-minilm-l6-v2 (English only), a BERT "
                         "checkpoint (directory or .zip, converted once) or an embedding GGUF")
     p.add_argument("--dense-model", help=argparse.SUPPRESS)
-    p.add_argument("--threads", type=count(1, 1024), help="CPU threads for the embedding model (default: every core this process may use)")
+    p.add_argument("--threads", type=int, help="CPU threads for the embedding model (default: every core this process may use)")
     add_timeout(p)
-    p.add_argument("--k", type=count(1, MAX_K), default=50, help="results per question (default 50)")
+    p.add_argument("--k", type=int, default=50, help="results per question (default 50)")
     p.add_argument("--mode", choices=("auto", "jieba", "bigram", "en"), default="auto",
                    help="BM25 tokenizer (bm25, hybrid)")
     p.add_argument("--replace", action="store_true", help="replace different results stored under --name")
@@ -263,7 +263,7 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--retriever", default="bm25",
                    help="retriever name (default bm25); a comma list (bm25,dense,hybrid) compares them side by side, "
                         "with paired differences against the first and the questions they flip")
-    q.add_argument("--k", type=counts(1, MAX_K), default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
+    q.add_argument("--k", type=integers, default=(1, 3, 5, 10), help="cut-offs (default 1,3,5,10)")
     add_resamples(q, help=None)
     q.add_argument("--misses", type=int, default=10, help="how many doc-level misses to list (default 10)")
     add_json(q, help=None)
@@ -285,8 +285,8 @@ def register(subparsers, parents: SharedParents) -> None:
     q.add_argument("--lang", choices=("zh", "en"), default="zh",
                    help="template: 如何做{菜名}？ or How do I make {name}?")
     q.add_argument("--n", type=int, default=3, help="llm: questions per document (default 3)")
-    q.add_argument("--limit", type=count(1, INT64_MAX), help="llm: only the first N documents")
-    q.add_argument("--max-tokens", type=count(16, MAX_TOKENS), default=160,
+    q.add_argument("--limit", type=int, help="llm: only the first N documents")
+    q.add_argument("--max-tokens", type=int, default=160,
                    help="llm: tokens the model may write per document (default 160; the questions it completed "
                         "before the cut are kept)")
     q.add_argument("--model", default="default",

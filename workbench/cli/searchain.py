@@ -9,7 +9,7 @@ from workbench.cli.common import (SharedParents, add_bootstrap, add_json, add_se
                                   model_options)
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
-from workbench.cli.types import INT64_MAX, chosen_name, count, number
+from workbench.cli.types import chosen_name
 
 
 def cmd_searchain_run(args) -> int:
@@ -89,13 +89,13 @@ def register(subparsers, parents: SharedParents) -> None:
     q = psub.add_parser("run", parents=[parents.db, parents.model_pass, parents.model_choice],
                         help="plan and run SearChain over a dataset's samples")
     q.add_argument("dataset", nargs="?", help="dataset name (default: the most recent import)")
-    q.add_argument("--hops", type=count(1, 1_000), help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
-    q.add_argument("--limit", type=count(1, INT64_MAX), help="only the first N (selected) samples")
+    q.add_argument("--hops", type=int, help="only samples with meta.hops == N (e.g. 2 for MetaQA 2-hop)")
+    q.add_argument("--limit", type=int, help="only the first N (selected) samples")
     q.add_argument("--name", type=chosen_name,
                    help="run name (default: searchain-DATASET-<config hash>, so re-running resumes)")
     q.add_argument("--reader", choices=("extractive", "llm"), default="extractive",
                    help="who answers a step from its top-1 unit (default extractive)")
-    q.add_argument("--threshold", type=number(0, 1), default=0.75, help="reader confidence needed to correct (0.75)")
+    q.add_argument("--threshold", type=float, default=0.75, help="reader confidence needed to correct (0.75)")
     q.add_argument("--max-rounds", type=int, default=5, help="feedback rounds before stopping (5)")
     q.add_argument("--baseline-k", type=int, default=10, help="plain-RAG baseline over the top-K units (10; 0: none)")
     q.add_argument("--baseline-retriever", help="stored retriever for the baseline (default: the dataset's first)")

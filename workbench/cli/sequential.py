@@ -6,7 +6,6 @@ import argparse
 
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json
-from workbench.cli.types import count, number
 from workbench.runs.sequential import DEFAULT_ALPHA, DEFAULT_PRECISION, DEFAULT_TOLERANCE
 
 # The defaults of --alpha, --tolerance (best) and --precision, for a run and for a replay alike (the core's).
@@ -22,13 +21,13 @@ def add_stop_when(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--stop-when", choices=("best", "precision"),
                        help="best: ask until the best cell is known (the others worse, or within --tolerance of "
                             "it); precision: ask each cell until its interval is within ±--precision")
-    group.add_argument("--alpha", type=number(0.0001, 0.5), metavar="A",
+    group.add_argument("--alpha", type=float, metavar="A",
                        help=f"the chance that any interval the run reports misses, over the whole run, however "
                             f"long it ran (default {SEQUENTIAL_ALPHA:g})")
-    group.add_argument("--tolerance", type=number(0, 0.5), metavar="E",
+    group.add_argument("--tolerance", type=float, metavar="E",
                        help=f"best: a cell that cannot beat the leader by more than E stops (default "
                             f"{SEQUENTIAL_TOLERANCE:g})")
-    group.add_argument("--precision", type=number(0.001, 0.5), metavar="E",
+    group.add_argument("--precision", type=float, metavar="E",
                        help=f"precision: the half-width each cell's interval is asked until (default "
                             f"{SEQUENTIAL_PRECISION:g})")
 
@@ -67,13 +66,13 @@ def add_replay(parser: argparse.ArgumentParser) -> None:
         "in R seeded random orders (--seed): the share of model calls it would have used, how often it named the "
         "full run's best cell, how often every interval covered the full run's value")
     replay.add_argument("--replay", choices=("best", "precision"), help="the rule to replay")
-    replay.add_argument("--alpha", type=number(0.0001, 0.5), default=SEQUENTIAL_ALPHA, metavar="A",
+    replay.add_argument("--alpha", type=float, default=SEQUENTIAL_ALPHA, metavar="A",
                         help=f"the chance that any interval misses, over the whole run (default {SEQUENTIAL_ALPHA:g})")
-    replay.add_argument("--tolerance", type=number(0, 0.5), default=SEQUENTIAL_TOLERANCE, metavar="E",
+    replay.add_argument("--tolerance", type=float, default=SEQUENTIAL_TOLERANCE, metavar="E",
                         help=f"best: the tie tolerance (default {SEQUENTIAL_TOLERANCE:g})")
-    replay.add_argument("--precision", type=number(0.001, 0.5), default=SEQUENTIAL_PRECISION, metavar="E",
+    replay.add_argument("--precision", type=float, default=SEQUENTIAL_PRECISION, metavar="E",
                         help=f"precision: the target half-width (default {SEQUENTIAL_PRECISION:g})")
-    replay.add_argument("--replays", type=count(1, 1_000_000), default=200, metavar="R",
+    replay.add_argument("--replays", type=int, default=200, metavar="R",
                         help="random orders replayed (default 200; the benchmark uses 1000)")
 
 

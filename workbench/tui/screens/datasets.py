@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
 from workbench.data.importer import FILES, check_directory, import_dataset
+from workbench.paths import user_path
 from workbench.store.queries import list_datasets, list_runs
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import PromptDialog
@@ -116,7 +115,7 @@ class DatasetsScreen(WorkbenchScreen):
                     self.query_one("#status", Static).update(esc(f"importing {path} …"))
                     self.load("import", _import, path, name.strip())
 
-            self.app.push_screen(PromptDialog("Dataset name", value=Path(path).expanduser().resolve().name,
+            self.app.push_screen(PromptDialog("Dataset name", value=user_path(path).resolve().name,
                                               validate=lambda v: None if v.strip() else "A dataset needs a name."),
                                  got_name)
 
