@@ -363,8 +363,8 @@ def test_a_damaged_bm25_index_is_rebuilt_with_a_note_naming_it(db, capsys):
 
 
 @pytest.mark.parametrize(("name", "how", "kind"), [
-    ("data.csc.index.npy", "a FIFO", "a FIFO"),
-    ("vocab.index.json", "a link to /dev/zero", "a symbolic link"),
+    ("data.bin", "a FIFO", "a FIFO"),
+    ("vocab.json", "a link to /dev/zero", "a symbolic link"),
     ("workbench_bm25.json", "a link to /dev/zero", "a symbolic link"),
 ])
 def test_a_bm25_index_file_that_is_not_a_file_is_never_read_the_index_is_rebuilt(name, how, kind, db, capsys):

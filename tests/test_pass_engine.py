@@ -138,7 +138,7 @@ class ListWork(PassWork):
         self.loaded_with = statuses
         return self.jobs
 
-    def open(self):
+    def setup(self):
         if self.open_error:
             raise self.open_error
         self.opened = True

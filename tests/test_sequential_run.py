@@ -223,6 +223,39 @@ def test_a_replay_needs_a_complete_run(db, capsys):
                                        "--stop-when)\n")
 
 
+@pytest.mark.parametrize(("failed", "pending", "said"), [
+    (3, 0, "`workbench resume full --retry-errors` asks the 3 failed jobs again"),
+    (0, 2, "`workbench resume full` answers the 2 pending jobs"),
+    (3, 2, "`workbench resume full --retry-errors` asks the 3 failed jobs again and answers the 2 pending"),
+])
+def test_a_replay_of_an_incomplete_run_names_the_command_that_completes_it(failed, pending, said, db, capsys):
+    """Failed jobs are asked again only with --retry-errors: a plain `resume` would leave the run incomplete."""
+    store = open_store(db)
+    try:
+        with store.transaction() as conn:
+            ids = [r[0] for r in conn.execute("SELECT e.rowid FROM events e JOIN runs r ON r.id = e.run_id"
+                                              " WHERE r.name = 'full' ORDER BY e.rowid LIMIT ?", (failed + pending,))]
+            conn.executemany("UPDATE events SET status = ?, score = NULL WHERE rowid = ?",
+                             [("error" if k < failed else "pending", i) for k, i in enumerate(ids)])
+    finally:
+        store.close()
+    assert main(["--db", str(db), "ledger", "full", "--replay", "best"]) == 2
+    assert capsys.readouterr().err == (f"error: --replay needs a complete run: run 'full' has {900 - failed - pending} "
+                                       f"of its 900 grid jobs answered ({said})\n")
+
+
+def test_a_replay_of_a_sweep_says_its_answers_are_imported_not_resumed(db, capsys):
+    store = open_store(db)
+    try:
+        plan_sweep(store, GRID, name="sw")         # no model: its answers come from `predictions import`
+    finally:
+        store.close()
+    assert main(["--db", str(db), "ledger", "sw", "--replay", "best"]) == 2
+    assert capsys.readouterr().err == ("error: --replay needs a complete run: run 'sw' has 0 of its 900 grid jobs "
+                                       "answered (a sweep has no model: import its answers with "
+                                       "`workbench predictions import FILE sw`)\n")
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["--stop-when", "best", "--oracle"], "--stop-when: a sequential run weighs its grid cells; the oracle controls"),
     (["--precision", "0.1"], "--precision: only with --stop-when precision"),

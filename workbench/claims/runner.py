@@ -243,7 +243,7 @@ class _ClaimsWork(PassWork):
             if check is not None:
                 check()
 
-    def open(self) -> None:
+    def setup(self) -> None:
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
 
     def describe(self, job) -> str:

@@ -33,9 +33,10 @@ from pathlib import Path
 
 from typing import BinaryIO
 
-from workbench.dbfiles import database_file_of
+from workbench.dbfiles import database_file_of, open_regular_fd, read_regular
 from workbench.errors import BadInput
-from workbench.filekinds import NotRegular, file_kind, open_regular_fd, read_regular
+from workbench.filekinds import NotRegular, file_kind
+from workbench.paths import user_path
 
 __all__ = ["check_input", "check_optional", "entry_kind", "open_input", "read_input", "refuse_database"]
 
@@ -74,7 +75,7 @@ def check_input(path: str | os.PathLike, *, directory: bool = False, hint: str =
     if str(path) == "-":
         raise BadInput(f"`-` (stdin) is not accepted here: name a {'directory' if directory else 'file'}")
     extra = f" ({hint})" if hint else ""
-    shown, path = path, Path(path).expanduser()
+    shown, path = path, user_path(path)
     refuse_database(path, shown)
     try:
         st = os.stat(path)

@@ -27,13 +27,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
 from workbench.errors import BadInput, EnvironmentFault
-from workbench.filekinds import file_kind, read_regular
-from workbench.dbfiles import INDEX_CACHE_SUFFIX, SIDECARS, database_file_of, open_database_paths
+from workbench.paths import expand_home
+from workbench.filekinds import file_kind
+from workbench.dbfiles import INDEX_CACHE_SUFFIX, SIDECARS, database_file_of, new_temp, open_database_paths, read_regular
 from workbench.store.db import SQLITE_MAGIC
 from workbench.terminal import write_data
 
@@ -135,7 +135,7 @@ def _named(path: str | os.PathLike, what: str) -> Path:
     """``path`` as a :class:`Path`, refusing the empty one (which :class:`Path` would take for ``.``)."""
     if os.fspath(path) == "":
         raise BadInput(f"the output path is empty; name {what}")
-    return Path(path)
+    return Path(expand_home(path))
 
 
 def _lstat(path, target: Path) -> os.stat_result | None:
@@ -206,8 +206,8 @@ def write_atomic(path: str | os.PathLike, chunks: Iterable[str | bytes], *, forc
         mode = 0o666 & ~_UMASK
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.fchmod(fd, mode)     # mkstemp makes the file 0600; it should look as any other the user writes
+        fd, tmp = new_temp(target.parent, f".{target.name}.")
+        os.fchmod(fd, mode)     # made 0600; it should look as any other file the user writes
         with os.fdopen(fd, "wb") as fh:
             size = _write_chunks(fh, chunks)
         # The target may have become something else while the content was computed.

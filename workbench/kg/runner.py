@@ -246,7 +246,7 @@ class _DedupWork(PassWork):
                                 timeout=self.timeout)
         super().check_models()
 
-    def open(self) -> None:
+    def setup(self) -> None:
         config = self.config
         self.graph = KG(self.store, self.kg_id)
         if self.llm is None and any(m != "embedding" for m in config.modes):

@@ -9,7 +9,7 @@ milliseconds, nothing is allocated for the weights, and no model slot is needed.
 Long arrays (the vocabulary, the merges) are skipped and only their length is kept: a
 run manifest needs the vocabulary's size, not its 49,152 strings.
 
-Only a regular file is ever opened (:func:`open_regular`): a FIFO would block ``open()``
+Only a regular file is ever opened (:func:`~workbench.dbfiles.open_regular_fd`): a FIFO would block an open
 until a writer came, and a device such as ``/dev/zero`` would be read for ever. Every count
 the header declares is checked against the bytes left before it is trusted, so a crafted
 header cannot make the reader loop or allocate past the file's own size.
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from workbench.dbfiles import database_file_of
-from workbench.filekinds import NotRegular, file_kind, open_regular_fd
+from workbench.dbfiles import database_file_of, open_regular_fd
+from workbench.filekinds import NotRegular, file_kind
 from workbench.models.base import ModelError
 
 MAGIC = b"GGUF"

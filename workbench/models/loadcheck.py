@@ -7,7 +7,7 @@ those only when it loads the model, and a verb that loads its model on the first
 then written its run, its jobs and a ``model_files`` row. So every model a verb will use is
 loaded here first (:func:`check_loads`): llama.cpp reads the hyperparameters, the vocabulary and
 every tensor's shape, memory-mapping the weights (no context is made, no core is kept busy, so
-the machine-wide model slot is not needed); then it is freed. What llama.cpp says of a failure
+the machine-wide model slot is not taken, only checked: :func:`~workbench.models.slot.check_slot`); then it is freed. What llama.cpp says of a failure
 (its own error line, e.g. "unknown model architecture: 'xyzzy'") becomes one
 :class:`~workbench.models.base.ModelError` line.
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from workbench.models.base import ModelError
+from workbench.models.slot import check_slot
 
 __all__ = ["check_loads", "llama_errors", "llama_reason"]
 
@@ -41,6 +42,8 @@ def check_loads(path: str | Path) -> None:
 
     Raises :class:`ModelError` naming the path and llama.cpp's reason when it cannot be loaded.
     """
+    # The load a run makes later takes the machine-wide slot: a slot that cannot be taken is said now too.
+    check_slot()
     path = Path(path)
     st = os.stat(path)
     key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino)

@@ -36,7 +36,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from workbench.dbfiles import DatabaseFileRefused, guarded_open, held_file_of, read_regular
+from workbench.errors import BadInput
 from workbench.models.base import ModelError
+from workbench.paths import user_path
 from workbench.store.lease import program_name
 
 SLOT_ENV = "WORKBENCH_MODEL_SLOT"
@@ -44,6 +47,8 @@ POLL_SECONDS = 0.25
 # The holder writes its line right after taking the lock; a waiter that finds none yet
 # gives it this long before saying it waits for an unnamed process.
 _NAME_GRACE_SECONDS = 1.0
+# The holder's JSON line (pid, a command line cut to 80 characters, a time) fits well within this.
+_LINE_LIMIT = 4096
 
 
 class ModelSlotStopped(BaseException):
@@ -74,7 +79,7 @@ def slot_path() -> Path | None:
     if value.lower() == "off":
         return None
     if value:
-        return Path(value).expanduser()
+        return user_path(value, SLOT_ENV)
     return Path(tempfile.gettempdir()) / f"dissipation-workbench-{os.getuid()}" / "model.lock"
 
 
@@ -88,7 +93,8 @@ def command_line() -> str:
 def read_holder(path: Path) -> Holder | None:
     """The holder named in the lock file at ``path``, or None (no line, or its process is gone)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8") or "null")
+        # The holder's line is short: a lock file grown past that is not one the workbench wrote.
+        data = json.loads(read_regular(path, _LINE_LIMIT).decode("utf-8") or "null")
         holder = Holder(int(data["pid"]), str(data["what"]), float(data["since"]))
     except (OSError, ValueError, TypeError, KeyError):
         return None
@@ -130,7 +136,7 @@ class _ProcessSlot:
                 os.close(fd)
                 raise ModelError(f"{path}: cannot lock the model slot ({exc.strerror}); "
                                  f"set {SLOT_ENV} to another file, or to off") from exc
-            line = json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}).encode("utf-8")
+            line = json.dumps({"pid": os.getpid(), "what": what[:200], "since": time.time()}).encode("utf-8")
             os.ftruncate(fd, 0)
             os.pwrite(fd, line, 0)
             self.fd, self.count, self.taken_at = fd, 1, time.monotonic()
@@ -152,13 +158,36 @@ class _ProcessSlot:
 def _open(path: Path) -> int:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Through the one guarded open: a slot path that names the database (or a link to it) is refused,
+        # not truncated, and a FIFO put there is not waited on.
+        fd, _ = guarded_open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        return fd
+    except DatabaseFileRefused as exc:
+        raise BadInput(f"{SLOT_ENV}={path}: {str(exc).split(': ', 1)[1]}; set {SLOT_ENV} to another file, "
+                       "or to off") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot open the model slot ({exc.strerror}); "
                          f"set {SLOT_ENV} to a writable file, or to off") from exc
 
 
 _PROCESS = _ProcessSlot()
+
+
+def check_slot() -> None:
+    """Refuse, before a verb writes anything, a model slot that cannot be used: ``WORKBENCH_MODEL_SLOT``
+    naming a database's file (:class:`~workbench.errors.BadInput`), or a place where no lock file can be
+    made (:class:`ModelError`). The file is opened and closed through the guard; nothing is locked."""
+    path = slot_path()
+    if path is None or _PROCESS.count:
+        return
+    if os.path.lexists(path):
+        os.close(_open(path))
+        return
+    # Not there yet: it is made when a model first loads (a check leaves no file behind); a name that is a
+    # database's file is refused all the same (its -wal may come and go).
+    held = held_file_of(path)
+    if held is not None:
+        raise BadInput(f"{SLOT_ENV}={path}: is {held}; set {SLOT_ENV} to another file, or to off")
 
 
 class SlotHold:

@@ -50,7 +50,7 @@ def job_statuses(retry_errors: bool) -> tuple[str, ...]:
 class PassWork(ABC, Generic[Job]):
     """What one pass does: select its jobs and do one; the :class:`Driver` does everything around that."""
 
-    #: A ``CachedLLM`` whose calls the counters show (set by ``open`` at the latest); None when
+    #: A ``CachedLLM`` whose calls the counters show (set by ``setup`` at the latest); None when
     #: the work counts its calls itself (``Driver.count_call``).
     llm = None
 
@@ -70,11 +70,11 @@ class PassWork(ABC, Generic[Job]):
         if check is not None:
             check()
 
-    def open(self) -> None:
+    def setup(self) -> None:
         """Set up what processing needs (a model, indexes); a ``ModelError`` here ends the pass, no job touched."""
 
     def close(self) -> None:
-        """Release what ``open`` set up (called whenever ``open`` was)."""
+        """Release what ``setup`` set up (called whenever ``setup`` was)."""
 
     def width(self) -> int:
         """How many jobs may be prepared at once: 1, or the requests in flight a served model takes."""
@@ -121,11 +121,11 @@ class Driver(Generic[Job]):
         report.jobs = len(jobs)
         if not jobs:
             return
-        work.check_models()   # before open() and any write: a model that cannot serve leaves every job pending
+        work.check_models()   # before setup() and any write: a model that cannot serve leaves every job pending
         self.start = time.perf_counter()
         try:
             try:
-                work.open()
+                work.setup()
             except ModelError as exc:   # loaded in the check, yet not now (memory, a file replaced meanwhile)
                 report.fatal = str(exc)
                 return

@@ -216,7 +216,7 @@ class _SearChainWork(PassWork):
             check_model_options(("the run's model", self.config.model, GENERATOR))
         super().check_models()
 
-    def open(self) -> None:
+    def setup(self) -> None:
         if self.llm is None:
             self.own_llm = True
             self.llm = default_llm(self.store, self.config.model, n_ctx=self.config.n_ctx, seed=self.config.seed)

@@ -16,17 +16,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
+import shutil
 from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 import numpy as np
 
-from workbench.filekinds import read_regular
+from workbench.dbfiles import read_regular, write_new
 from workbench.retrieval.text import detect_mode, tokenize
 
 DocId = Union[str, int]
 META_NAME = "workbench_bm25.json"
-FORMAT_VERSION = 1
+VOCAB_NAME = "vocab.json"
+IDS_NAME = "ids.json"
+# 2: the workbench's own files (written new and renamed into place, read within recorded sizes), not bm25s'.
+FORMAT_VERSION = 2
+#: The metadata is a few hundred bytes: a file past this is not one the workbench wrote.
+META_LIMIT = 64 * 1024
+# bm25s.BM25's constructor arguments, saved with the index and given back on load.
+_PARAMS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend")
 
 
 def _id_key(doc_id: DocId) -> tuple:
@@ -168,19 +177,24 @@ class BM25Index:
 
     # ------------------------------------------------------------ persistence
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write the bm25s index plus ids/mode/fingerprint to ``directory``.
+        """Write the index to ``directory``: built whole in a new directory beside it, then renamed into place.
 
-        The metadata file is written last (atomically), so a directory with a
-        partial save has no metadata and ``load`` refuses it.
+        Every file is created new (``O_EXCL``, through :func:`~workbench.dbfiles.guarded_open`), so
+        nothing is ever written through a file that was there (a link to the database, say); a
+        reader sees the old index or the new one, never a mix. The metadata records each file's
+        size, which bounds what :meth:`load` reads.
         """
         import bm25s
 
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        meta_path = d / META_NAME
-        if meta_path.exists():
-            meta_path.unlink()
-        self._bm25.save(str(d), show_progress=False)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        bm = self._bm25
+        arrays = {"data": bm.scores["data"], "indices": bm.scores["indices"], "indptr": bm.scores["indptr"]}
+        if bm.nonoccurrence_array is not None:
+            arrays["nonoccurrence"] = bm.nonoccurrence_array
+        blobs = {f"{name}.bin": np.ascontiguousarray(a).tobytes() for name, a in arrays.items()}
+        blobs[VOCAB_NAME] = json.dumps(bm.vocab_dict, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        blobs[IDS_NAME] = json.dumps(self.ids, ensure_ascii=False).encode("utf-8")
         meta = {
             "format": FORMAT_VERSION,
             "mode": self.mode,
@@ -188,33 +202,104 @@ class BM25Index:
             "fingerprint": self.fingerprint,
             "n_docs": len(self.ids),
             "bm25s_version": bm25s.__version__,
-            "ids": self.ids,
+            "params": {k: getattr(bm, k) for k in _PARAMS},
+            "arrays": {name: [np.asarray(a).dtype.str, int(np.asarray(a).size)] for name, a in arrays.items()},
+            "files": {name: len(blob) for name, blob in sorted(blobs.items())},
         }
-        tmp = d / (META_NAME + ".tmp")
-        tmp.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, meta_path)
+        blobs[META_NAME] = json.dumps(meta, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        if len(blobs[META_NAME]) > META_LIMIT:
+            raise ValueError(f"{d}: the index metadata would exceed {META_LIMIT} bytes")
+        staging = d.with_name(f".{d.name}.{secrets.token_hex(6)}.new")
+        staging.mkdir()
+        try:
+            for name, blob in blobs.items():   # the metadata last: a directory without it is incomplete
+                write_new(staging / name, blob)
+            _swap_into_place(staging, d)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
         return d
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, mmap: bool = False) -> "BM25Index":
+        """The index saved in ``directory``; ``ValueError`` or ``OSError`` when it is incomplete or damaged.
+
+        Each file is read through the guarded open, regular files only, and only up to the size its
+        metadata records (itself read within :data:`META_LIMIT`): a file of any other size is damaged
+        and is not read at all. ``mmap`` is accepted for compatibility; the arrays are read whole.
+        """
         import bm25s
 
         d = Path(directory)
         meta_path = d / META_NAME
         if not meta_path.exists():
             raise FileNotFoundError(f"{meta_path}: not a saved BM25Index (missing metadata)")
-        # A regular file only, read without blocking (the caller looked at the directory; this is its last word).
-        meta = json.loads(read_regular(meta_path, follow=False).decode("utf-8"))
+        meta = json.loads(read_regular(meta_path, META_LIMIT + 1, follow=False).decode("utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError(f"{meta_path}: not an index's metadata")
         if meta.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{meta_path}: unsupported format {meta.get('format')!r}")
+            raise OtherFormat(f"{d}: saved in format {meta.get('format')!r}, this workbench reads {FORMAT_VERSION}")
+        files = meta["files"]
+        blobs = {name: _read_exactly(d / name, int(size)) for name, size in files.items()}
+        arrays = {}
+        for name, (dtype, size) in meta["arrays"].items():
+            array = np.frombuffer(blobs[f"{name}.bin"], dtype=np.dtype(dtype))
+            if array.size != size:
+                raise ValueError(f"{d / f'{name}.bin'}: {array.size} values, the metadata says {size}")
+            arrays[name] = array
         self = cls.__new__(cls)
         self.mode = meta["mode"]
         self.stopwords = meta["stopwords"]
         self.fingerprint = meta["fingerprint"]
-        self.ids = meta["ids"]
-        self._bm25 = bm25s.BM25.load(str(d), mmap=mmap, show_progress=False)
-        n = int(self._bm25.scores["num_docs"])
-        if n != len(self.ids):
-            raise ValueError(f"{d}: index has {n} documents but metadata lists {len(self.ids)} ids")
+        self.ids = json.loads(blobs[IDS_NAME].decode("utf-8"))
+        vocab = json.loads(blobs[VOCAB_NAME].decode("utf-8"))
+        n = int(meta["n_docs"])
+        indptr = arrays["indptr"]
+        if len(self.ids) != n or indptr.size != len(vocab) + 1 or int(indptr[-1]) != arrays["data"].size:
+            raise ValueError(f"{d}: the index's files disagree with its metadata ({len(self.ids)} ids for {n} "
+                             f"documents, {indptr.size} offsets for {len(vocab)} terms)")
+        bm = bm25s.BM25(**meta["params"])
+        bm.scores = {"data": arrays["data"], "indices": arrays["indices"], "indptr": indptr, "num_docs": n}
+        bm.nonoccurrence_array = arrays.get("nonoccurrence")
+        bm.vocab_dict = vocab
+        bm.unique_token_ids_set = set(vocab.values())
+        self._bm25 = bm
         self._post_init()
         return self
+
+
+class OtherFormat(ValueError):
+    """A saved index of another format (an older workbench's): not damaged, but to be built again."""
+
+
+def _read_exactly(path: Path, size: int) -> bytes:
+    """The bytes of the cache file ``path``, which must be a regular file of exactly ``size`` bytes.
+
+    Its size is looked at on the opened descriptor before anything is read: a file grown or cut
+    since (a 2 GiB sparse file put in its place, say) is refused at once, unread.
+    """
+    data = read_regular(path, size, follow=False, size=size)
+    if len(data) != size:
+        raise ValueError(f"{path}: cut short while reading ({len(data):,} of {size:,} bytes)")
+    return data
+
+
+def _swap_into_place(staging: Path, target: Path) -> None:
+    """Rename the complete ``staging`` directory to ``target``, replacing an older index there."""
+    try:
+        os.rename(staging, target)
+        return
+    except OSError:
+        if not target.exists() and not target.is_symlink():
+            raise
+    old = target.with_name(f".{target.name}.{secrets.token_hex(6)}.old")
+    os.rename(target, old)          # a link or a file there is moved aside, never followed
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if not target.is_dir():     # another process put its own (equal) index there meanwhile: keep it
+            raise
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink()

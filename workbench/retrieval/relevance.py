@@ -207,7 +207,7 @@ class _RelevanceWork(PassWork):
             check_model_options(("the judge's model", self.run.model, GENERATOR))
         super().check_models()
 
-    def open(self) -> None:
+    def setup(self) -> None:
         if self.llm is None:
             self.own_llm = True
             self.llm = default_llm(self.store, self.run.model)

@@ -25,7 +25,7 @@ from workbench.evidence.stored import load_units
 from workbench.models.embedder import CachedEmbedder
 from workbench.models.embedders import PASSAGE, QUERY
 from workbench.models.openai_http import DEFAULT_TIMEOUT
-from workbench.retrieval.bm25 import META_NAME, BM25Index, fingerprint, triple_text
+from workbench.retrieval.bm25 import META_NAME, BM25Index, OtherFormat, fingerprint, triple_text
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.store.caches import index_cache
 from workbench.store.db import Store
@@ -77,7 +77,10 @@ def open_index(store: Store, dataset_id: int, mode: str = "auto",
     elif (directory / META_NAME).is_file():
         try:
             return BM25Index.load(directory), False, directory
-        # What json, numpy and bm25s raise on a damaged or truncated file: the cache is rebuilt from the store.
+        except OtherFormat:
+            _discard(directory)         # an older workbench's index: built again, nothing is wrong
+        # What json and numpy raise on a damaged or truncated file, and the guarded open's refusal of a
+        # file that is a link to the database: the cache is rebuilt beside it from the store, never read through.
         except (OSError, EOFError, ValueError, KeyError, TypeError, MemoryError) as exc:
             _note(f"note: the BM25 index {directory} is damaged ({_reason(exc)}); rebuilding it")
             _discard(directory)

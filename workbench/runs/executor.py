@@ -160,7 +160,7 @@ class _RunWork(PassWork):
         if self.backend is None:
             check_model_options(("the run's model", self.gen.model_ref, GENERATOR), timeout=self.opts.timeout)
 
-    def open(self) -> None:
+    def setup(self) -> None:
         self.backend = self.backend or make_backend(self.gen.backend_spec, self.opts, self.store)
         # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
         record_execution(self.store, self.run, self.gen, n_threads=self.opts.n_threads,

@@ -30,6 +30,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.dbfiles import read_regular
 from workbench.evidence import DEFAULT_TOKENIZER
 from workbench.models.base import ModelError
 from workbench.models.gguf import GGUFError, model_facts, read_header
@@ -182,11 +183,11 @@ def git_commit(checkout: Path) -> str | None:
     gitdir = checkout / ".git"
     try:
         if gitdir.is_file():   # a linked worktree or submodule: "gitdir: PATH"
-            pointer = gitdir.read_text(encoding="utf-8").strip()
+            pointer = _text(gitdir).strip()
             if not pointer.startswith("gitdir:"):
                 return None
             gitdir = (checkout / pointer[len("gitdir:"):].strip()).resolve()
-        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
+        head = _text(gitdir / "HEAD").strip()
     except OSError:
         return None
     if not head.startswith("ref:"):
@@ -194,22 +195,28 @@ def git_commit(checkout: Path) -> str | None:
     ref = head[len("ref:"):].strip()
     common = gitdir
     if (gitdir / "commondir").is_file():   # a worktree keeps its branches in the main repository
-        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+        common = (gitdir / _text(gitdir / "commondir").strip()).resolve()
     for base in dict.fromkeys((gitdir, common)):
         try:
-            sha = (base / ref).read_text(encoding="utf-8").strip()
+            sha = _text(base / ref).strip()
             if _is_sha(sha):
                 return sha
         except OSError:
             pass
         try:
-            for line in (base / "packed-refs").read_text(encoding="utf-8").splitlines():
+            for line in _text(base / "packed-refs", 64 << 20).splitlines():
                 sha, _, name = line.partition(" ")
                 if name == ref and _is_sha(sha):
                     return sha
         except OSError:
             pass
     return None   # a branch with no commit yet
+
+
+def _text(path: Path | str, limit: int = 64 * 1024) -> str:
+    """A small text file the workbench finds of its own accord (git's, /proc's), read through the guarded open:
+    a regular file only, within ``limit`` bytes."""
+    return read_regular(path, limit).decode("utf-8", errors="replace")
 
 
 def _is_sha(text: str) -> bool:
@@ -268,11 +275,10 @@ def _c_string(call) -> str | None:
 def cpu_model() -> str | None:
     """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
-                    return value.strip()
+        for line in _text("/proc/cpuinfo", 1 << 20).splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
+                return value.strip()
     except OSError:
         pass
     return platform.processor() or platform.machine() or None

@@ -22,6 +22,7 @@ it asked.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
@@ -307,14 +308,27 @@ def complete_answers(store: Store, run: Run) -> tuple[list[str], np.ndarray, np.
     sids = sorted({sid for sid, _ in events.rows})
     answered = sum(1 for status, score, _ in events.rows.values() if status == "done" and score is not None)
     if answered < len(sids) * len(cells):
-        # A sequential run skips the jobs of the cells it stops: resuming it does not complete it.
-        how = ("a sequential run stops asking once decided: replay a run made without --stop-when" if sequential_config(run)
-               else f"`workbench resume {run.name}` finishes it")
         raise ValueError(f"--replay needs a complete run: run {run.name!r} has {answered:,} of its "
-                         f"{len(sids) * len(cells):,} grid jobs answered ({how})")
+                         f"{len(sids) * len(cells):,} grid jobs answered ({_completing(run, events)})")
     scores = np.array([[events.rows[(sid, c)][1] for c in cells] for sid in sids], dtype=np.float64)
     groups = np.array([[events.group(sid, c) for c in cells] for sid in sids], dtype=np.int64)
     return cells, scores, groups
+
+
+def _completing(run: Run, events: _Events) -> str:
+    """What would complete ``run``'s answers, in words: the command, or why none does."""
+    if sequential_config(run):
+        # A sequential run skips the jobs of the cells it stops: resuming it does not complete it.
+        return "a sequential run stops asking once decided: replay a run made without --stop-when"
+    if run.model is None:
+        # A sweep plans jobs for answers made elsewhere: no model of the workbench's gives them.
+        return f"a sweep has no model: import its answers with `workbench predictions import FILE {run.name}`"
+    statuses = Counter(status for status, _, _ in events.rows.values())
+    failed, pending = statuses["error"], statuses["pending"]
+    if failed:
+        more = f" and answers the {pending:,} pending" if pending else ""
+        return f"`workbench resume {run.name} --retry-errors` asks the {failed:,} failed jobs again{more}"
+    return f"`workbench resume {run.name}` answers the {pending:,} pending jobs"
 
 
 def mark_skipped(store: Store, run: Run, cells: Sequence[str]) -> int:

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from workbench import dbfiles
 from workbench.dbfiles import open_database_paths
 from workbench.errors import EnvironmentFault
+from workbench.paths import user_path
 from workbench.store.sqlitelib import sqlite_utils
 from workbench.store.faults import (BUSY_TIMEOUT_MS, SQLITE_MAGIC, check_file, fault, rollback_open, sidecar,
                                     writable, write_blocker, write_fault)
@@ -35,7 +36,7 @@ def default_db_path() -> Path:
     """``$WORKBENCH_DB`` if set, else ``workbench.db`` in the per-user data directory."""
     env = os.environ.get("WORKBENCH_DB")
     if env:
-        return Path(env)
+        return user_path(env, "WORKBENCH_DB")
     import platformdirs
 
     return Path(platformdirs.user_data_dir("dissipation-workbench")) / "workbench.db"
@@ -62,6 +63,8 @@ class Store:
 
     def __post_init__(self) -> None:
         dbfiles.opened(self.path)
+        # From here on no Python open of this database's files can happen in this process: only SQLite's.
+        dbfiles.guard_process()
 
     @property
     def conn(self) -> sqlite3.Connection:

@@ -83,7 +83,7 @@ def check_file(path: Path, *, create: bool = True) -> None:
 
     Only the path's metadata is looked at (``stat``): the file is never opened here.
     Closing any descriptor of a file drops every POSIX lock this process holds on it,
-    SQLite's included, so a Python ``open()`` of a database another connection of this
+    SQLite's included, so a Python open of a database another connection of this
     process has open would let another process checkpoint and delete its -wal and -shm
     under that connection (SQLite's "How To Corrupt An SQLite Database File", 2.2). What
     the header says (not SQLite, truncated) is SQLite's to read: its first query fails

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
+from workbench.dbfiles import read_regular
 from workbench.errors import EnvironmentFault
 from workbench.store.db import Store
 
@@ -86,7 +87,7 @@ def process_start(pid: int) -> tuple[str, int] | None:
     starttime (clock ticks since boot) tells a pid's process from a later one reusing the pid.
     """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = read_regular(f"/proc/{pid}/stat", 64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.

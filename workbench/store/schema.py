@@ -17,6 +17,7 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from workbench.dbfiles import read_regular
 from workbench.store.faults import rollback_open
 
 MIGRATIONS_DIR: Traversable = files("workbench") / "migrations"
@@ -60,7 +61,7 @@ def apply_migrations(conn: sqlite3.Connection, directory: Traversable | Path | N
         stem = path.name[: -len(".sql")]
         if stem in done:
             continue
-        sql = path.read_text(encoding="utf-8")
+        sql = read_regular(path).decode("utf-8")
         conn.execute("BEGIN IMMEDIATE")
         try:
             # executescript would COMMIT on its own; run statements one by one instead
