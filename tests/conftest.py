@@ -32,6 +32,7 @@ from workbench.store import Store, open_store
 import lockguard
 import modeluse
 from llama_server import Server, serve
+from outputcache import SharedOutputs, shared_root
 from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +107,49 @@ def real_model_is_marked(request, tmp_path, private_model_slot):
     if modeluse.used_a_model(before, tmp_path / "model.lock") and not request.node.get_closest_marker(modeluse.MARKER):
         pytest.fail(f"{request.node.nodeid} ran a real model: mark it @pytest.mark.{modeluse.MARKER} "
                     "(tests/modeluse.py)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def shared_outputs(tmp_path_factory) -> SharedOutputs:
+    """The session's pool of model outputs, shared by the workers: real passes run once, reused by every test
+    whose subject is not the model (tests/outputcache.py)."""
+    return SharedOutputs(shared_root(tmp_path_factory))
+
+
+# -- the suite's time: every test has a budget, and the summary names the tests over theirs -------------------
+#: Seconds a test may take (setup, call and teardown) before the summary names it; `@pytest.mark.budget(S)` sets
+#: another for one test, e.g. one whose subject is a real model's generation.
+TIME_BUDGET = 5.0
+_SPENT: dict[str, float] = {}
+_BUDGETS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _SPENT[report.nodeid] = _SPENT.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_collection_finish(session):
+    for item in session.items:
+        marker = item.get_closest_marker("budget")
+        if marker is not None:
+            _BUDGETS[item.nodeid] = float(marker.args[0])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Reported, not asserted: a slow test is a cost to every change, named here so the next one is noticed."""
+    over = sorted(((spent, nodeid) for nodeid, spent in _SPENT.items()
+                   if spent > _BUDGETS.get(nodeid, TIME_BUDGET)), reverse=True)
+    if not over:
+        return
+    total = sum(_SPENT.values())
+    terminalreporter.section(f"tests over their time budget ({TIME_BUDGET:g} s unless marked budget)")
+    terminalreporter.write_line(f"{len(over)} of {len(_SPENT)} tests, {sum(s for s, _ in over):.0f} s of the "
+                                f"suite's {total:.0f} s summed:")
+    for spent, nodeid in over[:25]:
+        budget = _BUDGETS.get(nodeid, TIME_BUDGET)
+        terminalreporter.write_line(f"  {spent:6.1f} s (budget {budget:g} s)  {nodeid}")
+    if len(over) > 25:
+        terminalreporter.write_line(f"  … and {len(over) - 25} more")
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 The lease is a row in the real database naming its holder's pid, host and the pid's start
 time. Holders here are real processes: a ``sleep`` child stands for a live holder, a child
 killed with -9 for a dead one, and two ``workbench resume`` processes race for one run of
-the real default model (SmolLM2-135M).
+a served model (tests/genkit.py: a stand-in whose answers the test paces).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE_METAQA, wait_for_rows
-from tuikit import SIZE, open_runs, wait_for
+from conftest import REPO, SAMPLE_METAQA, copy_db, new_template, wait_for_rows
+from genkit import ServedModel, Stderr
+from tuikit import SIZE, open_runs, plan_served_run, wait_for
 from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.errors import EnvironmentFault
@@ -276,7 +277,9 @@ def test_every_verb_that_writes_a_run_takes_wait(argv):
     assert build_parser().parse_args([*argv, "--wait"]).wait is True
 
 
-# -- two real processes on one run of the real model --------------------------------------------
+# -- two real processes on one run of a served model ---------------------------------------------
+# The model is a served stand-in (tests/genkit.py) whose answers go when the test says: the first writer is
+# still writing when the second arrives, however fast or loaded the machine is.
 def _generations(db: Path) -> int:
     con = sqlite3.connect(db)
     try:
@@ -285,10 +288,36 @@ def _generations(db: Path) -> int:
         con.close()
 
 
-@pytest.mark.real_model
-def test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generated_twice(live_db):
-    procs = [subprocess.Popen(_cli(live_db, "resume", "live", "--json"), stdout=subprocess.PIPE,
+@pytest.fixture(scope="module")
+def metaqa_template(tmp_path_factory) -> Path:
+    """MetaQA imported once for the module (each test plans its run on a copy)."""
+    with new_template(tmp_path_factory, "wb.db") as store:
+        path = store.path
+    return path
+
+
+@pytest.fixture
+def served():
+    with ServedModel(paced=True) as model:
+        yield model
+
+
+@pytest.fixture
+def served_live(tmp_path, metaqa_template, served) -> Path:
+    """MetaQA with one planned one-cell run, ``live``, of 6 questions for the ``served`` model."""
+    db = copy_db(metaqa_template, tmp_path / "live.db")
+    plan_served_run(db, "live", served)
+    return db
+
+
+def test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generated_twice(served_live, served):
+    procs = [subprocess.Popen(_cli(served_live, "resume", "live", "--json"), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    deadline = time.monotonic() + 120
+    while all(p.poll() is None for p in procs):     # the writer waits for its first answer: the other ends first
+        assert time.monotonic() < deadline, "neither resume ended"
+        time.sleep(0.05)
+    served.release()
     outs = [p.communicate(timeout=300) for p in procs]
     assert sorted(p.returncode for p in procs) == [0, 1], outs
     winner, loser = (0, 1) if procs[0].returncode == 0 else (1, 0)
@@ -299,15 +328,22 @@ def test_two_resumes_at_once_one_writes_the_other_refuses_and_nothing_is_generat
     result = json.loads(outs[winner][0])
     assert result["run"]["done"] == 6 and result["run"]["pending"] == 0
     # Every model call made (the loser made none) is a distinct generation: no duplicated work.
-    assert result["execution"]["model_calls"] == result["run"]["model_calls"] == _generations(live_db) > 0
-    assert _holder_row(live_db, "run:live") is None
+    assert result["execution"]["model_calls"] == result["run"]["model_calls"] == _generations(served_live) > 0
+    assert _holder_row(served_live, "run:live") is None
 
 
-@pytest.mark.real_model
-def test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do(live_db):
-    procs = [subprocess.Popen(_cli(live_db, "resume", "live", "--wait"), stdout=subprocess.DEVNULL,
+def test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do(served_live, served):
+    procs = [subprocess.Popen(_cli(served_live, "resume", "live", "--wait"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    errs = [p.communicate(timeout=300)[1] for p in procs]
+    stderrs = [Stderr(p) for p in procs]
+    deadline = time.monotonic() + 120
+    while not any("waiting:" in line for s in stderrs for line in s.lines):   # the writer waits for its answers
+        assert time.monotonic() < deadline, [s.lines for s in stderrs]
+        time.sleep(0.05)
+    served.release()
+    for p in procs:
+        p.wait(timeout=300)
+    errs = [s.text() for s in stderrs]
     assert [p.returncode for p in procs] == [0, 0], errs
     waiter = 0 if "waiting:" in errs[0] else 1
     writer = 1 - waiter
@@ -316,24 +352,26 @@ def test_with_wait_the_second_resume_waits_for_the_first_then_has_nothing_to_do(
     assert "waiting:" not in errs[writer]
     assert "run live: nothing to do (6 jobs done)" in errs[waiter]
     generated = re.search(r"run live: 6 of 6 jobs done in [\d.]+s: (\d+) generated", errs[writer])
-    assert generated and int(generated.group(1)) == _generations(live_db) > 0, errs[writer]
+    assert generated and int(generated.group(1)) == _generations(served_live) > 0, errs[writer]
 
 
-@pytest.mark.real_model
-def test_a_run_whose_writer_was_killed_with_9_resumes_and_recovers_its_lease(live_db):
-    proc = subprocess.Popen(_cli(live_db, "resume", "live"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_rows(live_db, "SELECT count(*) FROM events WHERE status = 'done'", 1, proc)
+def test_a_run_whose_writer_was_killed_with_9_resumes_and_recovers_its_lease(served_live, served):
+    proc = subprocess.Popen(_cli(served_live, "resume", "live"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    served.allow(1)                     # one answer; the jobs in flight after it wait for the kill
+    wait_for_rows(served_live, "SELECT count(*) FROM events WHERE status = 'done'", 1, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert _holder_row(live_db, "run:live") == (proc.pid, "workbench resume live")   # left behind
-    before = _generations(live_db)
-    resumed = subprocess.run(_cli(live_db, "resume", "live", "--json"), capture_output=True, text=True, timeout=300)
+    served.release()
+    assert _holder_row(served_live, "run:live") == (proc.pid, "workbench resume live")   # left behind
+    before = _generations(served_live)
+    resumed = subprocess.run(_cli(served_live, "resume", "live", "--json"), capture_output=True, text=True,
+                             timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert f"recovered the lease of pid {proc.pid}, which died: it was writing run live since " in resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["run"]["done"] == 6
-    assert before + result["execution"]["model_calls"] == _generations(live_db)
-    assert _holder_row(live_db, "run:live") is None
+    assert before + result["execution"]["model_calls"] == _generations(served_live)
+    assert _holder_row(served_live, "run:live") is None
 
 
 # -- the same name planned twice at once ---------------------------------------------------------

@@ -23,6 +23,7 @@ import pytest
 from conftest import SAMPLE_METAQA
 from slotkit import holder, let_go
 from tuikit import SIZE, open_runs, wait_for
+from workbench.data.corpus import import_corpus
 from workbench.data.importer import import_dataset
 from workbench.models import slot
 from workbench.models.cached import default_llm
@@ -238,12 +239,25 @@ def test_workbench_resume_waits_for_the_model_then_runs(two_job_db):
     assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("done", 2)]
 
 
+@pytest.fixture
+def one_recipe_db(tmp_path) -> Path:
+    """A Markdown corpus ``hc`` of one short recipe: the model's question job is a few tokens of prompt."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "番茄炒蛋.md").write_text("# 番茄炒蛋\n\n鸡蛋打散，番茄切块。先炒蛋，再炒番茄，加盐。\n", encoding="utf-8")
+    db = tmp_path / "hc.db"
+    store = open_store(db)
+    import_corpus(store, recipes, "hc")
+    store.close()
+    return db
+
+
 @pytest.mark.real_model
-def test_llm_question_generation_says_whom_it_waits_for(corpus_db):
+def test_llm_question_generation_says_whom_it_waits_for(one_recipe_db):
     # Once silent: `questions generate --strategy llm` waited for the model without a word.
     with holder("workbench dedup run kg") as child:
-        proc = subprocess.Popen(_cli(corpus_db, "questions", "generate", "hc", "--strategy", "llm", "--limit", "1",
-                                     "--n", "1", "--max-tokens", "16"),
+        proc = subprocess.Popen(_cli(one_recipe_db, "questions", "generate", "hc", "--strategy", "llm", "--limit",
+                                     "1", "--n", "1", "--max-tokens", "8"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = _stderr_lines(proc)
         line = _until(lines, "waiting for the model")

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE_METAQA, new_template, wait_for_rows
+from genkit import ServedModel
 from seqkit import Reader
 from workbench.cli import main
 from workbench.data.importer import import_dataset
@@ -267,26 +268,28 @@ def test_stopping_options_are_checked_before_anything_is_written(argv, said, db,
     assert capsys.readouterr().err.startswith(f"error: {said}")
 
 
-@pytest.mark.real_model
-def test_a_real_model_sequential_run_killed_and_resumed_ends_with_the_rerun_decision_asking_nothing_twice(tmp_path):
-    # SmolLM2 through the CLI. What it writes depends on the CPU, so nothing here names a winner: the
-    # killed-and-resumed run must reach the decision that the same rule reaches on the same answers
-    # (a second run served from the cache), and each distinct prompt is generated once.
+def test_a_served_sequential_run_killed_and_resumed_ends_with_the_rerun_decision_asking_nothing_twice(tmp_path):
+    """Through the CLI, as a user runs it, against a served model (tests/genkit.py: the Reader's answers, each
+    when the test allows it): the killed-and-resumed run must reach the decision the same rule reaches on the
+    same answers (a second run served from the cache), and each distinct prompt is generated once."""
     db = tmp_path / "wb.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
     store.close()
-    argv = ["run", "metaqa", "--limit", "16", "--k", "1,20", "--budget", "64", "--format", "linear",
-            "--max-tokens", "12", "--n-ctx", "1024", "--stop-when", "best", "--tolerance", "0.3"]
-    cli = [sys.executable, "-m", "workbench.cli", "--db", str(db)]
-    proc = subprocess.Popen([*cli, *argv, "--name", "seq"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_rows(db, "SELECT count(*) FROM events WHERE status = 'done'", 3, proc)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    assert main(["--db", str(db), "resume", "seq"]) == 0
-    assert main(["--db", str(db), *argv, "--name", "again"]) == 0      # every answer from the cache
+    with ServedModel(paced=True) as model:
+        argv = ["run", "metaqa", "--limit", "16", "--k", "1,20", "--budget", "64", "--format", "linear",
+                "--max-tokens", "12", "--n-ctx", "1024", "--stop-when", "best", "--tolerance", "0.3", *model.options]
+        cli = [sys.executable, "-m", "workbench.cli", "--db", str(db)]
+        proc = subprocess.Popen([*cli, *argv, "--name", "seq"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            model.allow(3)                # three answers, then the kill with the round's other jobs in flight
+            wait_for_rows(db, "SELECT count(*) FROM events WHERE status = 'done'", 3, proc)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait()
+            model.release()
+        assert main(["--db", str(db), "resume", "seq"]) == 0
+        assert main(["--db", str(db), *argv, "--name", "again"]) == 0      # every answer from the cache
     store = open_store(db)
     try:
         seq, again = (sequential_status(store, get_run(store, name)) for name in ("seq", "again"))

@@ -18,9 +18,10 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
-from conftest import SAMPLE_METAQA
-from tuikit import (MODEL_PATIENCE, SIZE, heading, open_runs, run_from_palette, settle, settled_after, snap_app,
-                    type_text, until_loaded, wait_for)
+from conftest import SAMPLE_METAQA, copy_db
+from tuistates import build_metaqa, shared_template
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run,
+                    run_from_palette, settle, settled_after, snap_app, type_text, until_loaded, wait_for)
 
 async def test_help_and_every_mode_opens_from_the_keyboard(swept_db):
     app = WorkbenchApp(swept_db)
@@ -104,15 +105,33 @@ async def test_samples_page_filter_search_and_detail(swept_db):
         await wait_for(pilot, lambda: app.screen.cell_id != "k1-b64-score")
 
 
-@pytest.mark.real_model
-async def test_cli_writes_while_the_tui_reads(live_db):
-    """A CLI run writes jobs while the app polls the same file: live rows, no lock errors."""
-    db = live_db
+@pytest.fixture(scope="session")
+def metaqa_template(tmp_path_factory):
+    """sample_data/metaqa imported, nothing else: built once per test session."""
+    return shared_template(tmp_path_factory, "metaqa.db", build_metaqa)
+
+
+@pytest.fixture
+def served_db(tmp_path, metaqa_template):
+    """MetaQA, and a run ``served`` of 6 questions planned for a served model that answers when the test lets it."""
+    server = PacedServer()
+    db = copy_db(metaqa_template, tmp_path / "wb.db")
+    plan_served_run(db, "served", server)
+    yield db, server
+    server.close()
+
+
+async def test_cli_writes_while_the_tui_reads(served_db):
+    """A CLI run writes jobs while the app polls the same file: live rows, no lock errors.
+
+    The CLI's model is served (tests/tuikit.py's PacedServer): each job commits when the test lets it, so
+    the row is seen moving job by job however fast the machine; what the model says is not the subject."""
+    db, server = served_db
     app = WorkbenchApp(db, poll_seconds=0.2)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
         await wait_for(pilot, lambda: app.current_mode == "runs")
-        proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "--db", str(db), "resume", "live"],
+        proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "--db", str(db), "resume", "served"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         table = app.screen.query_one("DataTable")
         seen = set()
@@ -120,9 +139,17 @@ async def test_cli_writes_while_the_tui_reads(live_db):
         def done_count():
             if table.row_count:
                 seen.add(table.get_row_at(0)[4])
-            return proc.poll() is not None and table.get_row_at(0)[4] == "6"
+            return table.row_count and table.get_row_at(0)[4]
 
-        await wait_for(pilot, done_count, timeout=MODEL_PATIENCE, what="the CLI's 6 jobs shown done")
+        try:
+            for done in range(1, 7):
+                server.allow()
+                await wait_for(pilot, lambda: done_count() == str(done), what=f"the CLI's job {done} shown done")
+            await wait_for(pilot, lambda: proc.poll() is not None and done_count() == "6",
+                           what="the CLI's 6 jobs shown done")
+        finally:
+            server.release()
+            proc.wait(timeout=PATIENCE)
         assert proc.returncode == 0, proc.stderr.read()
         assert len(seen) > 1  # the count moved while we watched
         assert not isinstance(app.screen, ErrorDialog)

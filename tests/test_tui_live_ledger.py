@@ -1,5 +1,9 @@
-"""The Ledger live during a real run: each job's commit shows, and each refresh reads only
-the events that changed, never the whole run (the latency is bench/bench_live_ledger.py's)."""
+"""The Ledger live during a run another process executes: each job's commit shows, and each refresh reads
+only the events that changed, never the whole run (the latency is bench/bench_live_ledger.py's).
+
+The run is the CLI's (`workbench resume`), its model served by tests/tuikit.py's PacedServer: each job
+commits when the test lets it, so every commit can be seen on its own however fast the machine. What the
+model says is not the subject, only that the screen follows what the other process writes."""
 
 from __future__ import annotations
 
@@ -10,14 +14,31 @@ import time
 
 import pytest
 
+from conftest import copy_db
+from tuikit import PATIENCE, SIZE, PacedServer, plan_served_run, until_loaded, wait_for
+from tuistates import build_metaqa, shared_template
 from workbench.runs.aggregate import LedgerReader
 from workbench.tui.app import WorkbenchApp
 
-from tuikit import MODEL_PATIENCE, SIZE, until_loaded, wait_for
+
+@pytest.fixture(scope="session")
+def metaqa_template(tmp_path_factory):
+    """sample_data/metaqa imported, nothing else: built once per test session."""
+    return shared_template(tmp_path_factory, "metaqa.db", build_metaqa)
 
 
-@pytest.mark.real_model
-async def test_the_ledger_follows_a_real_run_reading_only_the_changed_events(live_db, monkeypatch):
+@pytest.fixture
+def served_live(tmp_path, metaqa_template):
+    """MetaQA and ``live``, 6 questions planned for a served model that answers when the test lets it."""
+    server = PacedServer()
+    db = copy_db(metaqa_template, tmp_path / "live.db")
+    plan_served_run(db, "live", server)
+    yield db, server
+    server.close()
+
+
+async def test_the_ledger_follows_a_run_written_elsewhere_reading_only_the_changed_events(served_live, monkeypatch):
+    live_db, server = served_live
     refreshes = []  # (jobs done in the view it returned, what the refresh read)
     original = LedgerReader.refresh
 
@@ -47,10 +68,17 @@ async def test_the_ledger_follows_a_real_run_reading_only_the_changed_events(liv
                 row = view.report.rows[0]
                 if row["n"].value == view.report.jobs_done:  # the cell's n is its scored samples
                     shown.setdefault(view.report.jobs_done, now)
-            return proc.poll() is not None and 6 in shown
+            return shown
 
-        await wait_for(pilot, follow, timeout=MODEL_PATIENCE, step=0.02, what="all 6 jobs shown")
-        watcher.close()
+        try:
+            for done in range(1, 7):       # one job at a time: the screen shows each before the next commits
+                server.allow()
+                await wait_for(pilot, lambda: done in follow(), step=0.02, what=f"job {done} shown")
+            await wait_for(pilot, lambda: proc.poll() is not None and 6 in follow(), what="all 6 jobs shown")
+        finally:
+            server.release()
+            proc.wait(timeout=PATIENCE)
+            watcher.close()
         assert proc.returncode == 0, proc.stderr.read()
     # Each job's commit shows up on its own (two may commit between two refreshes). How fast is
     # measured by bench/bench_live_ledger.py, not asserted here: a loaded machine only slows it.

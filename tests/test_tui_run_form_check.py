@@ -7,7 +7,7 @@ with a short deadline; the summary says "checking the model…" and then the ans
 answer for the value in the field is ever shown.
 
 The stand-in server below is a socket that listens, accepts and never replies. Its watchdog closes
-every connection after ``FROZEN`` seconds: on the code that checked on the UI thread, that gives the
+every connection ``FROZEN`` seconds after the first: on the code that checked on the UI thread, that gives the
 loop back so the test fails on its timings instead of hanging (``asyncio.wait_for`` cannot fire in a
 loop that is blocked).
 """
@@ -48,9 +48,9 @@ class SilentServer:
         self.accepted = 0
         self._held: list[socket.socket] = []
         self._released = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        # Counted from the first connection held, not from here: a slow start of the app is no frozen UI thread.
         self._watchdog = threading.Timer(FROZEN, self.release)
-        self._watchdog.start()
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def ref(self, model: str) -> str:
         """The served-model reference of ``model`` on this server."""
@@ -67,6 +67,8 @@ class SilentServer:
                 conn.close()
             else:
                 self._held.append(conn)
+                if len(self._held) == 1:
+                    self._watchdog.start()
 
     def release(self) -> None:
         self._released.set()
@@ -84,6 +86,18 @@ def silent():
     server = SilentServer()
     yield server
     server.close()
+
+
+# The form's deadline for a served model in these tests: what they look at is the order of things, and the
+# silent server makes every check that asks it last this long (a test's end waits for its thread too).
+DEADLINE = 2.0
+
+
+@pytest.fixture(autouse=True)
+def short_deadline(monkeypatch):
+    """A 2 s deadline for the form's check of a served model (5 s in use: ``CHECK_TIMEOUT``)."""
+    monkeypatch.setattr(run_form, "CHECK_TIMEOUT", DEADLINE)
+    return DEADLINE
 
 
 @pytest.fixture
@@ -141,13 +155,15 @@ async def test_a_silent_server_typed_into_the_model_field_says_checking_then_its
             await pilot.press("tab")
             assert app.focused.id == "k" and loop.time() - began < PROMPT
             assert CHECKING in summary(form)
-            await wait_for(pilot, lambda: form.loaded, timeout=CHECK_TIMEOUT + 10, what="the check's answer")
+            await wait_for(pilot, lambda: form.loaded, timeout=DEADLINE + 10, what="the check's answer")
             waited = loop.time() - typed
             said = summary(form)
             assert said.startswith(f"✗ model: http://127.0.0.1:{silent.port}/v1"), said
             assert CHECKING not in said
-            # The deadline decided it: the server never answered, and the form waited its 5 s, not 120.
-            assert CHECK_TIMEOUT - 0.5 < waited < CHECK_TIMEOUT + 5, waited
+            # The deadline decided it: the server never answered, and the form waited its deadline (5 s in use,
+            # DEADLINE here), not a run's 120 s.
+            assert DEADLINE - 0.5 < waited < DEADLINE + 5, waited
+            assert CHECK_TIMEOUT <= 5
             # One check for the value typed, not one per key ("…#s", "…#st": each would have asked the server).
             assert silent.accepted == 1
 
@@ -202,7 +218,7 @@ async def test_the_answer_for_a_value_no_longer_in_the_field_is_never_shown(swep
             await wait_for(pilot, lambda: form.loaded, timeout=2 * PROMPT, what="the missing file's answer")
             refusal = summary(form)
             assert refusal.startswith(f"✗ model: {quick}"), refusal
-            await wait_for(pilot, lambda: slow in answers, timeout=CHECK_TIMEOUT + 10, what="the slow answer")
+            await wait_for(pilot, lambda: slow in answers, timeout=DEADLINE + 10, what="the slow answer")
             await pilot.pause(0.2)
             assert summary(form) == refusal, "the slow answer replaced the one for the value in the field"
             assert answers == ["default", quick, slow]      # the form's opening check, then both
@@ -276,12 +292,13 @@ async def test_a_field_changed_after_start_while_the_model_is_checked_starts_not
 
 
 class SlowModels(BaseHTTPRequestHandler):
-    """A served model's server that lists its model after ``delay`` seconds and answers a chat completion."""
+    """A served model's server that lists its model once ``listing`` is set (a test sets it when it has seen
+    what the form does meanwhile; each test gives its subclass an Event of its own) and answers a chat completion."""
 
-    delay = 1.0
+    listing: threading.Event
 
     def do_GET(self):  # noqa: N802 (the name http.server calls)
-        threading.Event().wait(self.delay)
+        self.listing.wait(SCENARIO)
         self._answer({"object": "list", "data": [{"id": "st", "object": "model"}]})
 
     def do_POST(self):  # noqa: N802
@@ -303,7 +320,10 @@ class SlowModels(BaseHTTPRequestHandler):
 
 async def test_start_while_the_model_is_checked_starts_the_run_once_it_passes(swept_db, monkeypatch):
     no_model_runs(monkeypatch)            # the run's jobs are answered by EchoBackend: the check is what is tested
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowModels)
+    # The deadline in use: the server answers when the test lets it, which on a loaded machine may take seconds.
+    monkeypatch.setattr(run_form, "CHECK_TIMEOUT", CHECK_TIMEOUT)
+    held = type("HeldModels", (SlowModels,), {"listing": threading.Event()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), held)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     ref = f"http://127.0.0.1:{server.server_address[1]}/v1#st"
     app = WorkbenchApp(swept_db)
@@ -315,13 +335,15 @@ async def test_start_while_the_model_is_checked_starts_the_run_once_it_passes(sw
                 form.query_one(f"#{wid}", Input).value = value
             await pilot.press("ctrl+s")
             assert app.screen is form and "Start waits for it" in summary(form)
-            await wait_for(pilot, lambda: app.screen is not form, timeout=SlowModels.delay + 10,
+            held.listing.set()                                # the server answers the check now
+            await wait_for(pilot, lambda: app.screen is not form, timeout=10,
                            what=lambda: f"the run started once the server answered (the form says {summary(form)!r})")
             await wait_for(pilot, lambda: "served" in app.screen.query_one("#runs").rows, what="the run listed")
 
     try:
         await asyncio.wait_for(scenario(), SCENARIO)
     finally:
+        held.listing.set()
         server.shutdown()
         server.server_close()
     assert any(r["name"] == "served" and r["model"] == ref for r in runs(swept_db))

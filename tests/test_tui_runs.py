@@ -1,7 +1,9 @@
 """The newcomer pass on Runs, driven by keys: the new-run form, a live runs list,
 a greeting on an empty database, and quitting while a run executes.
 
-The runs that execute use the real default model on a handful of MetaQA questions.
+The runs that execute are answered by tests/tuistates.py's GatedBackend: what a model says is not what
+these tests are about, and each job ends when the test lets it, so the run is exactly as far along as
+each step needs (executing under the quit question, moving job by job) however fast the machine.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import threading
 import pytest
 from textual.widgets import Input, Select
 
-from slotkit import holder
-from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, SMALL, answered_run, open_runs, screen_text, settled_after,
-                    snap_app, type_text, until_loaded, wait_for)
+from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, screen_text, settled_after, snap_app,
+                    type_text, until_loaded, wait_for)
+from tuistates import GatedBackend, no_model_runs
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -61,7 +63,7 @@ async def _exited(app, timeout: float = PATIENCE) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not app._exit and loop.time() < deadline:
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.01)
     assert app._exit, "the app did not exit"
 
 
@@ -199,36 +201,46 @@ def half_done_db(live_db):
 
     store = open_store(live_db)
     stop = threading.Event()
-    report = execute(store, get_run(store, "live"), stop=stop,
+    report = execute(store, get_run(store, "live"), stop=stop, backend=EchoBackend(),
                      progress=lambda p: stop.set() if p.done >= 2 else None)
     store.close()
     assert report.done == 2 and report.stopped
     return live_db
 
 
-@pytest.mark.real_model
-async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(half_done_db):
-    # No polling: the row can only follow the progress messages themselves.
+async def test_a_resumed_run_shows_its_overall_progress_in_the_line_and_the_row(half_done_db, monkeypatch):
+    # No polling: the row can only follow the progress messages themselves. The jobs end one at a time, when the
+    # test lets them (GatedBackend), so the line and the row are seen at every step of the run.
+    gate = GatedBackend(free=0)
+    no_model_runs(monkeypatch, gate)
     app = WorkbenchApp(half_done_db, poll_seconds=3600)
-    async with app.run_test(size=SIZE) as pilot:
-        table = await open_runs(pilot)
-        assert table.get_row_at(0)[4:6] == ["2", "6"]
-        await pilot.press("u")
-        seen = []
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            table = await open_runs(pilot)
+            assert table.get_row_at(0)[4:6] == ["2", "6"]
+            await pilot.press("u")
+            seen = []
 
-        def watch():
-            match = re.search(r"live: (\d+)/(\d+) jobs done", _status(app))
-            if match and "live" in app.executions:
-                seen.append((match.group(1), match.group(2), table.get_row_at(0)[4], table.get_row_at(0)[8]))
-            return "live finished" in _status(app)
+            def watch():
+                match = re.search(r"live: (\d+)/(\d+) jobs done", _status(app))
+                if match and "live" in app.executions:
+                    seen.append((match.group(1), match.group(2), table.get_row_at(0)[4], table.get_row_at(0)[8]))
+                return "live finished" in _status(app)
 
-        await wait_for(pilot, watch, timeout=MODEL_PATIENCE, what="live finished")
-        assert seen, "the progress line was shown while the run executed"
-        assert all(total == "6" for _, total, _, _ in seen), seen           # the run's 6 jobs, not the 4 left
-        assert all(line == row and state == "running" for line, _, row, state in seen), seen
-        assert {line for line, _, _, _ in seen} & {"3", "4", "5"}, seen      # the row moved during the run
-        assert "6/6 jobs done" in _status(app) and "4 this time" in _status(app)
-        await wait_for(pilot, lambda: table.get_row_at(0)[4] == "6")
+            for done in (3, 4, 5):
+                gate.allow()
+                await wait_for(pilot, lambda: watch() or any(line == str(done) for line, *_ in seen),
+                               what=f"job {done} of 6 shown")
+            gate.allow()
+            await wait_for(pilot, watch, what="live finished")
+            assert seen, "the progress line was shown while the run executed"
+            assert all(total == "6" for _, total, _, _ in seen), seen           # the run's 6 jobs, not the 4 left
+            assert all(line == row and state == "running" for line, _, row, state in seen), seen
+            assert {line for line, _, _, _ in seen} & {"3", "4", "5"}, seen      # the row moved during the run
+            assert "6/6 jobs done" in _status(app) and "4 this time" in _status(app)
+            await wait_for(pilot, lambda: table.get_row_at(0)[4] == "6")
+    finally:
+        gate.release()
 
 
 async def test_resuming_a_run_planned_without_a_model_says_why_in_a_toast_and_starts_no_bar(tmp_path, tiny_dir):
@@ -309,11 +321,13 @@ async def _start_live_then_ask_to_quit(pilot) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
 
 
-@pytest.mark.real_model
-async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_quits(live_db):
-    """Another process holds the model, so the run is still executing when the question is answered,
-    however fast this machine runs its six questions (on a fast one the run once ended under the dialog)."""
-    with holder("workbench claims run elsewhere"):
+async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_quits(live_db, monkeypatch):
+    """The run's second job waits until the test lets it end (GatedBackend), so the run is still executing when
+    the question is answered, however fast this machine runs its six questions (on a fast one the run once ended
+    under the dialog)."""
+    gate = GatedBackend(free=1)
+    no_model_runs(monkeypatch, gate)
+    try:
         app = WorkbenchApp(live_db)
         async with app.run_test(size=SIZE) as pilot:
             await _start_live_then_ask_to_quit(pilot)
@@ -328,20 +342,28 @@ async def test_q_during_a_run_asks_then_stops_it_after_the_job_in_progress_and_q
             await pilot.press("y")
             await wait_for(pilot, lambda: any("Stopping live" in n.message for n in app._notifications),
                            what="saying it stops")
+            gate.release()                                          # the job in progress ends, and the run stops
             await _exited(app)
+    finally:
+        gate.release()
     jobs = _runs(live_db)["live"]
     assert jobs["done"] + jobs["pending"] == 6 and jobs["pending"] > 0, "stopped cleanly, resumable"
 
 
-@pytest.mark.real_model
-async def test_q_answered_after_the_run_ended_under_the_question_just_quits(live_db):
-    app = WorkbenchApp(live_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await _start_live_then_ask_to_quit(pilot)
-        await wait_for(pilot, lambda: not app.executions, timeout=MODEL_PATIENCE, what="the run ending under the question")
-        await pilot.press("y")
-        await _exited(app)
-        assert not any("Stopping" in n.message for n in app._notifications)
+async def test_q_answered_after_the_run_ended_under_the_question_just_quits(live_db, monkeypatch):
+    gate = GatedBackend(free=0)
+    no_model_runs(monkeypatch, gate)
+    try:
+        app = WorkbenchApp(live_db)
+        async with app.run_test(size=SIZE) as pilot:
+            await _start_live_then_ask_to_quit(pilot)
+            gate.release()                                          # the run ends under the question
+            await wait_for(pilot, lambda: not app.executions, what="the run ending under the question")
+            await pilot.press("y")
+            await _exited(app)
+            assert not any("Stopping" in n.message for n in app._notifications)
+    finally:
+        gate.release()
     assert _runs(live_db)["live"]["done"] == 6
 
 

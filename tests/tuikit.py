@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+
+from llama_server import Canned
 
 SIZE = (120, 40)
 SMALL = (80, 24)
@@ -12,20 +15,24 @@ PATIENCE = 120.0
 MODEL_PATIENCE = 900.0  # a run with the real model, its load included
 
 
-async def wait_for(pilot, condition, timeout=PATIENCE, step=0.1, what="condition"):
+async def wait_for(pilot, condition, timeout=PATIENCE, step=0.05, what="condition"):
     """Let the app work until ``condition()`` holds (workers run in threads).
 
-    ``step`` is only how often the condition is checked: every TUI test waits on what it
-    needs to see, never on a guessed delay, so a loaded machine makes it slower, not flaky.
+    Every TUI test waits on what it needs to see, never on a guessed delay, so a loaded machine makes
+    it slower, not flaky. The condition is checked once what was posted has been handled and the
+    screen laid out, then again after ever longer pauses, from a few milliseconds up to ``step``:
+    a wait ends about when its condition comes true, without a check every millisecond.
     ``what`` names the condition in the failure (a callable: computed when it fails).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    pause = 0.0
     while loop.time() < deadline:
-        await pilot.pause(step)
+        await pilot.pause(pause)
         if condition():
             return
         fail_on_a_bug(pilot.app)
+        pause = min(step, max(2 * pause, 0.005))
     raise AssertionError(f"{what() if callable(what) else what} not reached in {timeout:.0f} s")
 
 
@@ -165,6 +172,71 @@ class EchoBackend:
 
     def close(self) -> None:
         pass
+
+
+class Turns:
+    """How far a worker may go: each :meth:`take` waits for a turn the test gives (:meth:`allow`), or for
+    :meth:`release`, after which none waits (an hour passing too: a test that failed lets its threads go)."""
+
+    def __init__(self, free: int = 0):
+        self._lock = threading.Condition()
+        self._left, self._open = free, False
+
+    def take(self) -> None:
+        with self._lock:
+            self._lock.wait_for(lambda: self._open or self._left > 0, timeout=3600)
+            self._left -= 1
+
+    def allow(self, n: int = 1) -> None:
+        """Let ``n`` more takers through."""
+        with self._lock:
+            self._left += n
+            self._lock.notify_all()
+
+    def release(self) -> None:
+        """Let every taker through, now and later."""
+        with self._lock:
+            self._open = True
+            self._lock.notify_all()
+
+
+class PacedServer:
+    """A served model (tests/llama_server.py's ``Canned``) whose every answer waits for a turn the test gives
+    (``allow``): a run another process executes through it commits a job only when the test lets it, however
+    fast or loaded the machine. Every answer is the same: what a model says does not matter here, only when
+    each job commits. Its model is ``m`` at ``url``; ``close()`` lets every answer go and stops it."""
+
+    ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "William Dieterle"},
+                           "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 4}}
+
+    def __init__(self):
+        self.turns = Turns()
+        self.allow, self.release = self.turns.allow, self.turns.release
+        self.server = Canned(answer=lambda request: self.ANSWER, delay=self._turn)
+        self.url = self.server.url
+
+    def _turn(self, number: int) -> float:
+        self.turns.take()
+        return 0.0
+
+    def close(self) -> None:
+        self.release()
+        self.server.close()
+
+
+def plan_served_run(db, name: str, server: PacedServer, questions: int = 6) -> None:
+    """Plan ``name``: one cell of ``questions`` MetaQA questions for ``server``'s model (nothing executed)."""
+    from workbench.runs.generation import GenerationConfig
+    from workbench.runs.sweep import SweepConfig, plan_sweep
+    from workbench.store import open_store
+
+    store = open_store(db)
+    try:
+        plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=questions), name=name,
+                   generation=GenerationConfig(backend="openai", base_url=server.url, model="m",
+                                               max_tokens=16).as_dict())
+    finally:
+        store.close()
 
 
 def answered_run(db, name: str, questions: int = 3) -> None:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import threading
 from pathlib import Path
 
 from filelock import FileLock
 
 from conftest import REPO, SAMPLE_META, SAMPLE_METAQA, copy_db, write_tiny_kg
 from replay import replay_llm
-from tuikit import EchoBackend
+from tuikit import EchoBackend, Turns
 
 LABELS = REPO / "sample_data" / "labels"
 # The demo's grid, thinned (K 1, 5, 20 of 1, 2, 5, 10, 20; B 32, 128 of 32, 64, 128): every screen has what the
@@ -79,6 +78,19 @@ def build_demo_like(path: Path) -> Path:
     return path
 
 
+def build_metaqa(path: Path) -> Path:
+    """Write a database at ``path`` holding sample_data/metaqa imported as ``metaqa``, and nothing else."""
+    from workbench.data.importer import import_dataset
+    from workbench.store import open_store
+
+    store = open_store(path)
+    try:
+        import_dataset(store, SAMPLE_METAQA, "metaqa")
+    finally:
+        store.close()
+    return path
+
+
 def plan_live(path: Path) -> None:
     """Plan ``live``: one cell of 6 MetaQA questions for the default model (nothing executed)."""
     from workbench.runs.generation import GenerationConfig
@@ -120,20 +132,21 @@ def restore(db: Path, template: Path) -> None:
 
 
 class GatedBackend(EchoBackend):
-    """EchoBackend whose answers after the first ``free`` wait until :meth:`release` (or an hour)."""
+    """EchoBackend whose answers after the first ``free`` wait for the test (:class:`tuikit.Turns`: ``allow(n)``
+    lets n more through, ``release()`` every one). ``calls``: the answers asked for so far, the one waiting
+    included. A run it answers moves exactly as far as the test lets it, however fast or slow the machine:
+    what a real model's seconds per answer only made likely."""
 
     def __init__(self, free: int = 2):
-        self.free, self.calls = free, 0
-        self.gate = threading.Event()
+        self.calls = 0
+        self.free = free
+        self.turns = Turns(free)
+        self.allow, self.release = self.turns.allow, self.turns.release
 
     def generate(self, prompt, sampling, json_schema=None, grammar=None):
         self.calls += 1
-        if self.calls > self.free:
-            self.gate.wait(3600)
+        self.turns.take()
         return super().generate(prompt, sampling, json_schema, grammar)
-
-    def release(self) -> None:
-        self.gate.set()
 
 
 def no_model_runs(monkeypatch, gate: GatedBackend | None = None) -> None:
