@@ -31,7 +31,7 @@ from workbench.data.importer import import_dataset
 from workbench.runs.executor import execute
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sequential import SequentialConfig, complete_answers, read_order, sequential_status
-from workbench.runs.stopping import simulate
+from workbench.runs.replay import simulate
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.lease import LeaseRecovered
@@ -174,8 +174,8 @@ def test_precision_asks_each_cell_until_its_interval_is_that_narrow(db):
         store.close()
     assert status.done and status.winner is None
     for state in status.states.values():
-        assert state.stopped in ("precision", "exhausted")
-        assert state.stopped == "exhausted" or (state.hi - state.lo) / 2 <= 0.1
+        # Every cell ends by its precision: a cell asked of every sample knows its mean exactly (width 0).
+        assert state.stopped == "precision" and (state.hi - state.lo) / 2 <= 0.1
 
 
 def test_every_reader_says_the_run_was_sequential_and_how_it_ended(db, capsys, tmp_path):
@@ -190,7 +190,7 @@ def test_every_reader_says_the_run_was_sequential_and_how_it_ended(db, capsys, t
     assert set(block) == {"k1-b32-linear", "k1-b256-linear", "k5-b32-linear", "k5-b256-linear",
                           "k20-b32-linear", "k20-b256-linear"}
     for cell in block.values():
-        assert set(cell) == {"answered", "of", "lo", "hi", "stopped", "stopped_at_round"}
+        assert set(cell) == {"answered", "of", "lo", "hi", "stopped", "stopped_at_round", "versus", "same_as"}
         assert cell["of"] == 150 and cell["lo"] <= cell["hi"] and cell["stopped"] in ("best", "worse", "tied")
     assert [c["stopped"] for c in block.values()].count("best") == 1
     assert main(["--db", str(db), "ledger", "seq"]) == 0

@@ -1,4 +1,8 @@
-"""Stopping rules of sequential runs (workbench.runs.stopping) and their replay (workbench.runs.replay)."""
+"""Stopping rules of sequential runs (workbench.runs.stopping) and their replay (workbench.runs.replay).
+
+The rule's promises, proved by its intervals, are checked on generated grids in
+tests/test_stopping_proofs.py; here, how it behaves on small hand-made ones.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.metrics.confseq import paired_difference_sequence, wor_confidence_sequence
+from workbench.metrics.confseq import BettingBatch
 from workbench.metrics.stats import wilson_interval
-from workbench.runs.replay import replay, replay_outcomes
+from workbench.runs.replay import replay, replay_outcomes, simulate, simulate_many
 from workbench.runs.stopping import (
+    Engine,
     SequentialRun,
     StopSettings,
+    arms_of,
+    distinct_groups,
     full_run_calls,
-    round_calls,
     sample_order,
-    sequence_alpha,
-    simulate,
-    simulate_many,
+    split_alpha,
 )
 
 quick = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -32,10 +36,12 @@ def bernoulli_cells(means, size: int, seed: int) -> np.ndarray:
     return (rng.random((size, len(means))) < np.asarray(means)).astype(float)
 
 
-def test_alpha_is_split_equally_over_every_cell_and_for_best_every_pair():
-    assert sequence_alpha(StopSettings("best", alpha=0.05), 4) == pytest.approx(0.05 / 10)    # 4 cells + 6 pairs
-    assert sequence_alpha(StopSettings("precision", alpha=0.05), 4) == pytest.approx(0.05 / 4)
-    assert SequentialRun(4, 50, StopSettings("best")).alpha == pytest.approx(0.005)
+def test_alpha_goes_half_to_the_differences_with_the_best_half_to_the_arms_own_intervals():
+    assert split_alpha("best", 4) == (pytest.approx(0.5 / 3), pytest.approx(0.5 / 4))     # 3 pairs hold the proof
+    assert split_alpha("precision", 4) == (0.0, pytest.approx(1 / 4))
+    assert split_alpha("best", 4, told_best=True) == (pytest.approx(1 / 3), pytest.approx(1 / 4))
+    engine = Engine(1, 4, 50, StopSettings("best", alpha=0.05))
+    assert (engine.pair_alpha, engine.cell_alpha) == (pytest.approx(0.05 / 6), pytest.approx(0.05 / 8))
 
 
 def test_the_order_is_a_permutation_and_a_pure_function_of_seed_and_replay():
@@ -45,74 +51,80 @@ def test_the_order_is_a_permutation_and_a_pure_function_of_seed_and_replay():
     assert not (order == sample_order(50, 7, 4)).all() and not (order == sample_order(50, 8, 3)).all()
 
 
-def test_a_clearly_best_cell_is_named_and_the_others_stop_early():
+def test_cells_whose_prompts_are_the_same_on_every_sample_are_one_arm():
+    groups = np.array([[0, 0, 1, 0], [2, 2, 3, 4], [5, 5, 5, 5]])
+    assert list(arms_of(groups)) == [0, 0, 2, 3]        # cell 3 shares cell 0's prompt on two samples only
+    assert distinct_groups(groups).tolist() == [[0, 0, 2, 0], [0, 0, 2, 3], [0, 0, 0, 0]]
+    assert full_run_calls(groups) == 2 + 3 + 1
+
+
+def test_a_clearly_best_cell_is_named_the_others_stop_early_each_on_the_difference_it_was_settled_on():
     scores = bernoulli_cells([0.2, 0.35, 0.9, 0.3], 400, seed=1)
     out = simulate(scores, None, sample_order(400, 0), StopSettings("best"))
-    assert out.winner == 2
-    assert out.cells[2].stopped == "best"
+    assert out.winner == 2 and out.cells[2].stopped == "best" and out.cells[2].versus is None
     for c in (0, 1, 3):
-        assert out.cells[c].stopped in ("worse", "tied") and out.cells[c].answered < 150
-    assert out.cells[2].answered == out.rounds < 400
+        cell = out.cells[c]
+        assert cell.answered < 150 and cell.versus.other == 2
+        # What each word says is what its interval proves: worse below 0, tied at most E above.
+        assert (cell.stopped == "worse" and cell.versus.hi < 0) or (cell.stopped == "tied" and cell.versus.hi <= 0.02)
     assert out.calls < 0.4 * out.full_calls
     for c, cell in enumerate(out.cells):                # and every interval holds the full-run mean
         assert cell.lo <= scores[:, c].mean() <= cell.hi
 
 
-def test_a_cell_stops_as_worse_once_its_difference_with_the_leader_lies_below_zero():
-    # With no tolerance a cell can only stop as worse: its difference's interval is below 0.
-    scores = bernoulli_cells([0.1, 0.95], 200, seed=2)
-    order = sample_order(200, 1)
-    out = simulate(scores, None, order, StopSettings("best", tolerance=0.0))
-    loser = out.cells[0]
-    assert loser.stopped == "worse" and out.winner == 1
-    n = loser.answered
-    alpha = sequence_alpha(StopSettings("best"), 2)
-    d = paired_difference_sequence(scores[order, 0], scores[order, 1], 200, alpha)
-    assert d[n - 1, 1] <= 0 < d[n - 2, 1]           # the first round its upper end reached 0
-
-
-def test_a_cell_far_behind_stopped_by_the_tolerance_is_said_to_be_worse_not_tied():
-    # With E > 0 the upper end of (cell − leader) crosses +E before it crosses 0: the cell 0.6 behind
-    # stops on the tolerance rule, as a tie would, and is named for where it is.
-    scores = bernoulli_cells([0.2, 0.8], 300, seed=5)
-    out = simulate(scores, None, sample_order(300, 0), StopSettings("best", tolerance=0.02))
-    assert out.winner == 1 and out.cells[0].stopped == "worse"
-
-
-def test_tied_cells_stop_when_they_cannot_beat_the_leader_by_more_than_the_tolerance():
+def test_an_arm_within_the_tolerance_pauses_as_tied_on_an_interval_whose_upper_end_is_at_most_e():
     scores = bernoulli_cells([0.6, 0.6, 0.6], 300, seed=3)
-    scores[:, 1] = scores[:, 0]                         # cells 0 and 1 answer alike
     out = simulate(scores, None, sample_order(300, 2), StopSettings("best", tolerance=0.3))
-    assert out.winner is not None
-    reasons = sorted(cell.stopped for cell in out.cells)
-    assert reasons == ["best", "tied", "tied"]
+    assert out.winner is not None and sorted(c.stopped for c in out.cells) == ["best", "tied", "tied"]
+    for cell in out.cells:
+        if cell.stopped == "tied":
+            assert cell.versus.other == out.winner and 0 <= cell.versus.hi <= 0.3
     assert out.rounds < 300
 
 
-def test_precision_stops_each_cell_at_the_first_round_its_half_width_reaches_the_target():
-    scores = np.column_stack([bernoulli_cells([0.5], 300, 4)[:, 0], np.full(300, 0.97), np.random.default_rng(4).random(300)])
+def test_a_paused_arm_is_asked_again_when_a_new_leader_leaves_it_unsettled():
+    """Three close arms: the leader changes while others are paused against it; a paused arm left unsettled by
+    the new leader answers again from where it paused, and the run ends with every arm settled on the winner."""
+    scores = bernoulli_cells([0.5, 0.53, 0.47], 300, seed=3)
+    resumed = 0
+    for seed in range(6):
+        order = sample_order(300, seed)
+        run = SequentialRun([0, 1, 2], 300, StopSettings("best", tolerance=0.05))
+        while not run.done:
+            before = [run.state(c).stopped for c in range(3)]
+            positions = [run.position(c) for c in range(3)]
+            run.feed([scores[order[run.position(a)], a] for a in run.asked()])
+            for c in range(3):
+                if before[c] is not None and run.state(c).stopped is None:
+                    resumed += 1
+                    assert run.position(c) == positions[c]        # from where it paused
+        for c in range(3):
+            if c != run.winner:
+                assert run.state(c).versus.other == run.winner and run.state(c).versus.hi <= 0.05
+    assert resumed > 0
+
+
+def test_precision_stops_each_arm_at_the_first_round_its_half_width_reaches_the_target():
+    scores = np.column_stack([bernoulli_cells([0.5], 300, 4)[:, 0], np.full(300, 0.97),
+                              np.random.default_rng(4).random(300)])
     order = sample_order(300, 5)
     settings_ = StopSettings("precision", tolerance=0.08)
     out = simulate(scores, None, order, settings_)
-    alpha = sequence_alpha(settings_, 3)
     for c, cell in enumerate(out.cells):
-        path = wor_confidence_sequence(scores[order, c], 300, alpha)
-        half = (path[:, 1] - path[:, 0]) / 2
-        first = int(np.argmax(half <= 0.08)) + 1
-        assert cell.stopped == "precision" and cell.answered == first
-        assert (cell.lo, cell.hi) == tuple(path[first - 1])
+        assert cell.stopped == "precision" and cell.versus is None
+        # The arm's own sequence (α/3, bets tuned to the horizon N), read where it stopped: its first narrow enough.
+        alone = BettingBatch(1, 300, 0.05 / 3, horizon=True)
+        half = []
+        for x in scores[order[:cell.answered], c]:
+            alone.update([x])
+            lo, hi = alone.intervals()
+            half.append((hi[0] - lo[0]) / 2)
+        assert half[-1] <= 0.08 < min(half[:-1]) and (cell.lo, cell.hi) == (lo[0], hi[0])
     assert out.winner is None
-    assert out.cells[1].answered < out.cells[0].answered   # a near-constant cell is pinned down sooner
+    assert out.cells[1].answered < out.cells[0].answered   # a near-constant arm is pinned down sooner
 
 
-def test_a_round_costs_one_call_per_distinct_prompt_among_the_cells_asked():
-    groups = np.array([[0, 0, 1], [0, 1, 2], [3, 3, 3]])
-    asked = np.array([[True, True, True], [True, False, True], [False, True, True]])
-    assert list(round_calls(groups, asked)) == [2, 2, 1]
-    assert full_run_calls(groups) == 2 + 3 + 1
-
-
-def test_calls_count_shared_prompts_once_and_only_the_cells_still_asked():
+def test_calls_count_a_prompt_once_whichever_arm_asked_it_first():
     rng = np.random.default_rng(6)
     scores = bernoulli_cells([0.3, 0.32, 0.8, 0.5], 200, seed=6)
     groups = np.tile(np.arange(4), (200, 1))
@@ -122,51 +134,51 @@ def test_calls_count_shared_prompts_once_and_only_the_cells_still_asked():
     order = sample_order(200, 9)
     out = simulate(scores, groups, order, StopSettings("best"))
     assert out.full_calls == 4 * 200 - shared.sum()
-    answered = np.array([cell.answered for cell in out.cells])
-    expected = sum(len({groups[order[t], c] for c in range(4) if answered[c] > t}) for t in range(out.rounds))
+    answered = [set(order[:cell.answered]) for cell in out.cells]
+    expected = len({(s, groups[s, c]) for c in range(4) for s in answered[c]})
     assert out.calls == expected < out.full_calls
 
 
-def test_a_round_limit_leaves_undecided_cells_without_a_winner():
+def test_a_round_limit_leaves_undecided_arms_without_a_winner():
     scores = bernoulli_cells([0.5, 0.52, 0.55], 100, seed=7)
     out = simulate(scores, None, sample_order(100, 1), StopSettings("best", limit=10))
     assert out.rounds == 10 and out.winner is None
     assert all(cell.stopped is None and cell.answered == 10 for cell in out.cells)
 
 
-def test_cells_that_answer_every_sample_are_exhausted_and_their_interval_is_exact():
-    scores = bernoulli_cells([0.5, 0.5], 40, seed=8)
-    out = simulate(scores, None, sample_order(40, 3), StopSettings("precision", tolerance=0.0))
-    for c, cell in enumerate(out.cells):
-        assert cell.stopped == "exhausted" and cell.answered == 40
-        assert cell.lo == cell.hi and abs(cell.lo - scores[:, c].mean()) < 1e-12
+def test_at_n_equals_n_every_interval_is_exact_and_exact_ties_go_to_the_first_arm():
+    """With no tolerance, two arms of exactly equal full-run S_llm: the differences are exact at n = N
+    (a float running sum once made 0.5000000000000001 > 0.5 and no winner), and the first arm wins."""
+    rng = np.random.default_rng(8)
+    a = (rng.random(60) < 0.5).astype(float)
+    b = rng.permutation(a)                               # the same count of right answers, other samples
+    scores = np.column_stack([a, b, np.full(60, 0.1)])
+    outs = simulate_many(scores, None, np.stack([sample_order(60, 3, r) for r in range(40)]),
+                         StopSettings("best", tolerance=0.0))
+    assert all(o.winner == 0 for o in outs if o.cells[1].answered == 60)
+    assert all(o.winner in (0, 1) for o in outs)
+    precise = simulate(scores, None, sample_order(60, 3), StopSettings("precision", tolerance=0.0))
+    for c, cell in enumerate(precise.cells):
+        assert cell.answered == 60 and cell.lo == cell.hi and abs(cell.lo - scores[:, c].mean()) < 1e-12
 
 
-def test_a_single_cell_is_the_best_without_asking_anything():
-    out = simulate(np.ones((5, 1)), None, sample_order(5, 0), StopSettings("best"))
-    assert out.winner == 0 and out.calls == 0 and out.cells[0].lo is None
+def test_best_needs_two_distinct_configurations():
+    with pytest.raises(ValueError, match="two or more distinct configurations"):
+        simulate(np.ones((5, 1)), None, sample_order(5, 0), StopSettings("best"))
+    with pytest.raises(ValueError, match="two or more distinct configurations"):
+        simulate(np.ones((5, 2)), np.zeros((5, 2), dtype=int), sample_order(5, 0), StopSettings("best"))
 
 
-def test_the_live_run_asks_only_the_cells_still_in_and_keeps_pair_intervals_on_their_common_samples():
+def test_the_live_run_keeps_pair_intervals_on_the_arms_common_samples():
     scores = bernoulli_cells([0.15, 0.5, 0.85], 300, seed=10)
     order = sample_order(300, 4)
-    settings_ = StopSettings("best")
-    run = SequentialRun(3, 300, settings_)
+    run = SequentialRun([0, 1, 2], 300, StopSettings("best"))
     assert run.leader is None and run.state(0).lo is None
-    stopped_at = {}
     while not run.done:
-        asked = run.asked()
-        for c in run.feed(scores[order[run.round], asked]):
-            stopped_at[c] = run.round
-        assert run.leader in asked
-    assert run.winner == 2 and run.asked().size == 0
-    a, b = 0, 2
-    common = min(stopped_at[a], stopped_at[b])
-    assert run.state(a).answered == stopped_at[a]
-    d = paired_difference_sequence(scores[order[:common], a], scores[order[:common], b], 300, run.alpha)[-1]
-    lo, hi = run.pair_interval(a, b)
-    assert d[0] - 1e-9 <= lo <= hi <= d[1] + 1e-9 and hi - lo >= d[1] - d[0] - 1e-9
-    assert run.pair_interval(b, a) == (-hi, -lo)
+        run.feed([scores[order[run.position(a)], a] for a in run.asked()])
+    assert run.winner == 2 and run.asked() == []
+    lo, hi = run.pair_interval(0, 2)
+    assert lo <= hi < 0 and run.pair_interval(2, 0) == (-hi, -lo)
     with pytest.raises(ValueError):
         run.feed([1.0])
 
@@ -190,7 +202,11 @@ def test_the_vectorised_replay_reaches_exactly_the_live_runs_decisions(matrix, r
     orders = np.stack([sample_order(size, seed % 1000, r) for r in range(3)])
     fast = simulate_many(scores, groups, orders, settings_)
     for order, outcome in zip(orders, fast):
-        assert simulate(scores, groups, order, settings_) == outcome
+        live = simulate(scores, groups, order, settings_)
+        assert (live.winner, live.calls, live.rounds) == (outcome.winner, outcome.calls, outcome.rounds)
+        for a, b in zip(live.cells, outcome.cells):
+            assert (a.answered, a.lo, a.hi, a.stopped) == (b.answered, b.lo, b.hi, b.stopped)
+            assert (a.versus is None) == (b.versus is None) and (a.versus is None or a.versus.other == b.versus.other)
 
 
 def test_the_replay_is_deterministic_given_its_seed_and_a_prefix_of_a_longer_one():

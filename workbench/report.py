@@ -33,7 +33,7 @@ from workbench.judges.report import (AGREEMENT_COLUMNS, ESTIMATE_COLUMNS, METRIC
 from workbench.meta.report import PREFERENCE_COLUMNS, preference_cells, preference_rows
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
-from workbench.runs.sequential import summary_line
+from workbench.runs.sequential import summary_line, versus_words
 from workbench.store.db import Store
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -148,15 +148,15 @@ def _ledger_section(report: LedgerReport) -> str:
         seq = []
         for r in rows:
             q = r["sequential"]
-            pair = s.pairs.get(r["cell_id"]) if best else None
             seq.append(cells(r) + [f"{q['answered']:,} of {q['of']:,}",
                                    DASH if q["lo"] is None else f"[{q['lo']:.3f}, {q['hi']:.3f}]",
-                                   _e(q["stopped"] or "asked")
-                                   + ("" if q["stopped_at_round"] is None else f" (round {q['stopped_at_round']:,})")]
-                       + ([DASH if pair is None else f"[{pair[0]:+.3f}, {pair[1]:+.3f}]"] if best else []))
+                                   _e((q["stopped"] or "asked")
+                                      + ("" if q["stopped_at_round"] is None else f" (round {q['stopped_at_round']:,})")
+                                      + (f" = {q['same_as']}" if q.get("same_as") else ""))]
+                       + ([_e(versus_words(s, r["cell_id"]) or DASH)] if best else []))
         out += [f"<h3>Sequential ({_e(s.config.describe())})</h3><p class=\"meta\">{_e(summary_line(s))}</p>",
-                _table(["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["− leader"] if best else []),
-                       seq, left=3)]
+                _table(["K", "B", "format", "answered", "full-run S_llm", "stopped"]
+                       + (["settled on"] if best else []), seq, left=3)]
     if report.claims:
         cfg = report.claims["config"]
         out += [f"<h3>Claims</h3><p class=\"meta\">claim run {report.claims['claim_run']}: "

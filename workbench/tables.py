@@ -86,28 +86,31 @@ def ledger_tables(report) -> str:
 
 def sequential_table(report) -> str:
     """A sequential run's cells: samples answered, the interval for the full run's S_llm valid at any stopping
-    time, why each stopped and when, and (``best``) each cell's difference with the leader."""
+    time, why each stopped and when, and (``best``) the difference it was settled on."""
     s = report.sequential
     best = s.config.rule == "best"
     rows = []
     for r in report.rows:
         seq = r["sequential"]
         interval = DASH if seq["lo"] is None else f"[{seq['lo']:.3f},{seq['hi']:.3f}]"
-        pair = s.pairs.get(r["cell_id"]) if best else None
         stopped = seq["stopped"] or "asked"
         if seq["stopped_at_round"] is not None:
             stopped += f" (round {seq['stopped_at_round']:,})"
+        if seq.get("same_as"):
+            stopped += f" = {seq['same_as']}"
         rows.append([str(r["k"]), str(r["budget"]), r["format"], f"{seq['answered']:,}/{seq['of']:,}", interval,
-                     stopped] + ([DASH if pair is None else f"[{pair[0]:+.3f},{pair[1]:+.3f}]"] if best else []))
-    head = ["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["− leader"] if best else [])
-    state = (f"decided at round {s.rounds:,} of {s.population:,}" if s.done
-             else f"round {s.rounds:,} of {s.population:,}, still asking")
+                     stopped] + ([s.versus_cell(r["cell_id"])] if best else []))
+    head = ["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["settled on (this − that)"] if best else [])
+    state = f"decided at round {s.rounds:,}" if s.done else f"round {s.rounds:,}, still asking"
     winner = f"; best {s.winner}" if s.winner else ""
     calls = f"{s.calls_used:,} of {s.calls_full:,} model calls" + (f" ({s.calls_used / s.calls_full:.2f})"
                                                                    if s.calls_full else "")
-    return (f"Sequential: {state}{winner}; {calls}. Confidence sequences for each cell's S_llm over all "
-            f"{s.population:,} samples, valid at any stopping time (each at level 1 − {s.sequence_alpha:.2g}, so all "
-            f"at once at 1 − {s.config.alpha:g})\n" + table(head, rows))
+    levels = (f"each cell's at level 1 − {s.cell_alpha:.2g}, each difference at 1 − {s.pair_alpha:.2g}; the winner "
+              f"within {s.config.tolerance:g} of the best and every cell's interval, all at once at 1 − "
+              f"{s.config.alpha:g}" if best else f"each at level 1 − {s.cell_alpha:.2g}, so all at once at 1 − "
+              f"{s.config.alpha:g}")
+    return (f"Sequential: {state}{winner}; {calls}. Confidence sequences for the full run's values over all "
+            f"{s.population:,} samples, valid at any stopping time ({levels})\n" + table(head, rows))
 
 
 def claims_table(report) -> str:

@@ -372,7 +372,7 @@ def cmd_runs(args) -> int:
 def cmd_runs_show(args) -> int:
     """Print a run's manifest: what it was planned and executed with (``--json``: the manifest itself)."""
     from workbench.runs.manifest import manifest_lines
-    from workbench.runs.sequential import sequential_status, summary_line
+    from workbench.runs.sequential import sequential_status, stopped_lines, summary_line
     from workbench.store.lookup import NotFound
     from workbench.store.manifests import NO_MANIFEST, get_manifest
     from workbench.store.queries import get_run
@@ -393,7 +393,7 @@ def cmd_runs_show(args) -> int:
     else:
         print("\n".join(manifest_lines(manifest)))
         if status is not None:
-            print(summary_line(status))
+            print("\n".join([summary_line(status), *stopped_lines(status)]))
     return OK
 
 

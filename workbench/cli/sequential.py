@@ -16,17 +16,18 @@ def add_stop_when(parser: argparse.ArgumentParser) -> None:
     """``--stop-when``, ``--alpha``, ``--tolerance``, ``--precision``: a sequential run (docs/sequential.md)."""
     group = parser.add_argument_group(
         "stop when decided", "answer the samples in a seeded random order (--seed), in rounds across the cells "
-        "still asked, and stop asking a cell once the question is answered; every interval holds at any stopping "
-        "time, for the full dataset's S_llm")
+        "still asked, and stop asking a cell once what is said of it is proved; every interval holds at any "
+        "stopping time, for the full dataset's values")
     group.add_argument("--stop-when", choices=("best", "precision"),
-                       help="best: ask until the best cell is known (the others worse, or within --tolerance of "
-                            "it); precision: ask each cell until its interval is within ±--precision")
+                       help="best: ask until the winner is proved within --tolerance of the best cell (each other "
+                            "cell proved worse, or unable to beat it by more); precision: ask each cell until its "
+                            "interval is within ±--precision")
     group.add_argument("--alpha", type=float, metavar="A",
-                       help=f"the chance that any interval the run reports misses, over the whole run, however "
-                            f"long it ran (default {SEQUENTIAL_ALPHA:g})")
+                       help=f"the chance that anything the run proves is wrong (the winner further than E from "
+                            f"the best, a cell's interval missing), however long it ran (default {SEQUENTIAL_ALPHA:g})")
     group.add_argument("--tolerance", type=float, metavar="E",
-                       help=f"best: a cell that cannot beat the leader by more than E stops (default "
-                            f"{SEQUENTIAL_TOLERANCE:g})")
+                       help=f"best: a cell that cannot beat the leader by more than E pauses, and is asked again "
+                            f"if the leader changes (default {SEQUENTIAL_TOLERANCE:g})")
     group.add_argument("--precision", type=float, metavar="E",
                        help=f"precision: the half-width each cell's interval is asked until (default "
                             f"{SEQUENTIAL_PRECISION:g})")
@@ -99,6 +100,9 @@ def replay_ledger(args, store) -> int:
     if s.named_best is not None:
         lines.append(f"  named the best     {s.named_best:,} of {s.replays:,} ({s.named_best_share:.3f}): a cell within "
                      f"{s.tolerance:g} of the full run's best S_llm")
+    if s.labels_right is not None:
+        lines.append(f"  words proved true  {s.labels_right:,} of {s.replays:,}: every worse cell below the cell it "
+                     f"names and every tied one at most {s.tolerance:g} above it, in the full run")
     clo, chi = s.coverage_interval
     lines.append(f"  intervals covered  {s.covered:,} of {s.replays:,} ({s.coverage:.3f} [{clo:.3f}, {chi:.3f}], "
                  f"Wilson 95%): every cell's interval at its stop held its full-run S_llm (promised ≥ {1 - s.alpha:g})")

@@ -22,7 +22,9 @@ x_i in [0, 1] drawn without replacement from a population of N, and a candidate 
 - hedging (the maximum form, θ = 1/2): m is excluded once ``max(K⁺/2, K⁻/2) ≥ 1/α``, i.e.
   ``K⁺ ≥ 2/α`` or ``K⁻ ≥ 2/α``. By Ville's inequality each side crosses with probability at
   most α/2 at any time ever, so the truth is excluded, at any time, with probability ≤ α;
-- bets: the predictable plug-in ``λ̂_i = sqrt(2·log(2/α) / (σ̂²_{i−1} · i · log(1+i)))`` with
+- bets: the predictable plug-in ``λ̂_i = sqrt(2·log(2/α) / (σ̂²_{i−1} · i · log(1+i)))`` (or, where the
+  number of draws that may come is known and small, tuned to that horizon:
+  ``λ̂_i = sqrt(2·log(2/α) / (σ̂²_{i−1} · N))``, ``horizon=True``: the stopping rules use it) with
   the regularised running variance ``σ̂²_{i−1} = (1/4 + Σ_{s<i}(x_s − x̄_s)²) / i``,
   ``x̄_s = (1/2 + S_s)/(s + 1)``, truncated per candidate:
   ``λ⁺ = min(λ̂, c/μ_i(m))``, ``λ⁻ = min(λ̂, c/(1 − μ_i(m)))``, c = 1/2, which keeps every factor
@@ -104,12 +106,13 @@ class BettingBatch:
     """
 
     def __init__(self, rows: int, population: int, alpha: float | np.ndarray, *, grid: int | None = DEFAULT_GRID,
-                 probes: Sequence[float] | np.ndarray | None = None) -> None:
+                 probes: Sequence[float] | np.ndarray | None = None, horizon: bool = False) -> None:
         if population < 1:
             raise ValueError(f"population must be at least 1, got {population}")
         if rows < 0:
             raise ValueError(f"rows must be ≥ 0, got {rows}")
         self.rows, self.population = rows, int(population)
+        self.horizon = horizon
         self.alpha = _as_alpha(alpha, rows)
         self._threshold = 2.0 / self.alpha
         self._bet_scale = np.array([2.0 * math.log(2.0 / a) for a in self.alpha], dtype=np.float64)
@@ -161,7 +164,9 @@ class BettingBatch:
         b = total / remaining
         var_prev = (0.25 + sq_dev) / i
         scale = self._bet_scale if idx is None else self._bet_scale[idx]
-        lam = np.sqrt(scale / (i * self._logs[i] * var_prev))
+        # The bet: tuned to the known horizon N (the population) with ``horizon``, else the plug-in that
+        # suits any length. Both are predictable (fixed before x_i is seen), so either keeps the CS valid.
+        lam = np.sqrt(scale / ((self.population if self.horizon else i * self._logs[i]) * var_prev))
         new_total = total + x
         det_lo = new_total / self.population
         det_hi = (new_total + (self.population - i)) / self.population
@@ -324,16 +329,26 @@ class BettingBatch:
         hi = (self.total + (self.population - self.n)) / self.population
         return lo, hi
 
-    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's running interval ``(lo, hi)`` for the population mean; NaN for rows with no draw."""
+    def intervals(self, *, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's running interval ``(lo, hi)`` for the population mean; NaN for rows with no draw.
+
+        An end set by an excluded candidate (a grid point, a probe) is that candidate: the interval
+        is open there. ``strict`` moves such an end one float inward, so that the interval reads as
+        closed: a difference whose upper end was the excluded 0 then reads as below 0, as it is.
+        """
         det_lo, det_hi = self.wor_range()
-        lo, hi = det_lo, det_hi
+        excl_lo = np.full(self.rows, -np.inf)
+        excl_hi = np.full(self.rows, np.inf)
         if self.grid is not None:
-            lo = np.maximum(lo, self._p / self.grid)
-            hi = np.minimum(hi, self._q / self.grid)
+            excl_lo = np.maximum(excl_lo, self._p / self.grid)
+            excl_hi = np.minimum(excl_hi, self._q / self.grid)
         if self.probes.shape[1]:
-            lo = np.maximum(lo, np.where(self._p_lower, self.probes, -np.inf).max(axis=1))
-            hi = np.minimum(hi, np.where(self._p_upper, self.probes, np.inf).min(axis=1))
+            excl_lo = np.maximum(excl_lo, np.where(self._p_lower, self.probes, -np.inf).max(axis=1))
+            excl_hi = np.minimum(excl_hi, np.where(self._p_upper, self.probes, np.inf).min(axis=1))
+        lo, hi = np.maximum(det_lo, excl_lo), np.minimum(det_hi, excl_hi)
+        if strict:
+            lo = np.where(excl_lo >= det_lo, np.nextafter(lo, np.inf), lo)
+            hi = np.where(excl_hi <= det_hi, np.nextafter(hi, -np.inf), hi)
         crossed = lo > hi
         if crossed.any():
             # Only after a miss: the two ends met. Report where, kept within the possible range.

@@ -3,21 +3,24 @@
 A sequential run (``run --stop-when best|precision``) is an ordinary run whose config holds a
 ``sequential`` block (:class:`SequentialConfig`) and whose samples are answered in one seeded
 random order, stored with the run when it is planned (``sequential_order``). Its grid cells (the
-oracle controls are not part of a sequential run) are asked in rounds: in round t every cell
-still asked answers the t-th sample of the order; after the round the stopping rule
-(:mod:`workbench.runs.stopping`) may stop some. A stopped cell's remaining jobs are marked
-``skipped``: they are never generated, and ``resume`` finds nothing of theirs to do.
+oracle controls are not part of a sequential run) are grouped into arms, cells whose prompts are
+the same on every sample (:func:`~workbench.runs.stopping.arms_of`), and asked step by step as the
+rule (:mod:`workbench.runs.stopping`) says: each asked arm answers the next sample of the order
+it has not answered, with all its cells. An arm dropped as worse has its remaining jobs marked
+``skipped`` (never generated, and ``resume`` finds nothing of theirs to do); an arm settled against
+the leader pauses, its jobs pending, and answers again if a new leader leaves it unsettled; once
+the run is decided, every job still pending is skipped.
 
-Nothing else is stored: the rule's state (each cell's confidence sequence, who stopped when and
-why, the winner) is a pure function of the answered rounds, so :func:`sequential_status` rebuilds
-it from the events, as ``resume`` does after a kill -9, the ledger, the TUI and ``compare`` do.
-A round's jobs are committed one by one; a round is complete when all its jobs are done, and
-only complete rounds are fed to the rule.
+Nothing else is stored: the rule's state (each arm's confidence sequence, who stopped when, on
+which difference, the winner) is a pure function of the answered steps, so
+:func:`sequential_status` rebuilds it from the events, as ``resume`` does after a kill -9, the
+ledger, the TUI and ``compare`` do. A step's jobs are committed one by one; a step is complete
+when all its jobs are done, and only complete steps are fed to the rule.
 
-Model calls are counted as the executor makes them: on one sample, cells whose evidence window
-is the same render the same prompt and cost one call. The full run's calls are the distinct
-(sample, window) pairs of every grid cell; the calls a sequential run used, those of the cells
-it asked.
+Model calls are counted as the executor makes them: cells whose evidence window is the same on a
+sample render the same prompt and cost one call, whichever arm asked it first. The full run's
+calls are the distinct (sample, window) pairs of every grid cell; the calls a sequential run
+used, those its arms asked.
 """
 
 from __future__ import annotations
@@ -28,21 +31,22 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from workbench.runs.stopping import RULES, CellState, SequentialRun, StopSettings, round_calls, sample_order
+from workbench.runs.stopping import (RULES, CellState, SequentialRun, StopSettings, arms_of, distinct_groups,
+                                     sample_order)
 from workbench.store.db import Store
 from workbench.store.queries import Run
 
 __all__ = ["SequentialConfig", "SequentialStatus", "sequential_config", "write_order", "read_order",
-           "decision_cells", "sequential_status", "summary_line", "cell_line", "stopped_line", "complete_answers", "run_rounds",
+           "decision_cells", "sequential_status", "summary_line", "cell_line", "stopped_lines", "complete_answers", "run_rounds",
            "SKIPPED", "DEFAULT_ALPHA", "DEFAULT_TOLERANCE", "DEFAULT_PRECISION", "STOP_REASONS"]
 
 #: The status of a job a sequential run will not ask: its cell stopped before its sample's round.
 SKIPPED = "skipped"
 #: The defaults of α, of best's tolerance E and of precision's half-width E (the CLI's and the TUI's alike).
 DEFAULT_ALPHA, DEFAULT_TOLERANCE, DEFAULT_PRECISION = 0.05, 0.02, 0.05
-#: Why a cell stopped being asked, in words (``stopped`` of a cell's state).
-STOP_REASONS = {"best": "the best cell", "worse": "worse than the leader", "tied": "within the tolerance of the leader",
-                "precision": "its interval narrow enough", "exhausted": "every sample answered"}
+#: Why a cell stopped being asked, in words (``stopped`` of a cell's state; ``versus_words`` says against what).
+STOP_REASONS = {"best": "the best cell", "worse": "proved worse", "tied": "within the tolerance",
+                "precision": "its interval narrow enough"}
 
 
 @dataclass(frozen=True)
@@ -110,12 +114,14 @@ def decision_cells(store: Store, run: Run) -> list[str]:
 
 @dataclass
 class SequentialStatus:
-    """Where a sequential run stands, rebuilt from its answered rounds (see the module).
+    """Where a sequential run stands, rebuilt from its answered steps (see the module).
 
     ``states`` has each cell's answered samples, its interval for the full run's S_llm (valid at
-    any stopping time, at the run's level over every cell and comparison) and why it stopped;
-    ``stopped_at`` the round each stopped cell stopped at. ``decided_at`` is the round the run
-    ended (None while cells are still asked). Calls count distinct prompts (see the module).
+    any stopping time, at ``cell_alpha``), its standing and the difference it was settled on
+    (``versus``, valid at ``pair_alpha``); ``stopped_at`` the step each stopped cell stopped at;
+    ``same_as`` names, for a cell whose prompts are another's on every sample, that cell (one arm,
+    decided together). ``decided_at`` is the step the run ended (None while cells are still asked).
+    Calls count distinct prompts (see the module).
     """
 
     config: SequentialConfig
@@ -130,10 +136,24 @@ class SequentialStatus:
     calls_full: int
     jobs_asked: int
     jobs_full: int
-    sequence_alpha: float
+    pair_alpha: float
+    cell_alpha: float
     leader: str | None = None
     pairs: dict[str, tuple[float, float] | None] = field(default_factory=dict)   # cell → interval of (cell − leader)
+    same_as: dict[str, str] = field(default_factory=dict)
     state: SequentialRun | None = field(default=None, repr=False, compare=False)
+
+    def versus(self, cell: str) -> dict | None:
+        """The difference ``cell`` was settled on: ``{"cell", "lo", "hi"}`` (this cell − that one), or None."""
+        v = self.states[cell].versus
+        return None if v is None else {"cell": self.cells[v.other], "lo": v.lo, "hi": v.hi}
+
+    def versus_cell(self, cell: str) -> str:
+        """The settled-on difference in a table cell: ``k5-b128 [-0.349,+0.017]``, or ``—``."""
+        v = self.versus(cell)
+        if v is None:
+            return "—"
+        return v["cell"] + ("" if v["lo"] is None else f" [{v['lo']:+.3f},{v['hi']:+.3f}]")
 
     def pair_interval(self, a: str, b: str) -> tuple[float, float] | None:
         """The confidence sequence of (S_llm of ``a`` − that of ``b``) over their common samples (``best`` only)."""
@@ -152,7 +172,8 @@ class SequentialStatus:
             said.append(f"{cell} {st.stopped or 'still asked'}{when} ({st.answered:,} of {self.population:,} answered)")
         pair = self.pair_interval(a, b)
         interval = "" if pair is None else (f"; {a} − {b} lies in [{pair[0]:+.3f}, {pair[1]:+.3f}] (confidence "
-                                            "sequence over their common samples, valid under stopping)")
+                                            f"sequence over their common samples, valid under stopping at level "
+                                            f"1 − {self.pair_alpha:.2g})")
         return f"sequential run ({self.config.describe()}): " + ", ".join(said) + interval
 
     @property
@@ -168,7 +189,8 @@ class SequentialStatus:
         """The ``sequential`` block of one cell in ``ledger --json``."""
         state = self.states[cell]
         return {"answered": state.answered, "of": self.population, "lo": state.lo, "hi": state.hi,
-                "stopped": state.stopped, "stopped_at_round": self.stopped_at.get(cell)}
+                "stopped": state.stopped, "stopped_at_round": self.stopped_at.get(cell),
+                "versus": self.versus(cell), "same_as": self.same_as.get(cell)}
 
     def as_dict(self) -> dict:
         """The run-level summary (JSON-ready)."""
@@ -178,7 +200,23 @@ class SequentialStatus:
                 "calls_used": self.calls_used, "calls_full": self.calls_full,
                 "calls_saved": self.calls_full - self.calls_used if self.done else None,
                 "jobs_asked": self.jobs_asked, "jobs_full": self.jobs_full,
-                "sequence_alpha": self.sequence_alpha}
+                "pair_alpha": self.pair_alpha, "cell_alpha": self.cell_alpha,
+                "arms": len(set(self.cells) - set(self.same_as))}
+
+
+def versus_words(status: SequentialStatus, cell: str) -> str | None:
+    """What a settled cell's stop rests on, in words: "worse than k10-b128 by 0.030 to 0.120", or "within 0.02 of
+    k5-b128 (cannot beat it by more; −0.349 to +0.017)"; None when nothing was settled against another cell."""
+    v = status.states[cell].versus
+    if v is None:
+        return None
+    other = status.cells[v.other]
+    if v.lo is None:
+        return f"settled against {other}"
+    if v.hi < 0:
+        return f"worse than {other} by {-v.hi:.3f} to {-v.lo:.3f}"
+    return (f"within {status.config.tolerance:g} of {other} (cannot beat it by more; difference "
+            f"{v.lo:+.3f} to {v.hi:+.3f})")
 
 
 def summary_line(status: SequentialStatus) -> str:
@@ -190,34 +228,45 @@ def summary_line(status: SequentialStatus) -> str:
     if not s.done:
         asked = sum(1 for st in s.states.values() if st.stopped is None)
         lead = f", leader {s.leader}" if s.leader else ""
-        return (f"sequential ({s.config.describe()}): round {s.rounds:,} of {s.population:,}, {asked} of "
+        return (f"sequential ({s.config.describe()}): round {s.rounds:,}, {asked} of "
                 f"{len(s.cells)} cells still asked{lead}; {used} so far")
     what = f"best {s.winner}" if s.winner else "every cell's interval narrow enough"
     if s.config.rule == "best" and s.winner is None:
-        what = "no single best cell (the rest exhausted the samples)"
-    return (f"sequential ({s.config.describe()}): decided at round {s.rounds:,} of {s.population:,}: {what}; "
+        what = "no winner within the round limit"
+    return (f"sequential ({s.config.describe()}): decided at round {s.rounds:,}: {what}; "
             f"{used}, {s.calls_full - s.calls_used:,} saved")
 
 
-def stopped_line(status: SequentialStatus) -> str:
-    """The cells that stopped being asked, in the order they stopped: ``k1-b32 worse (round 40), …``."""
+def stopped_lines(status: SequentialStatus, most: int | None = None) -> list[str]:
+    """The cells that stopped being asked, in the order they stopped, each with what its stop rests on:
+    ``k1-b128 worse than k10-b128 by 0.030 to 0.120 (round 40)``. At most ``most`` lines (the last says how
+    many more)."""
     stopped = sorted(status.stopped_at.items(), key=lambda item: (item[1], item[0]))
     if not stopped:
-        return "no cell stopped yet"
-    return "stopped: " + ", ".join(f"{cell} {status.states[cell].stopped} (round {at:,})" for cell, at in stopped)
+        return ["no cell stopped yet"]
+    lines = []
+    for cell, at in stopped:
+        words = versus_words(status, cell) or STOP_REASONS.get(status.states[cell].stopped, status.states[cell].stopped)
+        same = f", as {status.same_as[cell]} (same prompts)" if cell in status.same_as else ""
+        lines.append(f"{cell} {words}{same} (round {at:,})")
+    if most is not None and len(lines) > most:
+        lines = lines[:most - 1] + [f"… and {len(lines) - most + 1} more cells stopped"]
+    return ["stopped: " + lines[0], *("         " + line for line in lines[1:])]
 
 
 def cell_line(status: SequentialStatus, cell: str) -> str:
     """One cell's standing: answered of N, its interval for the full run's S_llm (valid at any stopping time),
-    and whether, when and why it stopped."""
+    whether, when and why it stopped, and the difference it was settled on."""
     st = status.states[cell]
     interval = "—" if st.lo is None else f"[{st.lo:.3f}, {st.hi:.3f}]"
     if st.stopped is None:
         why = "still asked"
     else:
         at = status.stopped_at.get(cell)
-        why = f"stopped{f' at round {at:,}' if at is not None else ''}: {STOP_REASONS.get(st.stopped, st.stopped)}"
-    return f"{st.answered:,} of {status.population:,} answered · S_llm {interval} · {why}"
+        why = (f"stopped{f' at round {at:,}' if at is not None else ''}: "
+               + (versus_words(status, cell) or STOP_REASONS.get(st.stopped, st.stopped)))
+    same = f" · same prompts as {status.same_as[cell]}" if cell in status.same_as else ""
+    return f"{st.answered:,} of {status.population:,} answered · S_llm {interval} · {why}{same}"
 
 
 class _Events:
@@ -237,62 +286,87 @@ class _Events:
         sha = self.rows[(sid, cid)][2]
         return self.shas.setdefault(sha, len(self.shas))
 
-    def round_scores(self, sid: int, cells: Sequence[str]) -> list[float] | None:
-        """The scores of ``cells`` on ``sid`` if every one is done, else None (the round is not complete)."""
-        out = []
+    def groups(self, sids: Sequence[int], cells: Sequence[str]) -> np.ndarray:
+        """The prompt groups of ``sids`` × ``cells`` (a cell with no job on a sample: a group of its own)."""
+        return np.array([[self.group(sid, c) if (sid, c) in self.rows else -1 - k for k, c in enumerate(cells)]
+                         for sid in sids], dtype=np.int64)
+
+    def score(self, sid: int, cells: Sequence[str]) -> float | None:
+        """The score of an arm's ``cells`` on ``sid`` (its first cell's) once every one is done, else None."""
         for cid in cells:
             status, score, _ = self.rows.get((sid, cid), ("missing", None, ""))
             if status != "done" or score is None:
                 return None
-            out.append(float(score))
-        return out
+        return float(self.rows[(sid, cells[0])][1])
 
 
-def _rebuild(store: Store, run: Run) -> tuple[SequentialConfig, list[str], list[int], SequentialRun, dict, _Events,
-                                             int]:
-    """Feed the rule every complete round of ``run``: (config, cells, order, state, stopped_at, events, calls)."""
+@dataclass
+class _Rebuilt:
+    """A sequential run's rule fed every complete step of its events."""
+
+    config: SequentialConfig
+    cells: list[str]
+    order: list[int]
+    members: dict[str, list[str]]        # an arm (its first cell) → its cells
+    state: SequentialRun
+    stopped_at: dict[str, int]
+    events: _Events
+    calls: int
+
+
+def _rebuild(store: Store, run: Run) -> _Rebuilt:
+    """Feed the rule every complete step of ``run`` (see the module)."""
     config = sequential_config(run)
     if config is None:
         raise ValueError(f"run {run.name!r} is not a sequential run")
     cells, order = decision_cells(store, run), read_order(store, run)
     events = _Events(store, run, cells)
-    state = SequentialRun(len(cells), len(order), config.settings)
+    groups = events.groups(order, cells)
+    arm = arms_of(groups)
+    members: dict[str, list[str]] = {}
+    for c, a in enumerate(arm):
+        members.setdefault(cells[a], []).append(cells[c])
+    state = SequentialRun(arm, len(order), config.settings)
+    relabel = distinct_groups(groups)
+    asked: set[tuple[int, int]] = set()
     stopped_at: dict[str, int] = {}
-    calls = 0
     while not state.done:
-        sid = order[state.round]
-        asked = [cells[i] for i in state.asked()]
-        scores = events.round_scores(sid, asked)
-        if scores is None:
+        step = [(a, state.position(a)) for a in state.asked()]
+        scores = [events.score(order[pos], members[cells[a]]) for a, pos in step]
+        if any(x is None for x in scores):
             break
-        calls += _calls(events, sid, asked)
-        for i in state.feed(scores):
-            stopped_at[cells[i]] = state.round
-    return config, cells, order, state, stopped_at, events, calls
-
-
-def _calls(events: _Events, sid: int, asked: Sequence[str]) -> int:
-    groups = np.array([[events.group(sid, c) for c in asked]])
-    return int(round_calls(groups, np.ones(groups.shape, dtype=bool))[0])
+        asked.update((pos, int(relabel[pos, a])) for a, pos in step)
+        for a in state.feed(scores):
+            for cell in members[cells[a]]:
+                if state.state(cells.index(cell)).stopped is None:
+                    stopped_at.pop(cell, None)
+                else:
+                    stopped_at[cell] = state.round
+    return _Rebuilt(config, cells, order, members, state, stopped_at, events, len(asked))
 
 
 def sequential_status(store: Store, run: Run) -> SequentialStatus | None:
     """The state of a sequential run now (None for another run), rebuilt from its events."""
     if sequential_config(run) is None:
         return None
-    config, cells, order, state, stopped_at, events, calls = _rebuild(store, run)
-    full = sum(_calls(events, sid, [c for c in cells if (sid, c) in events.rows]) for sid in order)
+    b = _rebuild(store, run)
+    cells, state = b.cells, b.state
+    groups = b.events.groups(b.order, cells)
+    full = int((distinct_groups(groups) == np.arange(len(cells))).sum())
     states = dict(zip(cells, state.states()))
     winner = None if state.winner is None else cells[state.winner]
     leader = None if state.leader is None else cells[state.leader]
     pairs = {}
-    if config.rule == "best" and state.leader is not None:
+    if b.config.rule == "best" and state.leader is not None:
         for i, c in enumerate(cells):
             if i != state.leader:
                 pairs[c] = state.pair_interval(i, state.leader)
+    same_as = {cell: first for first, group in b.members.items() for cell in group if cell != first}
     asked_jobs = sum(s.answered for s in states.values())
-    return SequentialStatus(config, cells, len(order), state.round, states, stopped_at, winner, state.done, calls,
-                            full, asked_jobs, len(order) * len(cells), state.alpha, leader, pairs, state)
+    engine = state.engine
+    return SequentialStatus(b.config, cells, len(b.order), state.round, states, b.stopped_at, winner, state.done,
+                            b.calls, full, asked_jobs, len(b.order) * len(cells), engine.pair_alpha,
+                            engine.cell_alpha, leader, pairs, same_as, state)
 
 
 def complete_answers(store: Store, run: Run) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -344,36 +418,51 @@ def mark_skipped(store: Store, run: Run, cells: Sequence[str]) -> int:
 def run_rounds(store: Store, run: Run, jobs: Sequence, process: Callable[[list], None], *,
                stopping: Callable[[], bool], on_skipped: Callable[[int], None],
                on_halt: Callable[[str], None]) -> None:
-    """Execute a sequential run's pending ``jobs`` (``(job, evidence)`` pairs) round by round.
+    """Execute a sequential run's pending ``jobs`` (``(job, evidence)`` pairs) step by step.
 
-    ``process(subset)`` does the jobs of one round (cached ones committed, the others generated,
-    each committed on its own). After a complete round the rule is fed; a cell that stops has its
-    pending jobs marked skipped (``on_skipped(n)``). ``stopping()`` true ends before the next
-    round. A round left incomplete by a failed job ends the run with ``on_halt(why)``: the rule
-    needs every asked cell's answer on a sample (``--retry-errors`` asks it again).
+    ``process(subset)`` does the jobs of one step (cached ones committed, the others generated,
+    each committed on its own). After a complete step the rule is fed; an arm dropped as worse has
+    its pending jobs marked skipped (``on_skipped(n)``), and so has every job left once the run is
+    decided. ``stopping()`` true ends before the next step. A step left incomplete by a failed job
+    ends the run with ``on_halt(why)``: the rule needs every asked arm's answer (``--retry-errors``
+    asks it again).
     """
-    config, cells, order, state, _, events, _ = _rebuild(store, run)
-    stopped = [cells[i] for i in range(len(cells)) if state.states()[i].stopped is not None]
-    on_skipped(mark_skipped(store, run, stopped))
+    b = _rebuild(store, run)
+    state, cells, order = b.state, b.cells, b.order
     by_key = {(job.sid, job.cell_id): (job, text) for job, text in jobs}
+    on_skipped(_skip_settled(store, run, b))
     while not state.done:
         if stopping():
             return
-        sid = order[state.round]
-        asked = [cells[i] for i in state.asked()]
-        todo = [by_key[(sid, c)] for c in asked if (sid, c) in by_key]
+        step = [(a, state.position(a)) for a in state.asked()]
+        todo = [by_key[(order[pos], c)] for a, pos in step for c in b.members[cells[a]] if (order[pos], c) in by_key]
         if todo:
             process(todo)
-        rows = dict(((s, c), (status, score)) for c, s, status, score in store.conn.execute(
-            f"SELECT cell_id, sid, status, score FROM events WHERE run_id = ? AND sid = ? AND cell_id IN "
-            f"({','.join('?' * len(asked))})", (run.id, sid, *asked)))
-        scores = [rows.get((sid, c), (None, None)) for c in asked]
-        if any(status != "done" or score is None for status, score in scores):
+        wanted = [(order[pos], c) for a, pos in step for c in b.members[cells[a]]]
+        rows = {(sid, c): (status, score) for c, sid, status, score in store.conn.execute(
+            f"SELECT cell_id, sid, status, score FROM events WHERE run_id = ? AND (sid, cell_id) IN "
+            f"(VALUES {','.join(['(?, ?)'] * len(wanted))})", (run.id, *(v for key in wanted for v in key)))}
+        failed = [c for sid, c in wanted if rows.get((sid, c), (None, None))[0] != "done"
+                  or rows[(sid, c)][1] is None]
+        if failed:
             if not stopping():
-                failed = [c for c, (status, _) in zip(asked, scores) if status != "done"]
-                on_halt(f"round {state.round + 1} of the sequential run needs every asked cell's answer on a "
-                        f"sample; {', '.join(failed)} failed on it (`--retry-errors` asks again)")
+                on_halt(f"step {state.round + 1} of the sequential run needs every asked cell's answer; "
+                        f"{', '.join(failed)} failed on it (`--retry-errors` asks again)")
             return
-        newly = [cells[i] for i in state.feed([float(score) for _, score in scores])]
-        if newly:
-            on_skipped(mark_skipped(store, run, newly))
+        state.feed([float(rows[(order[pos], cells[a])][1]) for a, pos in step])
+        on_skipped(_skip_settled(store, run, b))
+
+
+def _skip_settled(store: Store, run: Run, b: _Rebuilt) -> int:
+    """Mark skipped the pending jobs no step will ask: a dropped arm's, and every one once the run is decided."""
+    if b.state.done:
+        return mark_skipped(store, run, b.cells)
+    engine = b.state.engine
+    dropped = [cell for a, first in enumerate(_engine_members(b)) if engine.dropped[0, a]
+               for cell in b.members[first]]
+    return mark_skipped(store, run, dropped)
+
+
+def _engine_members(b: _Rebuilt) -> list[str]:
+    """The first cell of each of the engine's arms, in the engine's order."""
+    return [b.cells[m] for m in b.state.members]

@@ -1,58 +1,54 @@
-"""Stopping rules for sequential runs: ask each cell only until the sweep's question is answered.
+"""Stopping rules for sequential runs: ask each configuration only until the sweep's question is answered.
 
 Why: on a laptop the model is the cost, and most answers of a sweep go to cells that were
 clearly worse early on. A sequential run (``run --stop-when best|precision``) answers the
-samples in one seeded random order, in rounds across the cells still asked, and stops asking a
-cell once its question is settled, with intervals (:mod:`workbench.metrics.confseq`) that hold
-at whatever round it stopped, for the full run's value.
+samples in one seeded random order and stops asking a configuration once what it says of it is
+proved by confidence sequences (:mod:`workbench.metrics.confseq`), valid at whatever moment it
+stopped, for the full run's values.
 
-The protocol. Cells c = 1..K share one random order of the N samples (:func:`sample_order`). In
-round t every cell still asked answers the t-th sample of the order, so a cell that stopped after
-n_c rounds has answered exactly the first n_c samples, and two cells' paired differences use
-their common prefix. Each cell has a confidence sequence (CS) for its full-run S_llm (the mean of
-its scores over all N samples), each pair of cells one for the full-run mean difference.
+Arms. Cells whose prompts are identical on every sample (same model, same evidence window: the
+plan knows every window before any answer) are one *arm*: one configuration, answered and
+decided together, reported as identical (:func:`arms_of`). Every arm answers a prefix of the one
+shared order; two arms' paired differences use the samples both answered (their common prefix).
 
-The rules (:class:`StopSettings`):
+The ``best`` rule, LUCB-style (Kalyanakrishnan et al. 2012, fixed-confidence ε-best arm): the
+*leader* is the arm not ruled out with the highest running mean. After each step:
 
-- ``best``: the *leader* is the asked cell with the highest running mean. After each round, an
-  asked cell stops when the CS of (its mean − the leader's) has its upper end ≤ the tolerance E:
-  it cannot beat the leader by more than E, so naming the leader loses at most E (the ε-best rule
-  that gives the savings). Why it stopped is said as ``"worse"`` when the CS lies below 0 (known
-  worse) or its running difference is below −E (it trails by more than the tolerance, and cannot
-  lead by more than it), and as ``"tied"`` otherwise (within E of the leader, as far as is known).
-  With E > 0 the upper end crosses E before it crosses 0, so without the second test a cell 0.3
-  behind would read "tied". The run ends when one cell is left: that cell is ``"best"``, the winner. The pair sequences of
-  every two asked cells are kept up to date, since the leader can change. The decisions read the
-  pair's capital at the differences 0 and ±E exactly (the CS's *probes*), not on its grid; the
-  reported pair interval contains those probes' verdicts, so it agrees with them.
-- ``precision``: each cell stops once its CS half-width is ≤ E (``"precision"``).
-- A cell that answers all N samples is ``"exhausted"`` (the rule saved nothing on it), unless
-  it is the winner; one still asked is None. ``limit`` caps the rounds: cells still asked then keep None (undecided), and there is no
-  winner. (A live ``--limit L`` that restricts the dataset to its first L samples is a smaller
-  population instead: pass those L samples.)
+- an arm whose difference interval with some other arm lies below 0 is *dropped*: it is
+  ``worse`` (than that arm), so it is not the best; it is never asked again;
+- an arm whose difference interval with the leader has its upper end ≤ E is *settled* and
+  paused (``tied``, or ``worse`` if that upper end is below 0): it cannot beat the leader by
+  more than E. It is asked again if a new leader leaves it unsettled, answering from where it
+  paused;
+- the run ends when every arm left is settled against the leader, which is the winner.
 
-Alpha. ``alpha`` is the probability that *any* interval the run reports misses, at any time,
-however long it ran. It is split equally (Bonferroni) over every sequence the run can report:
-the K cell sequences, plus for ``best`` the K(K−1)/2 pair sequences, so each sequence runs at
-level ``alpha / (K + K(K−1)/2)`` (``best``) or ``alpha / K`` (``precision``)
-(:func:`sequence_alpha`). Each sequence is time-uniform, so the union bound covers every round
-and every stopping time at once.
+Each step asks, for every unsettled arm, whichever of it and the leader has answered fewer
+samples (both when even): the pair's common prefix grows by one sample, and nothing is asked that
+no decision needs. Each arm's stop records the difference interval it was settled on
+(:class:`Versus`: this arm − that arm, valid at any stopping time).
 
-Calls. On a given sample, cells whose prompts are identical cost one model call: the caller
-gives a prompt-group id per sample and cell, and a round costs the number of distinct groups
-among the cells asked in it (:func:`round_calls`). The full run costs that over all K cells and
-all N samples.
+What is proved. α is split in two halves (Bonferroni). α/2 goes to the difference sequences
+that involve the best arm b: each pair sequence runs at level α/(2(A − 1)). If those A − 1
+sequences all hold (probability ≥ 1 − α/2), b is never dropped (that would need an interval
+wholly below 0 for a difference that is ≥ 0), and at the end b is the winner or settled against
+it: the winner is within E of the best. α/2 goes to the A arms' own intervals for their full-run
+S_llm, each at α/(2A), which then all hold together. So, with probability ≥ 1 − α: the winner is
+within E of the best, no arm dropped as worse is the best, and every arm's interval covers its
+full-run value. Each ``worse`` or ``tied`` label is what its own versus interval says, at level
+1 − α/(2(A − 1)). At n = N every interval is exact, so the rule always ends; an exact tie goes
+to the arm listed first (the lower cell id).
 
-One core, two drivers: :class:`SequentialRun` is the live run's state (feed a round's scores, ask
-who is still asked); :func:`simulate` drives it over a complete score matrix. :func:`simulate_many`
-is the vectorised replay of many orders at once: it advances the very same
-:class:`~workbench.metrics.confseq.BettingBatch` rows and applies the very same round functions
-(:func:`_best_round`, :func:`_precision_round`), so it reaches identical decisions, intervals and
-call counts (tests/test_stopping.py checks it against :func:`simulate`).
+The ``precision`` rule asks each arm until its interval's half-width is ≤ E, each at α/A.
+
+One core, two drivers: :class:`Engine` runs the rule over R orders at once (vectorised); the
+live run is an engine of one order (:class:`SequentialRun`, fed as answers come) and a replay
+(:func:`workbench.runs.replay.simulate_many`) one of many, so both reach identical decisions. Bets are tuned to the
+known horizon N (any predictable bet keeps validity).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -60,37 +56,25 @@ import numpy as np
 
 from workbench.metrics.confseq import DEFAULT_GRID, BettingBatch
 
-__all__ = [
-    "RULES",
-    "REASONS",
-    "StopSettings",
-    "CellState",
-    "Outcome",
-    "SequentialRun",
-    "sequence_count",
-    "sequence_alpha",
-    "sample_order",
-    "round_calls",
-    "full_run_calls",
-    "simulate",
-    "simulate_many",
-]
+__all__ = ["RULES", "REASONS", "StopSettings", "Versus", "CellState", "Outcome", "Engine", "SequentialRun",
+           "arms_of", "split_alpha", "sample_order", "distinct_groups", "full_run_calls", "optional_float"]
 
 RULES = ("best", "precision")
-REASONS = ("best", "worse", "tied", "precision", "exhausted")
-# Stop reasons as small integers in the vectorised code: 0 is "still asked" (None).
+REASONS = ("best", "worse", "tied", "precision")
 _CODE = {reason: k + 1 for k, reason in enumerate(REASONS)}
-_BEST, _WORSE, _TIED, _PRECISION, _EXHAUSTED = (_CODE[r] for r in REASONS)
-# Pair sequences read the interval on a grid of 2000 steps of the [0, 1] scale: 0.001 on the difference.
+_BEST, _WORSE, _TIED, _PRECISION = (_CODE[r] for r in REASONS)
+# Pair sequences read on a grid of 2000 steps of the [0, 1] scale: 0.001 on the difference (live runs only).
 PAIR_GRID = 2 * DEFAULT_GRID
+# An exact difference at n = N that is this close to a bound counts as on it (float sums of scores).
+_EXACT_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
 class StopSettings:
     """A stopping rule and its settings: ``rule`` is ``best`` or ``precision``.
 
-    ``tolerance`` is E: for ``best`` the difference within which two cells count as tied, for
-    ``precision`` the target half-width. ``limit`` caps the rounds (None: up to N).
+    ``tolerance`` is E: for ``best`` the margin within which an arm cannot beat the winner, for
+    ``precision`` the target half-width. ``limit`` caps the steps (None: until decided).
     """
 
     rule: str
@@ -110,18 +94,29 @@ class StopSettings:
 
 
 @dataclass(frozen=True)
+class Versus:
+    """The difference interval (this arm − ``other``) an arm was settled on; ``lo``/``hi`` None in a replay."""
+
+    other: int
+    lo: float | None
+    hi: float | None
+
+
+@dataclass(frozen=True)
 class CellState:
-    """One cell now: samples answered, the interval for its full-run S_llm (None before any), why it stopped."""
+    """One arm now: samples answered, its interval for its full-run S_llm (None before any), why it stopped,
+    and the difference it was settled on (``best``)."""
 
     answered: int
     lo: float | None
     hi: float | None
     stopped: str | None
+    versus: Versus | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A finished (or capped) sequential run: per cell state, the winner (``best`` only), calls used and full."""
+    """A finished (or capped) sequential run: per arm state, the winner (``best``), calls used and full, steps."""
 
     cells: tuple[CellState, ...]
     winner: int | None
@@ -130,14 +125,30 @@ class Outcome:
     rounds: int
 
 
-def sequence_count(rule: str, cells: int) -> int:
-    """How many sequences a run can report: K cells, plus K(K−1)/2 pairs for ``best``."""
-    return cells + (cells * (cells - 1) // 2 if rule == "best" else 0)
+def arms_of(groups: np.ndarray) -> np.ndarray:
+    """Each cell's arm: the index of the first cell whose prompt group is the same on every sample (N × K in)."""
+    groups = np.asarray(groups)
+    arm = np.arange(groups.shape[1])
+    for c in range(groups.shape[1]):
+        for d in range(c):
+            if arm[d] == d and np.array_equal(groups[:, c], groups[:, d]):
+                arm[c] = d
+                break
+    return arm
 
 
-def sequence_alpha(settings: StopSettings, cells: int) -> float:
-    """Each sequence's level: ``alpha`` split equally over :func:`sequence_count` sequences (Bonferroni)."""
-    return settings.alpha / max(sequence_count(settings.rule, cells), 1)
+def split_alpha(rule: str, arms: int, *, told_best: bool = False) -> tuple[float, float]:
+    """(the level of each pair sequence, of each arm's own sequence) as shares of α (see the module).
+
+    ``best``: α/2 over the A − 1 differences with the best arm, α/2 over the A arms; ``precision``:
+    every arm at α/A (no pair is read). ``told_best`` (a benchmark's oracle) spends all of α on its
+    A − 1 pairs and reports no arm interval.
+    """
+    if rule == "precision":
+        return 0.0, 1.0 / arms
+    if told_best:
+        return 1.0 / max(arms - 1, 1), 1.0 / arms
+    return 0.5 / max(arms - 1, 1), 0.5 / arms
 
 
 def sample_order(population: int, seed: int, replay: int = 0) -> np.ndarray:
@@ -145,315 +156,317 @@ def sample_order(population: int, seed: int, replay: int = 0) -> np.ndarray:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(replay)])).permutation(population)
 
 
-def round_calls(groups: np.ndarray, asked: np.ndarray) -> np.ndarray:
-    """Model calls of one round per row: distinct prompt groups among the asked cells.
-
-    ``groups`` and ``asked`` are (rows, K): the group ids (≥ 0) of each cell on the row's sample,
-    and which cells answer it.
-    """
-    g = np.where(asked, groups, -1)
-    g.sort(axis=1)
-    fresh = np.ones_like(g, dtype=bool)
-    fresh[:, 1:] = g[:, 1:] != g[:, :-1]
-    return ((g >= 0) & fresh).sum(axis=1)
+def distinct_groups(groups: np.ndarray) -> np.ndarray:
+    """Prompt groups relabelled per sample (N × K): each cell's group is the first cell with the same prompt on it."""
+    groups = np.asarray(groups)
+    out = np.tile(np.arange(groups.shape[1]), (groups.shape[0], 1))
+    for c in range(groups.shape[1]):
+        for d in range(c):
+            same = (groups[:, c] == groups[:, d]) & (out[:, c] == c)
+            out[same, c] = out[same, d]
+    return out
 
 
 def full_run_calls(groups: np.ndarray) -> int:
-    """Model calls of the full run: every cell on every sample, one call per distinct prompt group."""
-    groups = np.asarray(groups)
-    return int(round_calls(groups, np.ones(groups.shape, dtype=bool)).sum())
+    """Model calls of the full run: every cell on every sample, one call per distinct prompt."""
+    relabelled = distinct_groups(groups)
+    return int((relabelled == np.arange(relabelled.shape[1])).sum())
 
 
-def _pair_tables(cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs (a, b), a < b, in a fixed order, and the (K, K) table of each ordered pair's index."""
-    a, b = np.triu_indices(cells, k=1)
-    index = np.full((cells, cells), -1, dtype=np.int64)
-    index[a, b] = index[b, a] = np.arange(a.size)
-    return a, b, index
+def _pair_tables(arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a, b), a < b, in a fixed order."""
+    return np.triu_indices(arms, k=1)
 
 
-def _probes(tolerance: float) -> np.ndarray:
-    """The differences −E, 0, E on the [0, 1] scale of the pair sequences."""
-    return (np.array([-tolerance, 0.0, tolerance]) + 1.0) / 2.0
+class Engine:
+    """The rule over ``runs`` independent orders of ``arms`` arms at once (see the module).
 
-
-def _pair_verdicts(status: dict[str, np.ndarray]) -> np.ndarray:
-    """(rows, 4) booleans from a pair batch's probe status: a worse, a tied, b worse, b tied (D = a − b)."""
-    return np.stack([
-        status["below"][:, 1],      # hi < 0: a is worse than b
-        status["at_most"][:, 2],    # hi ≤ E: a cannot beat b by more than E
-        status["above"][:, 1],      # lo > 0: b is worse than a
-        status["at_least"][:, 0],   # lo ≥ −E: b cannot beat a by more than E
-    ], axis=1)
-
-
-def _best_round(asked: np.ndarray, sums: np.ndarray, verdicts: np.ndarray, index: np.ndarray, answered: int,
-                tolerance: float) -> np.ndarray:
-    """The ``best`` rule after a round, for R runs at once: each cell's new stop code (0: still asked).
-
-    ``asked`` (R, K) are the cells that answered this round, ``sums`` (R, K) their score sums
-    (all asked cells have answered ``answered`` samples, so sums rank their means; equal sums go
-    to the lower cell index), ``verdicts`` (R, pairs, 4) the pairs' :func:`_pair_verdicts`,
-    ``index`` the pair table. A stopping cell is "worse" when its CS lies below 0 or its running
-    difference with the leader is below −``tolerance``, else "tied".
+    Each step: :meth:`asked` is the (runs × arms) mask of arms to answer their next sample
+    (position :attr:`n` in their order); :meth:`feed` takes their scores. ``pair_grid`` reads
+    the versus intervals (live runs); ``told_best`` fixes the leader (a benchmark's oracle).
     """
-    runs, cells = asked.shape
-    codes = np.zeros((runs, cells), dtype=np.int8)
-    live = asked.any(axis=1)
-    leader = np.where(asked, sums, -np.inf).argmax(axis=1)
-    rows = np.arange(runs)
-    for c in range(cells):
-        check = asked[:, c] & (leader != c)
-        if not check.any():
-            continue
-        pair = index[c, leader]
-        first = c < leader                      # c is a in (a, b): its difference is D, else −D
-        worse = np.where(first, verdicts[rows, pair, 0], verdicts[rows, pair, 2])
-        tied = np.where(first, verdicts[rows, pair, 1], verdicts[rows, pair, 3])
-        behind = sums[:, c] - sums[rows, leader] < -tolerance * answered
-        codes[:, c] = np.where(check & (worse | (tied & behind)), _WORSE, np.where(check & tied, _TIED, 0))
-    left = asked & (codes == 0)
-    alone = live & (left.sum(axis=1) == 1)
-    codes[alone, leader[alone]] = _BEST
-    return codes
+
+    def __init__(self, runs: int, arms: int, population: int, settings: StopSettings, *,
+                 cell_grid: int | None = DEFAULT_GRID, pair_grid: int | None = None, told_best: int | None = None):
+        if arms < 1:
+            raise ValueError(f"a run needs at least one arm, got {arms}")
+        self.R, self.A, self.N, self.settings = runs, arms, int(population), settings
+        self.best = settings.rule == "best"
+        self.told_best = told_best
+        pair_share, cell_share = split_alpha(settings.rule, arms, told_best=told_best is not None)
+        self.pair_alpha, self.cell_alpha = settings.alpha * pair_share, settings.alpha * cell_share
+        # The arms' own sequences: read by precision's decisions and shown; a replay of best computes them
+        # afterwards (cell_grid None here), which gives the same intervals at less cost.
+        self.cells = (BettingBatch(runs * arms, population, self.cell_alpha, grid=cell_grid, horizon=True)
+                      if cell_grid is not None or not self.best else None)
+        self.pa, self.pb = _pair_tables(arms)
+        self.P = self.pa.size
+        E = settings.tolerance
+        self.pairs = (BettingBatch(runs * self.P, population, self.pair_alpha, grid=pair_grid, horizon=True,
+                                   probes=(np.array([-E, 0.0, E]) + 1.0) / 2.0) if self.best and self.P else None)
+        self.n = np.zeros((runs, arms), dtype=np.int64)
+        self.sums = np.zeros((runs, arms))
+        self.hist = np.zeros((runs, arms, population))
+        self.m = np.zeros((runs, self.P), dtype=np.int64)          # samples fed to each pair: the common prefix
+        self.dropped = np.zeros((runs, arms), dtype=bool)
+        self.code = np.zeros((runs, arms), dtype=np.int8)          # the arm's standing: 0 asked, else a reason
+        self.vs = np.full((runs, arms), -1, dtype=np.int64)        # the arm it was settled against
+        self.stop_step = np.full((runs, arms), -1, dtype=np.int64)
+        self.steps = np.zeros(runs, dtype=np.int64)
+        self.stop_lo = np.full((runs, arms), np.nan)
+        self.stop_hi = np.full((runs, arms), np.nan)
+        self.leader = np.zeros(runs, dtype=np.int64)
+        self.done = np.zeros(runs, dtype=bool)
+        self._asked = np.ones((runs, arms), dtype=bool)
+        if self.best and arms == 1:
+            raise ValueError("best needs two or more distinct configurations to compare")
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def asked(self) -> np.ndarray:
+        """(runs × arms): the arms that answer their next sample in the next step (none once a run is done)."""
+        return self._asked & ~self.done[:, None]
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each arm's interval for its full-run S_llm now (runs × arms; NaN before its first answer or untracked)."""
+        if self.cells is None:
+            nan = np.full((self.R, self.A), np.nan)
+            return nan, nan
+        lo, hi = self.cells.intervals()
+        return lo.reshape(self.R, self.A), hi.reshape(self.R, self.A)
+
+    def pair_interval(self, run: int, a: int, b: int) -> tuple[float, float] | None:
+        """The interval of (arm a − arm b) over their common prefix (needs ``pair_grid``), or None.
+
+        Closed: an end at an excluded candidate is read one float inside (``strict``), so a difference
+        proved below 0 has an upper end below 0, and one proved at most E an upper end at most E. At
+        n = N it is the exact difference.
+        """
+        if self.pairs is None or a == b or self.pairs.grid is None:
+            return None
+        first, second = min(a, b), max(a, b)
+        p = int(np.flatnonzero((self.pa == first) & (self.pb == second))[0])
+        if self.m[run, p] == self.N:
+            d = (math.fsum(self.hist[run, a]) - math.fsum(self.hist[run, b])) / self.N
+            return d, d
+        lo_b, hi_b = self.pairs.intervals(strict=True)
+        row = run * self.P + p
+        if np.isnan(lo_b[row]):
+            return None
+        d_lo, d_hi = 2.0 * lo_b[row] - 1.0, 2.0 * hi_b[row] - 1.0
+        return (float(d_lo), float(d_hi)) if a < b else (float(-d_hi), float(-d_lo))
+
+    # -- one step -----------------------------------------------------------------------------------------
+    def feed(self, x: np.ndarray) -> None:
+        """Record one step: ``x`` (runs × arms) holds each asked arm's score on its next sample (others unread)."""
+        asked = self.asked()
+        if not asked.any():
+            raise ValueError("every run is done: no arm is asked")
+        x = np.asarray(x, dtype=np.float64).reshape(self.R, self.A)
+        r, a = np.nonzero(asked)
+        values = x[r, a]
+        if not np.all((values >= 0) & (values <= 1)):
+            raise ValueError("scores must lie in [0, 1]")
+        if self.cells is not None:
+            self.cells.update(values, r * self.A + a)
+        self.hist[r, a, self.n[r, a]] = values
+        self.n[r, a] += 1
+        self.sums[r, a] += values
+        self.steps += asked.any(axis=1)
+        if self.pairs is not None:
+            common = np.minimum(self.n[:, self.pa], self.n[:, self.pb])
+            rr, pp = np.nonzero(common > self.m)
+            pos = self.m[rr, pp]
+            diff = (self.hist[rr, self.pa[pp], pos] - self.hist[rr, self.pb[pp], pos] + 1.0) / 2.0
+            self.pairs.update(diff, rr * self.P + pp)
+            self.m[rr, pp] += 1
+        self._decide(asked.any(axis=1))
+
+    def _verdicts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(below, within), each runs × arms × arms: hi(c − d) < 0, and hi(c − d) ≤ E, as proved now."""
+        R, A = self.R, self.A
+        below = np.zeros((R, A, A), dtype=bool)
+        within = np.zeros((R, A, A), dtype=bool)
+        if self.pairs is None:
+            return below, within
+        st = self.pairs.probe_status()
+        v = [s.reshape(R, self.P) for s in (st["below"][:, 1], st["at_most"][:, 2], st["above"][:, 1],
+                                             st["at_least"][:, 0])]
+        below[:, self.pa, self.pb], within[:, self.pa, self.pb] = v[0], v[1]
+        below[:, self.pb, self.pa], within[:, self.pb, self.pa] = v[2], v[3]
+        # At n = N the difference is known exactly: decided on exact sums, not on a float running total.
+        rr, pp = np.nonzero(self.m == self.N)
+        for r, p in zip(rr.tolist(), pp.tolist()):
+            a, b = int(self.pa[p]), int(self.pb[p])
+            d = (math.fsum(self.hist[r, a]) - math.fsum(self.hist[r, b])) / self.N
+            E = self.settings.tolerance
+            below[r, a, b], within[r, a, b] = d < -_EXACT_SLACK, d <= E + _EXACT_SLACK
+            below[r, b, a], within[r, b, a] = -d < -_EXACT_SLACK, -d <= E + _EXACT_SLACK
+        return below, within
+
+    def _decide(self, stepped: np.ndarray) -> None:
+        lo, hi = self.intervals()
+        live = ~self.done
+        if not self.best:
+            narrow = (hi - lo) / 2.0 <= self.settings.tolerance
+            self._stop(live[:, None] & (self.code == 0) & narrow & stepped[:, None], _PRECISION, lo, hi)
+            self._asked = self.code == 0
+            self.done |= ~self._asked.any(axis=1) | self._capped()
+            return
+        below, within = self._verdicts()
+        if self.told_best is not None:
+            # The oracle reads only the differences with the arm it was told is best: its α is spent on those.
+            others = np.arange(self.A) != self.told_best
+            below[:, :, others] = False
+            within[:, :, others] = False
+        rows = np.arange(self.R)
+        arm = np.arange(self.A)[None, :]
+        # Dropped: proved below some arm, so not the best; the versus is the highest-scoring such arm.
+        mean = np.where(self.n > 0, self.sums / np.maximum(self.n, 1), -np.inf)
+        newly = live[:, None] & ~self.dropped & below.any(axis=2)
+        if self.told_best is not None:
+            newly[:, self.told_best] = False
+        above_it = np.where(below, mean[:, None, :], -np.inf).argmax(axis=2)
+        self._stop(newly, _WORSE, lo, hi)
+        self.vs = np.where(newly, above_it, self.vs)
+        self.dropped |= newly
+        # The leader: the arm left with the highest running mean (told, for the oracle); ties to the lower index.
+        standing = np.where(self.dropped, -np.inf, mean)
+        leader = standing.argmax(axis=1) if self.told_best is None else np.full(self.R, self.told_best)
+        self.leader = np.where(live, leader, self.leader)
+        lead = self.leader
+        settled = within[rows, :, lead]                       # hi(c − leader) ≤ E
+        unsettled = ~self.dropped & ~settled & (arm != lead[:, None])
+        n_lead = self.n[rows, lead][:, None]
+        ask = unsettled & (self.n <= n_lead)
+        ask[rows, lead] |= (unsettled & (self.n >= n_lead)).any(axis=1)
+        ask &= self.n < self.N
+        # Paused: settled against the leader of now (worse if the interval lies below 0); asked again if a new
+        # leader leaves them unsettled.
+        paused = ~self.dropped & settled & (arm != lead[:, None]) & live[:, None]
+        word = np.where(below[rows, :, lead], _WORSE, _TIED).astype(np.int8)
+        self._stop(paused & (self.code == 0), _TIED, lo, hi)
+        self.code = np.where(paused, word, self.code)
+        self.vs = np.where(paused, lead[:, None], self.vs)
+        again = live[:, None] & ~paused & ~self.dropped & (self.code != 0)
+        self.code[again], self.vs[again], self.stop_step[again] = 0, -1, -1
+        finished = live & ~unsettled.any(axis=1)
+        won = np.zeros_like(paused)
+        won[rows, lead] = finished
+        self._stop(won, _BEST, lo, hi)
+        self._asked = ask
+        self.done |= finished | self._capped() | (live & ~ask.any(axis=1))
+
+    def _stop(self, mask: np.ndarray, code: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Arms in ``mask`` stop now with ``code``: their step and their interval at it are kept."""
+        self.code = np.where(mask, np.int8(code), self.code)
+        self.stop_step = np.where(mask, self.steps[:, None], self.stop_step)
+        self.stop_lo = np.where(mask, lo, self.stop_lo)
+        self.stop_hi = np.where(mask, hi, self.stop_hi)
+
+    def _capped(self) -> np.ndarray:
+        limit = self.settings.limit
+        return np.zeros(self.R, dtype=bool) if limit is None else self.steps >= limit
+
+    # -- results ------------------------------------------------------------------------------------------
+    def winner(self, run: int) -> int | None:
+        """The arm the ``best`` rule named in ``run``, once it has."""
+        best = np.flatnonzero(self.code[run] == _BEST)
+        return int(best[0]) if best.size else None
+
+    def state(self, run: int, arm: int) -> CellState:
+        """Arm ``arm`` of ``run``: answered, its interval (at its stop, or now), its standing and its versus."""
+        code = int(self.code[run, arm])
+        if code:
+            lo, hi = self.stop_lo[run, arm], self.stop_hi[run, arm]
+        else:
+            lo_now, hi_now = self.intervals()
+            lo, hi = lo_now[run, arm], hi_now[run, arm]
+        versus = None
+        other = int(self.vs[run, arm])
+        if code in (_WORSE, _TIED) and other >= 0:
+            pair = self.pair_interval(run, arm, other)
+            if pair is None:
+                versus = Versus(other, None, None)
+            else:
+                # The verdict was read exactly (probes, exact sums); the interval crossed from the [0, 1] scale
+                # back to differences may carry float noise past the bound it was proved within: kept within.
+                bound = np.nextafter(0.0, -1.0) if code == _WORSE else self.settings.tolerance
+                top = min(pair[1], bound) if pair[1] - bound < _EXACT_SLACK else pair[1]
+                versus = Versus(other, min(pair[0], top), top)
+        return CellState(int(self.n[run, arm]), optional_float(lo), optional_float(hi), None if code == 0 else REASONS[code - 1],
+                         versus)
 
 
-def _precision_round(asked: np.ndarray, lo: np.ndarray, hi: np.ndarray, tolerance: float) -> np.ndarray:
-    """The ``precision`` rule after a round: cells whose interval half-width is ≤ E stop (code per cell)."""
-    narrow = asked & ((hi - lo) / 2.0 <= tolerance)
-    return np.where(narrow, _PRECISION, 0).astype(np.int8)
-
-
-def _end_of_round(codes: np.ndarray, asked: np.ndarray, answered: int, population: int) -> np.ndarray:
-    """After the last sample every cell asked in it is exhausted, but the winner: the rule saved nothing on them.
-
-    (At n = N every interval is exact, so the rule itself would always decide there.)
-    """
-    if answered >= population:
-        codes = np.where(asked & (codes != _BEST), _EXHAUSTED, codes).astype(np.int8)
-    return codes
-
-
-def _reason(code: int) -> str | None:
-    return None if code == 0 else REASONS[code - 1]
-
-
-def _optional(x: float) -> float | None:
+def optional_float(x: float) -> float | None:
+    """``x``, or None where it is NaN (an end not yet known)."""
     return None if np.isnan(x) else float(x)
 
 
 class SequentialRun:
-    """The live state of a sequential run over ``cells`` cells and a population of ``population`` samples.
+    """The live state of a sequential run over the arms of ``cells`` (``arms[c]``: the cell's arm) on ``population``
+    samples: an :class:`Engine` of one order, fed as the answers come.
 
-    Each round: :meth:`asked` lists the cells to ask on the next sample of the order; pass their
-    scores (in [0, 1], in that order) to :meth:`feed`. :meth:`state` gives each cell's
-    :class:`CellState`, :meth:`pair_interval` a pair's difference interval; :attr:`done` says
-    when the run is over. The state is a pure function of the rounds fed, so a resumed run
-    rebuilds it by feeding its recorded complete rounds again, in order.
+    Each step: :meth:`asked` lists the arms to ask and :meth:`position` where each is in the order;
+    pass their scores to :meth:`feed`. The state is a pure function of the steps fed, so a resumed
+    run rebuilds it by feeding its recorded answers again in the same steps.
     """
 
-    def __init__(self, cells: int, population: int, settings: StopSettings, *, pair_grid: int | None = PAIR_GRID,
-                 grid: int = DEFAULT_GRID) -> None:
-        if cells < 1:
-            raise ValueError(f"a run needs at least one cell, got {cells}")
-        self.cells, self.population, self.settings = cells, int(population), settings
-        self.alpha = sequence_alpha(settings, cells)
-        self._cells = BettingBatch(cells, population, self.alpha, grid=grid)
-        self._pa, self._pb, self._index = _pair_tables(cells)
-        self._pairs = (BettingBatch(self._pa.size, population, self.alpha, grid=pair_grid,
-                                    probes=_probes(settings.tolerance)) if settings.rule == "best" else None)
-        self._codes = np.zeros(cells, dtype=np.int8)
-        self.round = 0
-        if settings.rule == "best" and cells == 1:
-            self._codes[0] = _BEST      # nothing to compare: the only cell is the best one
+    def __init__(self, arms: Sequence[int], population: int, settings: StopSettings, *,
+                 pair_grid: int | None = PAIR_GRID, grid: int = DEFAULT_GRID):
+        self.arm_of = np.asarray(arms, dtype=np.int64)
+        self.members = sorted(set(self.arm_of.tolist()))
+        self.population, self.settings = int(population), settings
+        self.engine = Engine(1, len(self.members), population, settings, cell_grid=grid, pair_grid=pair_grid)
 
     @property
-    def _asked_mask(self) -> np.ndarray:
-        return self._codes == 0
+    def round(self) -> int:
+        return int(self.engine.steps[0])
 
     @property
     def done(self) -> bool:
-        """True once no cell is asked any more (or the round limit was reached)."""
-        limit = self.settings.limit
-        return not self._asked_mask.any() or self.round >= self.population or (limit is not None and self.round >= limit)
+        return bool(self.engine.done[0])
 
-    def asked(self) -> np.ndarray:
-        """Indices of the cells to ask on the next sample (empty when the run is done)."""
-        return np.array([], dtype=np.int64) if self.done else np.flatnonzero(self._asked_mask)
+    def asked(self) -> list[int]:
+        """The arms (by their first cell) to answer their next sample in the next step."""
+        return [self.members[a] for a in np.flatnonzero(self.engine.asked()[0])]
+
+    def position(self, arm: int) -> int:
+        """How many samples of the order ``arm`` (a first cell) has answered: its next one is at that position."""
+        return int(self.engine.n[0, self.members.index(arm)])
+
+    def feed(self, scores: Sequence[float]) -> list[int]:
+        """Record one step: the scores of :meth:`asked`'s arms, in that order. Returns the arms whose standing changed."""
+        asked = self.asked()
+        if len(scores) != len(asked):
+            raise ValueError(f"{len(scores)} scores for {len(asked)} asked arms")
+        before = self.engine.code[0].copy()
+        x = np.zeros((1, len(self.members)))
+        for arm, score in zip(asked, scores):
+            x[0, self.members.index(arm)] = float(score)
+        self.engine.feed(x)
+        return [self.members[a] for a in np.flatnonzero(self.engine.code[0] != before)]
 
     @property
     def winner(self) -> int | None:
-        """The cell the ``best`` rule named, once it has."""
-        best = np.flatnonzero(self._codes == _BEST)
-        return int(best[0]) if best.size else None
+        w = self.engine.winner(0)
+        return None if w is None else self.members[w]
 
     @property
     def leader(self) -> int | None:
-        """The asked cell with the highest running mean now (``best``; None before the first round)."""
-        if self.round == 0:
-            return None
-        mask = self._asked_mask if self._asked_mask.any() else self._codes == _BEST
-        return int(np.where(mask, self._cells.total, -np.inf).argmax()) if mask.any() else None
-
-    def feed(self, scores: Sequence[float] | np.ndarray) -> list[int]:
-        """Record one round: ``scores`` of the :meth:`asked` cells on the next sample. Returns the cells that stopped."""
-        asked = self.asked()
-        if asked.size == 0:
-            raise ValueError("the run is done: no cell is asked")
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        if scores.size != asked.size:
-            raise ValueError(f"{scores.size} scores for {asked.size} asked cells")
-        self._cells.update(scores, asked)
-        mask = self._asked_mask
-        if self._pairs is not None:
-            both = np.flatnonzero(mask[self._pa] & mask[self._pb])
-            full = np.zeros(self.cells)
-            full[asked] = scores
-            self._pairs.update((full[self._pa[both]] - full[self._pb[both]] + 1.0) / 2.0, both)
-        self.round += 1
-        lo, hi = self._cells.intervals()
-        if self.settings.rule == "best":
-            verdicts = _pair_verdicts(self._pairs.probe_status())
-            codes = _best_round(mask[None], self._cells.total[None], verdicts[None], self._index, self.round,
-                                self.settings.tolerance)[0]
-        else:
-            codes = _precision_round(mask[None], lo[None], hi[None], self.settings.tolerance)[0]
-        codes = _end_of_round(codes[None], mask[None], self.round, self.population)[0]
-        stopped = np.flatnonzero(codes)
-        self._codes[stopped] = codes[stopped]
-        return [int(c) for c in stopped]
+        return None if self.round == 0 or not self.settings.rule == "best" else self.members[int(self.engine.leader[0])]
 
     def state(self, cell: int) -> CellState:
-        """Cell ``cell`` now: answered samples, its interval for the full-run S_llm, why it stopped (or None)."""
-        lo, hi = self._cells.intervals()
-        return CellState(int(self._cells.n[cell]), _optional(lo[cell]), _optional(hi[cell]), _reason(self._codes[cell]))
+        """Cell ``cell``'s standing: its arm's, with the versus naming the other arm's first cell."""
+        s = self.engine.state(0, self.members.index(int(self.arm_of[cell])))
+        if s.versus is not None:
+            s = CellState(s.answered, s.lo, s.hi, s.stopped,
+                          Versus(self.members[s.versus.other], s.versus.lo, s.versus.hi))
+        return s
 
     def states(self) -> tuple[CellState, ...]:
-        """Every cell's :meth:`state`, in cell order."""
-        return tuple(self.state(c) for c in range(self.cells))
+        return tuple(self.state(c) for c in range(self.arm_of.size))
 
     def pair_interval(self, a: int, b: int) -> tuple[float, float] | None:
-        """The interval for the full-run mean of (cell a − cell b) over their common samples (``best`` only)."""
-        if self._pairs is None or a == b:
-            return None
-        lo, hi = self._pairs.intervals()
-        p = self._index[a, b]
-        if np.isnan(lo[p]):
-            return None
-        d_lo, d_hi = 2.0 * lo[p] - 1.0, 2.0 * hi[p] - 1.0
-        return (float(d_lo), float(d_hi)) if a < b else (float(-d_hi), float(-d_lo))
-
-
-def _check_matrix(scores: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 2 or scores.shape[0] < 1 or scores.shape[1] < 1:
-        raise ValueError(f"scores must be an (N samples × K cells) matrix, got shape {scores.shape}")
-    if not np.all((scores >= 0) & (scores <= 1)):
-        raise ValueError("scores must lie in [0, 1]")
-    if groups is None:
-        groups = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-    groups = np.asarray(groups)
-    if groups.shape != scores.shape:
-        raise ValueError(f"groups must match scores' shape {scores.shape}, got {groups.shape}")
-    if not np.issubdtype(groups.dtype, np.integer) or (groups < 0).any():
-        raise ValueError("group ids must be non-negative integers")
-    return scores, groups
-
-
-def _retire(batch: BettingBatch, ids: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Drop a batch's rows that are no longer read, once they are a quarter of it; the kept rows' ids."""
-    if keep.size and keep.mean() < 0.75:
-        batch.keep(np.flatnonzero(keep))
-        return ids[keep]
-    return ids
-
-
-def simulate(scores: np.ndarray, groups: np.ndarray | None, order: np.ndarray | Sequence[int],
-             settings: StopSettings) -> Outcome:
-    """Run the rule as a live run would, answering from the complete ``scores`` (N × K) in ``order``.
-
-    ``groups`` (N × K) are the prompt-group ids (None: every cell its own prompt).
-    """
-    scores, groups = _check_matrix(scores, groups)
-    order = np.asarray(order, dtype=np.int64)
-    run = SequentialRun(scores.shape[1], scores.shape[0], settings)
-    calls = 0
-    while not run.done:
-        sample = order[run.round]
-        asked = run.asked()
-        mask = np.zeros(scores.shape[1], dtype=bool)
-        mask[asked] = True
-        calls += int(round_calls(groups[sample][None], mask[None])[0])
-        run.feed(scores[sample, asked])
-    return Outcome(run.states(), run.winner, calls, full_run_calls(groups), run.round)
-
-
-def simulate_many(scores: np.ndarray, groups: np.ndarray | None, orders: np.ndarray,
-                  settings: StopSettings) -> list[Outcome]:
-    """:func:`simulate` for many orders at once (R × N), vectorised over orders, cells and pairs.
-
-    Every cell and pair sequence is advanced every round whether asked or not (its state at
-    round t is what a live run's is if it was asked through round t), and a cell's interval is
-    taken at the round it stopped.
-    """
-    scores, groups = _check_matrix(scores, groups)
-    orders = np.atleast_2d(np.asarray(orders, dtype=np.int64))
-    runs, (population, cells) = orders.shape[0], scores.shape
-    alpha = sequence_alpha(settings, cells)
-    best = settings.rule == "best"
-    pa, pb, index = _pair_tables(cells)
-    # Each batch row is one (order, cell) or (order, pair) sequence; ``*_ids`` say which (flat index).
-    # Rows nobody will read again (a stopped cell's, a pair with a stopped cell) are dropped.
-    cell_batch, cell_ids = BettingBatch(runs * cells, population, alpha), np.arange(runs * cells)
-    pair_batch = BettingBatch(runs * pa.size, population, alpha, grid=None, probes=_probes(settings.tolerance))
-    pair_ids = np.arange(runs * pa.size) if best else np.arange(0)
-    if not best:
-        pair_batch.keep(pair_ids)
-    codes = np.zeros((runs, cells), dtype=np.int8)
-    if best and cells == 1:
-        codes[:] = _BEST
-    answered = np.zeros((runs, cells), dtype=np.int64)
-    stop_lo = np.full((runs, cells), np.nan)
-    stop_hi = np.full((runs, cells), np.nan)
-    calls = np.zeros(runs, dtype=np.int64)
-    rounds = np.zeros(runs, dtype=np.int64)
-    last = population if settings.limit is None else min(population, settings.limit)
-    for t in range(last):
-        asked = codes == 0
-        live = asked.any(axis=1)
-        if not live.any():
-            break
-        x = scores[orders[:, t]]                                     # (R, K)
-        calls += np.where(live, round_calls(groups[orders[:, t]], asked), 0)
-        rounds += live
-        answered += asked
-        cell_batch.update(x.reshape(-1)[cell_ids])
-        lo, hi, sums = (np.full(runs * cells, np.nan) for _ in range(3))
-        lo[cell_ids], hi[cell_ids] = cell_batch.intervals()
-        sums[cell_ids] = cell_batch.total
-        lo, hi, sums = lo.reshape(runs, cells), hi.reshape(runs, cells), sums.reshape(runs, cells)
-        if best:
-            pair_batch.update(((x[:, pa] - x[:, pb] + 1.0) / 2.0).reshape(-1)[pair_ids])
-            verdicts = np.zeros((runs * pa.size, 4), dtype=bool)
-            verdicts[pair_ids] = _pair_verdicts(pair_batch.probe_status())
-            new = _best_round(asked, sums, verdicts.reshape(runs, pa.size, 4), index, t + 1, settings.tolerance)
-        else:
-            new = _precision_round(asked, lo, hi, settings.tolerance)
-        new = _end_of_round(new, asked, t + 1, population)
-        stop_lo = np.where(asked, lo, stop_lo)
-        stop_hi = np.where(asked, hi, stop_hi)
-        codes = np.where(new != 0, new, codes)
-        still = codes == 0
-        cell_ids = _retire(cell_batch, cell_ids, still.reshape(-1)[cell_ids])
-        if best:
-            r, p = np.divmod(pair_ids, pa.size)
-            pair_ids = _retire(pair_batch, pair_ids, still[r, pa[p]] & still[r, pb[p]])
-    full = full_run_calls(groups)
-    outcomes = []
-    for r in range(runs):
-        states = tuple(CellState(int(answered[r, c]), _optional(stop_lo[r, c]), _optional(stop_hi[r, c]),
-                                 _reason(codes[r, c])) for c in range(cells))
-        winner = np.flatnonzero(codes[r] == _BEST)
-        outcomes.append(Outcome(states, int(winner[0]) if winner.size else None, int(calls[r]), full,
-                                int(rounds[r])))
-    return outcomes
+        """The interval for the full-run mean of (cell a − cell b) over their arms' common samples (``best``)."""
+        ia, ib = self.members.index(int(self.arm_of[a])), self.members.index(int(self.arm_of[b]))
+        return self.engine.pair_interval(0, ia, ib)

@@ -157,6 +157,8 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
             [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
         events = _write_events(_EventWriter(conn, run_id), config, samples, units, ranked, tokenizer, progress)
         if sequential is not None:
+            if sequential.rule == "best":
+                _refuse_one_arm(conn, run_id)
             write_order(conn, run_id, [s.sid for s in samples], sequential.seed)
         return SweepResult(name, ds.name, retriever, len(cells), events, created=True, notes=notes,
                            warnings=warnings)
@@ -169,6 +171,23 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
     n_cells = store.conn.execute("SELECT count(*) FROM cells WHERE run_id = ?", (run_id,)).fetchone()[0]
     n_events = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
     return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes, warnings=warnings)
+
+
+def _refuse_one_arm(conn, run_id: int) -> None:
+    """``best`` compares configurations: a grid of one cell, or of cells whose prompts are the same on every sample
+    (one arm: :func:`~workbench.runs.stopping.arms_of`), has nothing to compare. Raised inside the plan's
+    transaction, so nothing is written."""
+    rows = conn.execute("SELECT e.cell_id, e.sid, e.evidence_sha256 FROM events e JOIN cells c ON c.run_id = e.run_id"
+                        " AND c.cell_id = e.cell_id WHERE e.run_id = ? AND c.kind = 'retrieval'", (run_id,)).fetchall()
+    windows: dict[str, list] = {}
+    for cell, sid, sha in sorted(rows):
+        windows.setdefault(cell, []).append((sid, sha))
+    arms = {tuple(w) for w in windows.values()}
+    if len(arms) < 2:
+        what = ("one cell" if len(windows) == 1
+                else f"{len(windows)} cells that render the same prompt on every sample (one configuration)")
+        raise ValueError(f"--stop-when best compares two or more configurations, and the grid has {what}: "
+                         "use --stop-when precision to pin its S_llm down, or widen the grid")
 
 
 def _find_run(conn, name: str):

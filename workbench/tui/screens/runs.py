@@ -14,7 +14,7 @@ from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
 from workbench.runs.executor import ExecReport, execute, generation_of
-from workbench.runs.sequential import sequential_status, stopped_line, summary_line
+from workbench.runs.sequential import sequential_status, stopped_lines, summary_line
 from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
 from workbench.store.lookup import NotFound
@@ -42,6 +42,8 @@ def _runs(store):
 
 # A live sequential run's standing is rebuilt from its events at most this often (seconds).
 SEQUENTIAL_EVERY = 1.0
+#: The stopped cells a sequential run's box lists (each with the interval it was settled on), the rest counted.
+RUNS_STOPPED_LINES = 6
 
 
 def _sequential(store, name: str) -> tuple[str, str | None]:
@@ -53,7 +55,7 @@ def _sequential(store, name: str) -> tuple[str, str | None]:
         return name, None
     if status is None:
         return name, None
-    return name, f"{summary_line(status)}\n{stopped_line(status)}"
+    return name, "\n".join([summary_line(status), *stopped_lines(status, most=RUNS_STOPPED_LINES)])
 
 
 def run_state(run: dict, executing_here: bool, writer: Holder | None) -> str:
