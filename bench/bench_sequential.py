@@ -16,7 +16,8 @@ E ∈ {0.02, 0.05, 0.1}:
 
 Per rule: the share of the full run's model calls it used (mean over R), how often its winner was
 within E of the full run's best, how often every arm's interval covered its full-run S_llm
-(``best``, ``before``), and how often every worse/tied word was true of the full run (``best``).
+(``best``, ``before``), how often every versus interval covered its full-run difference and every
+worse/tied word was true of the full run (``best``).
 Goal for ``best``: calls ≤ 1.10 × the oracle's at every E, coverage ≥ 1 − α, the winner within E in
 every replay. ``precision`` (half-width 0.05) is replayed too.
 
@@ -171,14 +172,15 @@ def main(argv=None) -> int:
                 row = {"bench": "sequential", "recording": name, "tolerance": tolerance, "alpha": ALPHA, "replays": R,
                        "samples": s.population, "cells": s.cells,
                        "best": {"call_share": round(s.call_share_mean, 4), "within_e": s.named_best,
-                                "covered": s.covered, "labels_right": s.labels_right},
+                                "covered": s.covered, "differences_covered": s.differences_covered,
+                                "labels_right": s.labels_right},
                        "oracle": {"call_share": round(o["call_share"], 4), "within_e": o["within_e"]},
                        "before": {"call_share": round(b["call_share"], 4), "within_e": b["within_e"],
                                   "covered": b["covered"]},
                        "ratio_to_oracle": round(s.call_share_mean / o["call_share"], 3),
                        "seconds": round(time.perf_counter() - start, 1)}
                 row["pass"] = (row["ratio_to_oracle"] <= GOAL_RATIO and s.named_best == R
-                               and s.covered >= (1 - ALPHA) * R)
+                               and s.covered >= (1 - ALPHA) * R and s.differences_covered >= (1 - ALPHA) * R)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             p = replay(scores, groups, "precision", ALPHA, PRECISION, args.seed, R)
@@ -192,12 +194,13 @@ def main(argv=None) -> int:
     if rows:
         R = rows[0]["replays"]
         print(f"\nrecording     E     calls: best  oracle  ratio  before   winner within E: best  before   "
-              f"covered (of {R:,}): best  before   words true: best")
+              f"covered (of {R:,}): best  before   differences covered: best   words true: best")
         for r in rows:
             b, o, old = r["best"], r["oracle"], r["before"]
             print(f"{r['recording']:<12} {r['tolerance']:<5} {b['call_share']:>11.3f} {o['call_share']:>7.3f} "
                   f"{r['ratio_to_oracle']:>6.3f} {old['call_share']:>7.3f} {b['within_e']:>22,} {old['within_e']:>7,} "
-                  f"{b['covered']:>18,} {old['covered']:>7,} {b['labels_right']:>17,}")
+                  f"{b['covered']:>18,} {old['covered']:>7,} {b['differences_covered']:>27,} "
+                  f"{b['labels_right']:>17,}")
     return 0
 
 

@@ -251,3 +251,25 @@ def test_bad_settings_and_matrices_are_refused():
         simulate(np.full((3, 2), 2.0), None, [0, 1, 2], StopSettings("best"))
     with pytest.raises(ValueError):
         simulate(np.ones((3, 2)), np.full((3, 2), -1), [0, 1, 2], StopSettings("best"))
+
+
+def test_a_replay_reads_each_versus_interval_the_live_run_reads():
+    """A replay of many orders decides on its probes alone and rebuilds each settled arm's versus interval
+    afterwards (the benchmark's difference coverage rests on it): the very intervals a live run reads."""
+    rng = np.random.default_rng(12)
+    scores = np.column_stack([(rng.random(200) < p).astype(float) for p in (0.4, 0.45, 0.47, 0.6, 0.62)])
+    orders = np.stack([sample_order(200, 6, r) for r in range(3)])
+    settings_ = StopSettings("best", tolerance=0.05)
+    replayed = simulate_many(scores, None, orders, settings_)
+    settled = 0
+    for order, many in zip(orders, replayed):
+        one = simulate(scores, None, order, settings_)
+        assert one.winner == many.winner
+        for live, replay_ in zip(one.cells, many.cells):
+            assert live.stopped == replay_.stopped and (live.versus is None) == (replay_.versus is None)
+            if live.versus is not None:
+                settled += 1
+                assert (live.versus.other, live.versus.lo, live.versus.hi) == (
+                    replay_.versus.other, pytest.approx(replay_.versus.lo, abs=1e-12),
+                    pytest.approx(replay_.versus.hi, abs=1e-12))
+    assert settled >= 3

@@ -14,6 +14,10 @@ are run as a live run would run them, and at the stop:
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +29,16 @@ proofs = settings(deadline=None, derandomize=True, max_examples=8,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 ORDERS = 4
 SIZE = 160
+BEFORE = Path(__file__).resolve().parents[1] / "bench" / "stopping_before.py"
+
+
+def rule_before():
+    """The stopping rule the workbench had before this one (bench/stopping_before.py), as a module."""
+    spec = importlib.util.spec_from_file_location("stopping_before", BEFORE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("stopping_before", module)     # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
 
 
 def ladder(arms: int, tolerance: float, spacing: float, seed: int) -> np.ndarray:
@@ -91,3 +105,25 @@ def test_on_random_grids_every_word_is_proved_and_the_winner_is_within_e(arms, t
     cells, cell_misses, pairs, pair_misses = check(random_grid(arms, seed), tolerance, seed % 991)
     assert at_the_promised_rate(cells, cell_misses, 0.05 / (2 * arms))
     assert at_the_promised_rate(pairs, pair_misses, 0.05 / (2 * (arms - 1)))
+
+
+def test_the_rule_before_this_one_called_cells_worse_that_its_intervals_did_not_prove():
+    """The checks above have teeth: the rule the workbench had before (kept as the benchmark's baseline,
+    bench/stopping_before.py) stopped a cell when its difference with that round's leader could not exceed E,
+    then called it ``worse`` on its running mean. On a ladder most of its ``worse`` words rest on a difference
+    interval that still holds 0, which the first check above refuses."""
+    before = rule_before()
+    tolerance, worse, unproved = 0.05, 0, 0
+    scores = ladder(5, tolerance, 0.75, 1)
+    for r in range(ORDERS):
+        order = sample_order(SIZE, 1, r)
+        run = before.SequentialRun(5, SIZE, before.StopSettings("best", 0.05, tolerance))
+        while not run.done:
+            asked = run.asked()
+            stopped = run.feed(scores[order[run.round], asked])
+            leader = int(asked[np.argmax(run._cells.total[asked])])      # the round's leader, as that rule took it
+            for c in stopped:
+                if run.state(c).stopped == "worse" and c != leader:
+                    worse += 1
+                    unproved += run.pair_interval(c, leader)[1] >= 0
+    assert worse > 0 and unproved > 0, (worse, unproved)

@@ -7,6 +7,8 @@ their windows do and the run decides before its last sample.
 
 from __future__ import annotations
 
+import re
+
 import functools
 import shutil
 from pathlib import Path
@@ -85,7 +87,8 @@ async def test_the_form_plans_a_run_that_stops_when_decided_and_runs_and_ledger_
         box = app.screen.query_one("#sequential")
         await wait_for(pilot, lambda: box.display and "decided at round" in text(box), what="the sequential line")
         said = text(box)
-        assert "saved" in said and "stopped: " in said and "(round " in said
+        assert "saved" in said and "stopped (round, cell, the difference it was settled on" in said
+        assert re.search(r"round +\d+  k\S+ (worse than|within [\d.]+ of) k\S+ (by |\()[-+]?\d\.\d{3} to [-+]?\d\.\d{3}", said), said
         assert str(table.get_cell("seq", "%")) == "100"         # the skipped jobs are settled, not left to do
         status = text(app.screen.query_one("#status"))
         assert "skipped (stopped when decided)" in status

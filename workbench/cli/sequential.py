@@ -106,6 +106,9 @@ def replay_ledger(args, store) -> int:
     clo, chi = s.coverage_interval
     lines.append(f"  intervals covered  {s.covered:,} of {s.replays:,} ({s.coverage:.3f} [{clo:.3f}, {chi:.3f}], "
                  f"Wilson 95%): every cell's interval at its stop held its full-run S_llm (promised ≥ {1 - s.alpha:g})")
+    if s.differences_covered is not None:
+        lines.append(f"  differences held   {s.differences_covered:,} of {s.replays:,}: every stop's versus interval "
+                     f"held the full run's difference")
     lines.append("  per cell (mean answered, how it stopped):")
     for cell, answered, stopped in zip(cells, s.answered_mean, s.stopped):
         lines.append(f"    {cell}  {answered:,.1f} of {s.population:,}  "

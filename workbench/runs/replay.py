@@ -16,6 +16,7 @@ and any prefix of R replays is the same whatever R is. It runs
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -26,7 +27,7 @@ from workbench.metrics.confseq import DEFAULT_GRID, BettingBatch
 from workbench.runs.stopping import (PAIR_GRID, REASONS, CellState, Engine, Outcome, StopSettings, Versus, arms_of,
                                      distinct_groups, full_run_calls, optional_float, sample_order)
 
-__all__ = ["ReplaySummary", "replay", "replay_outcomes", "simulate", "simulate_many", "covered", "labels_right", "COVER_SLACK"]
+__all__ = ["ReplaySummary", "replay", "replay_outcomes", "simulate", "simulate_many", "differences_covered", "covered", "labels_right", "COVER_SLACK"]
 
 # An interval "covers" the full-run value up to float noise: at n = N the interval is the running
 # sum over N, the truth a mean summed in another order; they may differ in the last bits.
@@ -42,7 +43,9 @@ class ReplaySummary:
     ``named_best`` counts replays whose winner is within ``tolerance`` of the full run's best
     cell by full-run means (None for ``precision``, which names no winner); ``covered`` counts
     replays where every cell's interval at its stopping time held its full-run S_llm, with
-    ``coverage_interval`` its 95 % Wilson interval.
+    ``coverage_interval`` its 95 % Wilson interval. For ``best``, ``labels_right`` counts replays
+    whose every ``worse``/``tied`` word is true of the full run, and ``differences_covered`` those
+    whose every versus interval held the full run's difference.
     """
 
     rule: str
@@ -62,6 +65,7 @@ class ReplaySummary:
     coverage: float
     coverage_interval: tuple[float, float]
     labels_right: int | None                              # best: replays whose every worse/tied claim is true
+    differences_covered: int | None                       # best: replays whose every versus interval held
     answered_mean: tuple[float, ...]
     stopped: tuple[dict[str, int], ...]                   # per cell: how many replays stopped it for each reason
 
@@ -73,6 +77,13 @@ class ReplaySummary:
 def covered(outcome: Outcome, truth: np.ndarray) -> bool:
     """Whether every cell's reported interval holds its full-run value (a cell never asked reports none)."""
     return all(cell.lo is None or cell.lo - COVER_SLACK <= value <= cell.hi + COVER_SLACK
+               for cell, value in zip(outcome.cells, truth))
+
+
+def differences_covered(outcome: Outcome, truth: np.ndarray) -> bool:
+    """Whether every settled cell's versus interval holds the full run's difference (this cell − that cell)."""
+    return all(cell.versus is None or cell.versus.lo is None
+               or cell.versus.lo - COVER_SLACK <= value - truth[cell.versus.other] <= cell.versus.hi + COVER_SLACK
                for cell, value in zip(outcome.cells, truth))
 
 
@@ -116,11 +127,12 @@ def replay(scores: np.ndarray, groups: np.ndarray | None = None, rule: str = "be
     truth = scores.mean(axis=0)
     shares = np.array([o.calls / o.full_calls for o in outcomes])
     hits = int(sum(covered(o, truth) for o in outcomes))
-    named = right = None
+    named = right = pairs = None
     if rule == "best":
         top = truth.max()
         named = int(sum(o.winner is not None and truth[o.winner] >= top - tolerance for o in outcomes))
         right = int(sum(labels_right(o, truth, tolerance) for o in outcomes))
+        pairs = int(sum(differences_covered(o, truth) for o in outcomes))
     cells = scores.shape[1]
     stopped = []
     for c in range(cells):
@@ -136,6 +148,7 @@ def replay(scores: np.ndarray, groups: np.ndarray | None = None, rule: str = "be
         call_share_quantiles=tuple(float(q) for q in np.quantile(shares, [0.05, 0.5, 0.95])),
         named_best=named, named_best_share=None if named is None else named / replays,
         covered=hits, coverage=hits / replays, coverage_interval=wilson_interval(hits, replays), labels_right=right,
+        differences_covered=pairs,
         answered_mean=tuple(float(np.mean([o.cells[c].answered for o in outcomes])) for c in range(cells)),
         stopped=tuple(stopped),
     )
@@ -204,6 +217,9 @@ def simulate_many(scores: np.ndarray, groups: np.ndarray | None, orders: np.ndar
     full = full_run_calls(groups)
     lo, hi = (_final_intervals(arm_scores, orders, engine.n, engine.cell_alpha) if best
               else (engine.stop_lo, engine.stop_hi))
+    # Without a pair grid the engine decided on its probes alone; the versus intervals are read afterwards.
+    versus = (_final_versus(arm_scores, orders, engine) if best and told is None and pair_grid is None
+              else None)
     outcomes = []
     for r in range(runs):
         states = []
@@ -213,7 +229,8 @@ def simulate_many(scores: np.ndarray, groups: np.ndarray | None, orders: np.ndar
             if best and told is None:
                 s = CellState(s.answered, optional_float(lo[r, a]), optional_float(hi[r, a]), s.stopped, s.versus)
             if s.versus is not None:
-                s = CellState(s.answered, s.lo, s.hi, s.stopped, Versus(members[s.versus.other], s.versus.lo, s.versus.hi))
+                v_lo, v_hi = (s.versus.lo, s.versus.hi) if versus is None else versus.get((r, a), (None, None))
+                s = CellState(s.answered, s.lo, s.hi, s.stopped, Versus(members[s.versus.other], v_lo, v_hi))
             states.append(s)
         w = engine.winner(r)
         outcomes.append(Outcome(tuple(states), None if w is None else members[w], int(calls[r]), full,
@@ -248,3 +265,51 @@ def _final_intervals(scores: np.ndarray, orders: np.ndarray, answered: np.ndarra
     out_lo, out_hi = np.full(flat.size, np.nan), np.full(flat.size, np.nan)
     out_lo[rows], out_hi[rows] = lo, hi
     return out_lo.reshape(runs, arms), out_hi.reshape(runs, arms)
+
+
+def _final_versus(scores: np.ndarray, orders: np.ndarray, engine: Engine) -> dict[tuple[int, int], tuple]:
+    """The versus interval of each settled arm, (run, arm) → (lo, hi): the difference sequence (arm − the arm it
+    was settled against) over their common prefix, as the live engine reads it with its pair grid. The sequence
+    depends only on that prefix, so it is rebuilt afterwards, all rows at once, and read at the prefix's end."""
+    runs, arms = engine.n.shape
+    population = scores.shape[0]
+    run, arm = np.nonzero((engine.vs >= 0) & np.isin(engine.code, (REASONS.index("worse") + 1,
+                                                                     REASONS.index("tied") + 1)))
+    if run.size == 0:
+        return {}
+    other = engine.vs[run, arm]
+    common = np.minimum(engine.n[run, arm], engine.n[run, other])
+    rows = np.argsort(-common, kind="stable")                      # the longest first: active rows are a prefix
+    run, arm, other, common = run[rows], arm[rows], other[rows], common[rows]
+    batch = BettingBatch(run.size, population, engine.pair_alpha, grid=PAIR_GRID, horizon=True)
+    lo, hi = np.full(run.size, np.nan), np.full(run.size, np.nan)
+    active = run.size
+
+    def read(upto: int, end: int) -> None:
+        b_lo, b_hi = batch.intervals(strict=True)
+        lo[upto:end], hi[upto:end] = 2.0 * b_lo[upto:end] - 1.0, 2.0 * b_hi[upto:end] - 1.0
+
+    for t in range(int(common.max())):
+        still = int(np.count_nonzero(common[:active] > t))
+        if still < active:
+            read(still, active)
+            batch.keep(np.arange(still))
+            active = still
+        sample = orders[run[:active], t]
+        batch.update((scores[sample, arm[:active]] - scores[sample, other[:active]] + 1.0) / 2.0)
+    if active:
+        read(0, active)
+    out = {}
+    tolerance = engine.settings.tolerance
+    for k in range(run.size):
+        r, a, o = int(run[k]), int(arm[k]), int(other[k])
+        if common[k] == population:                                # the exact difference, as the engine reads it
+            d = (math.fsum(engine.hist[r, a]) - math.fsum(engine.hist[r, o])) / population
+            v_lo, v_hi = d, d
+        else:
+            v_lo, v_hi = float(lo[k]), float(hi[k])
+        # As Engine.state does: the verdict was exact; float noise past its bound is kept within it.
+        bound = np.nextafter(0.0, -1.0) if engine.code[r, a] == REASONS.index("worse") + 1 else tolerance
+        top = min(v_hi, bound) if v_hi - bound < 1e-12 else v_hi
+        out[(r, a)] = (min(v_lo, top), top)
+    return out

@@ -25,6 +25,7 @@ used, those its arms asked.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
@@ -206,7 +207,8 @@ class SequentialStatus:
 
 def versus_words(status: SequentialStatus, cell: str) -> str | None:
     """What a settled cell's stop rests on, in words: "worse than k10-b128 by 0.030 to 0.120", or "within 0.02 of
-    k5-b128 (cannot beat it by more; −0.349 to +0.017)"; None when nothing was settled against another cell."""
+    k5-b128 (-0.349 to +0.017)" (this − that: it cannot beat that cell by more than E); None when nothing was
+    settled against another cell."""
     v = status.states[cell].versus
     if v is None:
         return None
@@ -215,8 +217,7 @@ def versus_words(status: SequentialStatus, cell: str) -> str | None:
         return f"settled against {other}"
     if v.hi < 0:
         return f"worse than {other} by {-v.hi:.3f} to {-v.lo:.3f}"
-    return (f"within {status.config.tolerance:g} of {other} (cannot beat it by more; difference "
-            f"{v.lo:+.3f} to {v.hi:+.3f})")
+    return f"within {status.config.tolerance:g} of {other} ({v.lo:+.3f} to {v.hi:+.3f})"
 
 
 def summary_line(status: SequentialStatus) -> str:
@@ -237,21 +238,28 @@ def summary_line(status: SequentialStatus) -> str:
             f"{used}, {s.calls_full - s.calls_used:,} saved")
 
 
+def _natural(cell: str) -> list:
+    """A cell id's sort key with its numbers as numbers: k2-b128 before k10-b128."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", cell)]
+
+
 def stopped_lines(status: SequentialStatus, most: int | None = None) -> list[str]:
     """The cells that stopped being asked, in the order they stopped, each with what its stop rests on:
-    ``k1-b128 worse than k10-b128 by 0.030 to 0.120 (round 40)``. At most ``most`` lines (the last says how
+    ``round 40  k1-b128 worse than k10-b128 by 0.030 to 0.120``. At most ``most`` cells (the last line says how
     many more)."""
-    stopped = sorted(status.stopped_at.items(), key=lambda item: (item[1], item[0]))
+    stopped = sorted(status.stopped_at.items(), key=lambda item: (item[1], _natural(item[0])))
     if not stopped:
         return ["no cell stopped yet"]
+    width = len(f"{stopped[-1][1]:,}")
     lines = []
     for cell, at in stopped:
-        words = versus_words(status, cell) or STOP_REASONS.get(status.states[cell].stopped, status.states[cell].stopped)
+        st = status.states[cell]
+        words = versus_words(status, cell) or STOP_REASONS.get(st.stopped, st.stopped)
         same = f", as {status.same_as[cell]} (same prompts)" if cell in status.same_as else ""
-        lines.append(f"{cell} {words}{same} (round {at:,})")
+        lines.append(f"  round {at:>{width},}  {cell} {words}{same}")
     if most is not None and len(lines) > most:
-        lines = lines[:most - 1] + [f"… and {len(lines) - most + 1} more cells stopped"]
-    return ["stopped: " + lines[0], *("         " + line for line in lines[1:])]
+        lines = lines[:most - 1] + [f"  … and {len(lines) - most + 1} more"]
+    return ["stopped (round, cell, the difference it was settled on, this − that):", *lines]
 
 
 def cell_line(status: SequentialStatus, cell: str) -> str:

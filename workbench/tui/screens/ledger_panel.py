@@ -3,7 +3,7 @@ where a sequential run stands (kept apart from the screen's keys and loads)."""
 
 from __future__ import annotations
 
-from workbench.runs.sequential import cell_line, stopped_lines, summary_line
+from workbench.runs.sequential import cell_line, summary_line
 from workbench.tables import fmt_estimate
 from workbench.tui.markup import esc
 
@@ -15,8 +15,7 @@ def sequential_lines(status, cell: str) -> list[str]:
     """A sequential run in the side panel: the cell's interval valid at any stopping time (for the full dataset's
     S_llm), why it stopped, and the run's standing: its decision and the calls saved, or where it is."""
     return ["", "[b]Sequential[/b] [dim]S_llm over all samples, valid at any stopping time[/dim]",
-            esc(cell_line(status, cell)), f"[dim]{esc(summary_line(status))}[/dim]",
-            *(f"[dim]{esc(line)}[/dim]" for line in stopped_lines(status, most=4))]
+            esc(cell_line(status, cell)), f"[dim]{esc(summary_line(status))}[/dim]"]
 
 
 def ci_lines(terms, row) -> list[str]:
