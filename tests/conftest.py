@@ -36,6 +36,8 @@ from outputcache import SharedOutputs, shared_root
 from replay import replay_llm
 
 REPO = Path(__file__).resolve().parents[1]
+#: The database `just demo` writes (absent until it ran).
+DEMO_DB = REPO / ".workbench" / "demo.db"
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
 SCRIPTS = REPO / "scripts"
 
@@ -113,7 +115,11 @@ def real_model_is_marked(request, tmp_path, private_model_slot):
 def shared_outputs(tmp_path_factory) -> SharedOutputs:
     """The session's pool of model outputs, shared by the workers: real passes run once, reused by every test
     whose subject is not the model (tests/outputcache.py)."""
-    return SharedOutputs(shared_root(tmp_path_factory))
+    pool = SharedOutputs(shared_root(tmp_path_factory))
+    # `just demo` (the README's first command) embedded HowToCook and the demo's claims with the default model:
+    # its vectors, keyed by the model file's sha256 and the text, are what the docs database would compute again.
+    pool.adopt(DEMO_DB)
+    return pool
 
 
 # -- the suite's time: every test has a budget, and the summary names the tests over theirs -------------------
@@ -154,8 +160,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> Path:
-    """Where this test session converts embedding models: once per session, never the user's data dir."""
-    return tmp_path_factory.mktemp("model-cache")
+    """Where this test session converts embedding models, never the user's data dir: one folder for every
+    worker, so a model converted by one is found by the others (a conversion is written under a temporary
+    name and renamed into place: two workers converting at once never see a part of a file)."""
+    cache = shared_root(tmp_path_factory) / "model-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(autouse=True)

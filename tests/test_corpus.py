@@ -4,16 +4,47 @@ import os
 
 import pytest
 
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.corpus import ChunkConfig, chunk_document, import_corpus
+from workbench.store import open_store
 
-from conftest import REPO
+from conftest import REPO, copy_db
+from dbtemplate import empty_copy
 
 HOWTOCOOK = REPO / "sample_data" / "howtocook"
 
 
-def test_the_sample_corpus_imports_with_path_ids_titles_and_categories(store):
-    report = import_corpus(store, HOWTOCOOK, "howtocook")
+@pytest.fixture
+def store(tmp_path_factory, tmp_path):
+    """An empty, migrated workbench database in a temp dir, as conftest's: a copy of one migrated once."""
+    s = open_store(empty_copy(tmp_path_factory, tmp_path / "wb.db"))
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def howtocook(tmp_path_factory):
+    """The sample corpus imported once as ``howtocook``: the closed database and the import's report."""
+    path = empty_copy(tmp_path_factory, tmp_path_factory.mktemp("howtocook") / "wb.db")
+    s = open_store(path)
+    try:
+        report = import_corpus(s, HOWTOCOOK, "howtocook")
+    finally:
+        s.close()
+    return path, report
+
+
+@pytest.fixture
+def imported(howtocook, tmp_path):
+    """A store holding a copy of that import, and its report."""
+    s = open_store(copy_db(howtocook[0], tmp_path / "wb.db"))
+    yield s, howtocook[1]
+    s.close()
+
+
+def test_the_sample_corpus_imports_with_path_ids_titles_and_categories(imported):
+    store, report = imported
     assert report.documents == 65 and report.chunks > report.documents and not report.unreadable
     assert report.categories["meat_dish"] >= 6 and report.categories["advanced"] == 3  # tips/advanced/…
     row = store.conn.execute("SELECT title, heading, category FROM documents WHERE doc_id = ?",
@@ -24,8 +55,8 @@ def test_the_sample_corpus_imports_with_path_ids_titles_and_categories(store):
     assert store.conn.execute("SELECT max(length(text)) FROM units").fetchone()[0] <= 500
 
 
-def test_reimport_is_idempotent(store):
-    first = import_corpus(store, HOWTOCOOK, "howtocook")
+def test_reimport_is_idempotent(imported):
+    store, first = imported
     again = import_corpus(store, HOWTOCOOK, "howtocook")
     assert again.unchanged and (again.documents, again.chunks) == (first.documents, first.chunks)
     assert store.count("documents") == first.documents

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_db, every_row
+from conftest import every_row
+from dbtemplate import copy_of
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.dbfiles import DatabaseFileRefused, guarded_open, read_regular, write_new
 from workbench.errors import BadInput
@@ -111,9 +113,9 @@ def test_the_guarded_open_never_waits_on_a_fifo_and_creates_only_new_files(tmp_p
 # -- the BM25 index cache ------------------------------------------------------------------------------------
 
 @pytest.fixture
-def retrieved(tmp_path, tiny_swept_db) -> tuple[Path, Path]:
+def retrieved(request, tmp_path) -> tuple[Path, Path]:
     """A copy of the tiny dataset with a BM25 retrieval stored, and its cached index directory."""
-    db = copy_db(tiny_swept_db, tmp_path / "wb.db")
+    db = copy_of(request, "tiny_swept_db", tmp_path / "wb.db")
     assert main(["--db", str(db), "retrieve", "tiny", "--retriever", "bm25", "--name", "b1"]) == 0
     [index] = Path(f"{db}.indexes").iterdir()
     return db, index
@@ -168,11 +170,11 @@ def test_a_cache_file_of_another_size_than_its_metadata_records_is_not_read(retr
 # -- the model slot ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("slot", ["the database", "its -wal", "a hard link to it"])
-def test_a_model_slot_that_names_the_database_is_refused_before_anything_is_written(slot, tmp_path, tiny_swept_db,
+def test_a_model_slot_that_names_the_database_is_refused_before_anything_is_written(slot, tmp_path, request,
                                                                                     monkeypatch, capsys):
     """WORKBENCH_MODEL_SLOT naming the database used to truncate it to 0 bytes (and its -wal to leave "not a
     database"); the slot now goes through the guarded open, and is checked before the run is planned."""
-    db = copy_db(tiny_swept_db, tmp_path / "wb.db")
+    db = copy_of(request, "tiny_swept_db", tmp_path / "wb.db")
     path = {"the database": db, "its -wal": Path(f"{db}-wal"), "a hard link to it": tmp_path / "slot.lock"}[slot]
     if slot == "a hard link to it":
         os.link(db, path)

@@ -4,11 +4,15 @@
 verifies the claims without a model and imports `demo-claims.jsonl`. Everything in
 `judge report claims recorded` then follows from files, so it prints the same on every CPU;
 this is that report, computed here as the demo computes it, and the docs page that shows it.
+
+The embedding verifier's vectors (multilingual-e5-small, real) come from the session's pool
+(tests/outputcache.py): the scenario ``demo-claims`` runs the demo's claim run once per session,
+and the docs database (tests/test_docs_examples.py) is seeded from it too.
 """
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
 from conftest import REPO, SAMPLE_METAQA, load_script
 from workbench.cli import main
@@ -16,20 +20,35 @@ from workbench.data.importer import import_dataset
 from workbench.store import open_store
 
 LABELS = REPO / "sample_data" / "labels"
+DEMO_CLAIMS = "demo-claims"
+# The demo's steps up to its claim run, as `just demo` (and scripts/docs_examples.py's SETUP) runs them.
+DEMO_STEPS = (
+    ["sweep", "metaqa", "--limit", "3", "--k", "1,2,5,10,20", "--budget", "32,64,128", "--format", "linear",
+     "--oracle", "--shuffles", "2", "--name", "recorded"],
+    ["predictions", "import", str(LABELS / "demo-answers.jsonl"), "recorded"],
+    ["claims", "run", "recorded", "--decomposer", "rule", "--verifiers", "lexical,embedding"],
+)
 
 
-@pytest.mark.real_model
-def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_docs(tmp_path, capsys):
-    db = tmp_path / "demo.db"
+def run_demo_claims(db: Path) -> None:
+    """MetaQA imported into ``db``, then the demo's sweep, its recorded answers and their claim run (rule +
+    lexical + embedding)."""
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
     store.close()
-    cli = lambda *argv: main(["--db", str(db), *argv])  # noqa: E731
-    assert cli("sweep", "metaqa", "--limit", "3", "--k", "1,2,5,10,20", "--budget", "32,64,128", "--format", "linear",
-               "--oracle", "--shuffles", "2", "--name", "recorded") == 0
-    assert cli("predictions", "import", str(LABELS / "demo-answers.jsonl"), "recorded") == 0
-    assert cli("claims", "run", "recorded", "--decomposer", "rule", "--verifiers", "lexical,embedding") == 0
+    for argv in DEMO_STEPS:
+        assert main(["--db", str(db), *argv]) == 0
+
+
+def test_the_shipped_labels_apply_to_the_recorded_answers_and_the_report_is_the_docs(tmp_path, capsys,
+                                                                                      shared_outputs):
+    shared_outputs.scenario(DEMO_CLAIMS, run_demo_claims)
+    db = tmp_path / "demo.db"
+    shared_outputs.seed(db)
     capsys.readouterr()
+    run_demo_claims(db)
+    assert "embedding: 0 texts embedded" in capsys.readouterr().err      # every vector from the pool
+    cli = lambda *argv: main(["--db", str(db), *argv])  # noqa: E731
     assert cli("judge", "labels", "import", str(LABELS / "demo-claims.jsonl")) == 0
     assert "40 labels · 40 added" in capsys.readouterr().err
     assert cli("judge", "report", "claims", "recorded") == 0

@@ -72,7 +72,8 @@ def test_a_dry_run_writes_nothing(db, capsys):
 
 
 @pytest.mark.real_model
-def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run(db, capsys):
+@pytest.mark.budget(15)
+def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run_then_its_cache_hits_and_history(db, capsys):
     """The dry run's token counts against what the real run records on its jobs (events).
 
     The executor records on every job ``prompt_tokens``, the rendered prompt's length in the
@@ -84,6 +85,9 @@ def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run(db, capsys
     - its ``unique_prompt_tokens`` is that sum over the jobs that ran the model;
     - its ``eval_tokens`` (the prefix reuse worked out in the executor's prompt order) is the
       sum of ``eval_tokens``: the prompt-eval tokens of the real run.
+
+    Then, on that run's generations (one real run serves both halves): cache hits, the history an
+    ETA is fitted to, and a planned run's pending jobs.
     """
     dry = _dry(db, capsys, "--name", "small")
     capsys.readouterr()
@@ -99,12 +103,7 @@ def test_dry_run_token_counts_equal_the_prompt_tokens_of_the_real_run(db, capsys
     assert dry["unique_prompt_tokens"] == sum(r[1] for r in model)
     assert dry["eval_tokens"] == sum(r[2] for r in rows)
     assert dry["eval_tokens"] < dry["unique_prompt_tokens"]   # consecutive prompts do share a prefix
-
-
-@pytest.mark.real_model
-def test_cache_hits_history_and_a_planned_run(db, capsys):
-    assert main(_run(db, "--name", "small")) == 0   # the real run: 5 generations recorded
-    # The same prompts under another name: every one is in the cache, nothing to generate.
+    # The same prompts under another name (the real run above recorded 5 generations): every one is in the cache, nothing to generate.
     again = _dry(db, capsys, "--name", "again")
     assert (again["unique_prompts"], again["cache_hits"], again["to_generate"]) == (5, 5, 0)
     assert again["eval_tokens"] == 0 and again["eta_seconds"] == 0

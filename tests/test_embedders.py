@@ -75,9 +75,10 @@ def test_a_dedup_config_records_the_embedder_and_threshold_it_uses():
 
 
 @needs_wheels
-def test_a_converted_file_is_known_by_the_name_it_carries(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_MODEL_CACHE", str(tmp_path))
+def test_a_converted_file_is_known_by_the_name_it_carries(tmp_path, model_cache):
+    """Converted into the session's model cache (conftest: each model once, whichever test asks first)."""
     e5, minilm = resolve_embedding_model(None), resolve_embedding_model("all-minilm-l6-v2")
+    assert e5.parent == minilm.parent == model_cache
     assert e5.name.startswith("multilingual-e5-small-") and minilm.name.startswith("all-minilm-l6-v2-")
     copied = tmp_path / "renamed.gguf"
     copied.write_bytes(e5.read_bytes())

@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 
 from conftest import KG_GOLD, SAMPLE_METAQA, copy_db, every_row, write_jsonl, write_tiny_kg
 from workbench.claims.runner import ClaimsConfig, run_claims
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.corpus import ChunkConfig, chunk_document
 from workbench.data.importer import import_dataset

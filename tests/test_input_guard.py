@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_META, every_row, write_tiny_kg
+from dbtemplate import copy_of
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.store import open_store
 from workbench.store.caches import index_cache
@@ -57,11 +59,14 @@ DIRECTORY_VERBS = {
 
 
 @pytest.fixture
-def db(tiny_swept_db) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest), and a table for the probe rows."""
-    with sqlite3.connect(tiny_swept_db) as conn:
+def db(request, tmp_path) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest's ``tiny_swept_db``, copied), and a
+    table for the probe rows."""
+    path = copy_of(request, "tiny_swept_db", tmp_path / "tiny-swept.db")
+    with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE probe (value TEXT)")
-    return tiny_swept_db
+    conn.close()
+    return path
 
 
 def linked_in(directory: Path, db: Path, name: str) -> Path:

@@ -45,6 +45,7 @@ def test_bad_kg_lines_name_file_line_and_field_and_nothing_is_written(store, kg_
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(30)
 def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, created, stats = plan_dedup(store, "tiny", DedupConfig(), "tiny-run")
@@ -63,6 +64,7 @@ def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_d
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(15)
 def test_the_embedding_mode_needs_no_model_argument_and_embeds_each_context_once(store, kg_dir):
     import_kg(store, kg_dir, "tiny")
     name, _, stats = plan_dedup(store, "tiny", DedupConfig(modes=("embedding",)), "by-embedding")

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
+from workbench.data.importer import import_dataset
 from workbench.models.gguf import GGML_TYPES, LLAMA_FTYPES, GGUFError, model_facts, read_header
 from workbench.models.locate import default_model_path
+from workbench.models.registry import ExecOptions
 from workbench.runs.executor import execute
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.manifest import git_commit
@@ -29,6 +31,8 @@ from workbench.store.schema import MIGRATIONS_DIR, apply_migrations
 from workbench.store.lookup import NotFound
 from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import get_run
+
+from conftest import tiny_dir
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = SweepConfig(ks=(1, 2), budgets=(256,), formats=("score",))
@@ -264,8 +268,29 @@ def test_a_run_planned_before_manifests_says_so(tiny_store, capsys):
 
 
 # -- executions (the real model) ---------------------------------------------------------------------
+def _answer_the_plan(db: Path) -> None:
+    """The tiny dataset's ``_plan`` executed for real: the answers the execution tests find cached."""
+    store = open_store(db)
+    try:
+        import_dataset(store, tiny_dir.__wrapped__(db.parent), "tiny")
+        # One thread: ggml's threads spin at barriers, and on a busy machine two of them crawl.
+        assert execute(store, _plan(store), opts=ExecOptions(n_threads=1)).done == 6
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def answers_pooled(tiny_store, shared_outputs):
+    """The tiny dataset whose answers to ``_plan`` are in the cache (tests/outputcache.py): the subject here is the
+    manifest an execution records, so the model loads (its sha256, its tokens) but writes nothing new."""
+    shared_outputs.scenario("manifest-tiny-k1,2-b256-t8", _answer_the_plan)
+    assert shared_outputs.seed(tiny_store.path) >= 5
+    return tiny_store
+
+
 @pytest.mark.real_model
-def test_an_execution_records_threads_gpu_layers_and_the_model_it_ran(tiny_store):
+def test_an_execution_records_threads_gpu_layers_and_the_model_it_ran(answers_pooled):
+    tiny_store = answers_pooled
     run = _plan(tiny_store)
     from workbench.models.registry import ExecOptions
 
@@ -287,7 +312,8 @@ def test_an_execution_records_threads_gpu_layers_and_the_model_it_ran(tiny_store
 
 
 @pytest.mark.real_model
-def test_a_run_planned_before_manifests_gets_one_at_its_next_execution(tiny_store, capsys):
+def test_a_run_planned_before_manifests_gets_one_at_its_next_execution(answers_pooled, capsys):
+    tiny_store = answers_pooled
     run = _plan(tiny_store)
     planned = get_manifest(tiny_store, run.id)
     with tiny_store.transaction() as conn:
@@ -305,7 +331,8 @@ def test_a_run_planned_before_manifests_gets_one_at_its_next_execution(tiny_stor
 
 
 @pytest.mark.real_model
-def test_a_model_file_missing_when_planned_is_described_by_the_execution_that_finds_it(tiny_store, tmp_path):
+def test_a_model_file_missing_when_planned_is_described_by_the_execution_that_finds_it(answers_pooled, tmp_path):
+    tiny_store = answers_pooled
     from workbench.models.registry import ExecOptions
 
     later = tmp_path / "later.gguf"

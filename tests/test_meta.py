@@ -137,6 +137,7 @@ def test_without_a_meta_set_nothing_is_added_to_the_judge_reports(tiny_swept_db)
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(30)
 def test_the_default_offline_checker_and_the_similarity_run_then_a_second_run_does_no_model_work(tmp_path, capsys):
     """Three instances (six responses) of the shared half, through the CLI with its defaults: rule + lexical,
     embedding, then the whole-answer similarity. The figures are not asserted (three instances)."""

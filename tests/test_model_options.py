@@ -328,6 +328,7 @@ def test_a_header_is_read_within_the_files_own_size(content, why, tmp_path):
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(15)
 def test_claims_check_with_the_embedding_verifier_counts_its_model_calls(tmp_path, capsys):
     # The shipped embedding model, loaded for real: 2 texts (the claim, the context) embedded,
     # then read back from the store. What the verifier concludes is the model's, not asserted.

@@ -1,7 +1,9 @@
 """The machine-wide model slot: one process at a time runs the local model, the others wait and say for whom.
 
-Each test has its own lock file (the ``private_model_slot`` fixture), shared with the
-processes it starts; the other processes are real Python processes holding the slot.
+Each test has its own lock file (the ``private_model_slot`` fixture, or ``slot_elsewhere`` for a
+test that never loads a model), shared with the processes it starts; the other processes are real
+Python processes holding the slot. Only the tests that load the model once the wait ends carry
+the ``real_model`` marker.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_METAQA
+from conftest import SAMPLE_METAQA, copy_db
 from slotkit import holder, let_go
 from tuikit import SIZE, open_runs, wait_for
 from workbench.data.corpus import import_corpus
@@ -37,6 +39,16 @@ from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 
 WAITING = re.compile(r"waiting for the model: pid (\d+) \(`(.*)`\) has used the cores since \d\d:\d\d:\d\d")
+
+
+@pytest.fixture
+def slot_elsewhere(tmp_path, monkeypatch) -> Path:
+    """The test's own slot, away from the path tests/modeluse.py watches: for a test that takes the slot (here or
+    in a holder process) but never loads a model, which is then not a real-model test."""
+    path = tmp_path / "slot" / "model.lock"
+    path.parent.mkdir()
+    monkeypatch.setenv(slot.SLOT_ENV, str(path))
+    return path
 
 
 def busy_elsewhere() -> bool:
@@ -56,7 +68,7 @@ def test_the_slot_is_a_lock_file_per_user_in_the_temporary_directory(monkeypatch
     assert slot.slot_path() is None
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
     with holder("workbench claims run demo") as child:
         messages = []
@@ -80,7 +92,7 @@ def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
     assert slot.read_holder(slot.slot_path()) is None   # released: nobody is named any more
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_a_holder_killed_with_sigkill_frees_the_slot():
     with holder() as child:
         messages = []
@@ -95,7 +107,7 @@ def test_a_holder_killed_with_sigkill_frees_the_slot():
             assert slot.read_holder(slot.slot_path()).pid == os.getpid()
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
     with holder() as child:
         stop = threading.Event()
@@ -107,7 +119,7 @@ def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
         assert slot.read_holder(slot.slot_path()).pid == child.pid
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_holders_in_one_process_share_the_slot_until_the_last_releases():
     never_wait = threading.Event()
     never_wait.set()   # a wait would raise ModelSlotStopped instead of deadlocking the test
@@ -121,7 +133,7 @@ def test_holders_in_one_process_share_the_slot_until_the_last_releases():
     assert slot.held_in_process() == 0 and not busy_elsewhere()
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_off_turns_the_coordination_off(monkeypatch):
     with holder():
         monkeypatch.setenv(slot.SLOT_ENV, "off")
@@ -140,7 +152,7 @@ def test_an_unusable_lock_file_is_a_model_error_naming_it(monkeypatch, tmp_path)
         slot.acquire("x")
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_the_progress_bar_shows_the_wait_then_the_bar_at_the_rate_after_it():
     out = io.StringIO()
     bar = ProgressBar("claims", stream=out)
@@ -195,10 +207,10 @@ def test_a_pass_model_loads_on_its_first_call_after_the_wait(store):
     assert slot.held_in_process() == 0
 
 
-@pytest.fixture
-def two_job_db(tmp_path) -> Path:
-    """MetaQA with a planned run, ``small``, of two short generations for the default model."""
-    db = tmp_path / "small.db"
+@pytest.fixture(scope="module")
+def two_job_template(tmp_path_factory) -> Path:
+    """MetaQA with a planned run, ``small``, of two short generations for the default model (built once)."""
+    db = tmp_path_factory.mktemp("slot-runs") / "small.db"
     store = open_store(db)
     import_dataset(store, SAMPLE_METAQA, "metaqa")
     plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="small",
@@ -207,18 +219,36 @@ def two_job_db(tmp_path) -> Path:
     return db
 
 
+@pytest.fixture
+def two_job_db(tmp_path, two_job_template) -> Path:
+    """A private copy of ``two_job_template``."""
+    return copy_db(two_job_template, tmp_path / "small.db")
+
+
 def _stderr_lines(proc) -> queue.Queue:
+    """The process's stderr, a line at a time, then ``None`` when it closes (the process ended)."""
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+
+    def read():
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
     return lines
 
 
 def _until(lines: queue.Queue, pattern: str, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
+    """The first stderr line with ``pattern``; a process that ends without one fails the test at once, with what
+    it said (a usage error once cost a 120 s wait here)."""
+    deadline, seen = time.monotonic() + timeout, []
     while True:
         line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        if line is None:
+            pytest.fail(f"the process ended without {pattern!r}: {''.join(seen)[-2000:]}")
         if pattern in line:
             return line
+        seen.append(line)
 
 
 def _cli(db: Path, *args: str) -> list[str]:
@@ -257,7 +287,7 @@ def test_llm_question_generation_says_whom_it_waits_for(one_recipe_db):
     # Once silent: `questions generate --strategy llm` waited for the model without a word.
     with holder("workbench dedup run kg") as child:
         proc = subprocess.Popen(_cli(one_recipe_db, "questions", "generate", "hc", "--strategy", "llm", "--limit",
-                                     "1", "--n", "1", "--max-tokens", "8"),
+                                     "1", "--n", "1", "--max-tokens", "16"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = _stderr_lines(proc)
         line = _until(lines, "waiting for the model")
@@ -267,7 +297,7 @@ def test_llm_question_generation_says_whom_it_waits_for(one_recipe_db):
     assert proc.stdout.read().endswith("llm questions added\n")
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db):
     with holder():
         proc = subprocess.Popen(_cli(two_job_db, "resume", "small"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -281,7 +311,7 @@ def test_ctrl_c_while_waiting_for_the_model_stops_with_nothing_failed(two_job_db
     assert con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall() == [("pending", 2)]
 
 
-@pytest.mark.real_model
+@pytest.mark.usefixtures("slot_elsewhere")
 async def test_the_runs_screen_says_whom_a_run_waits_for_and_p_ends_the_wait(two_job_db):
     app = WorkbenchApp(two_job_db)
     with holder("workbench claims run demo") as child:

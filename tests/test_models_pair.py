@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 
 import pytest
 
 from workbench.cli import main
 from workbench.models.locate import file_sha256, resolve_model
-from workbench.runs.executor import execute
-from workbench.runs.generation import GenerationConfig
-from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store.queries import get_run
 
 pytestmark = pytest.mark.skipif(
@@ -34,24 +30,6 @@ def test_gemma_resolves_to_the_gguf_its_package_vouches_for():
     assert not list(path.parent.glob("*.partial"))
 
 
-@pytest.mark.real_model
-def test_gemma_generates_with_plain_completion_prompts(tiny_store):
-    plan_sweep(tiny_store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="g",
-               generation=GenerationConfig(model="gemma3-270m", max_tokens=8, n_ctx=1024).as_dict())
-    run = get_run(tiny_store, "g")
-    assert run.config["generation"]["prompt_style"] == "completion"   # auto, resolved and recorded at planning
-    start = time.perf_counter()
-    report = execute(tiny_store, run)
-    seconds = time.perf_counter() - start
-    assert (report.done, report.errors, report.fatal) == (2, 0, None), report
-    # Both jobs generated through Gemma (what it wrote, even whether it stopped at once, is the CPU's).
-    rows = tiny_store.conn.execute("SELECT g.output, e.prompt_tokens, g.model_id FROM events e JOIN generations g"
-                                   " ON g.key = e.gen_key WHERE e.run_id = ?", (run.id,)).fetchall()
-    assert len(rows) == 2 and all(isinstance(output, str) and tokens > 0 for output, tokens, _ in rows)
-    assert report.model_calls + report.cache_hits == 2
-    print(f"gemma3-270m: 2 jobs, {report.completion_tokens} tokens in {seconds:.1f}s")
-
-
 def _events(store, name):
     return store.conn.execute(
         "SELECT e.cell_id, e.sid, e.evidence_sha256, e.status FROM events e JOIN runs r ON r.id = e.run_id"
@@ -60,6 +38,8 @@ def _events(store, name):
 
 @pytest.mark.real_model
 def test_two_models_make_sibling_runs_over_the_same_jobs_then_a_comparison(tiny_store, capsys):
+    """Also Gemma's generation with plain completion prompts (once a test of its own, which ran the same two jobs
+    through Gemma again): its sibling run is that pass."""
     argv = ["--db", str(tiny_store.path), "run", "tiny", "--limit", "2", "--k", "1", "--budget", "64",
             "--format", "score", "--max-tokens", "8", "--n-ctx", "1024", "--model", "default,gemma3-270m",
             "--name", "pair", "--json"]
@@ -74,7 +54,15 @@ def test_two_models_make_sibling_runs_over_the_same_jobs_then_a_comparison(tiny_
     assert {row[3] for row in a + b} == {"done"}
     styles = [get_run(tiny_store, n).config["generation"].get("prompt_style", "chat") for n in
               ("pair-smollm2-135m", "pair-gemma3-270m")]
-    assert styles == ["chat", "completion"]
+    assert styles == ["chat", "completion"]   # Gemma's prompt style: auto, resolved and recorded at planning
+    gemma = out["runs"][1]["execution"]
+    assert (gemma["done"], gemma["errors"], gemma["fatal"]) == (2, 0, None), gemma
+    # Both jobs generated through Gemma (what it wrote, even whether it stopped at once, is the CPU's).
+    rows = tiny_store.conn.execute("SELECT g.output, e.prompt_tokens, g.model_id FROM events e JOIN generations g"
+                                   " ON g.key = e.gen_key WHERE e.run_id = ?",
+                                   (get_run(tiny_store, "pair-gemma3-270m").id,)).fetchall()
+    assert len(rows) == 2 and all(isinstance(output, str) and tokens > 0 for output, tokens, _ in rows)
+    assert gemma["model_calls"] + gemma["cache_hits"] == 2
     # The same command again finds both siblings, with nothing left to generate.
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out)

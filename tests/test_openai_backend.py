@@ -20,6 +20,7 @@ import pytest
 from workbench.models.base import ModelError, PromptError, Sampling
 from workbench.models.openai_http import OpenAIBackend
 
+from genkit import ServedModel
 from llama_server import free_port
 
 @pytest.fixture(scope="module")
@@ -241,21 +242,25 @@ def test_a_stale_keep_alive_connection_is_reopened_without_spending_an_attempt()
 
 # -- a whole run over HTTP -------------------------------------------------------------
 
-def test_a_run_over_http_fills_every_job_with_concurrent_requests(server_url, tiny_store):
+def test_a_run_over_http_fills_every_job_with_concurrent_requests(tiny_store):
+    """The answers come from a served stand-in (tests/genkit.py): the subject is the run's bookkeeping over HTTP,
+    not the text; the tests above are the real server's generation."""
     from workbench.models.registry import ExecOptions
     from workbench.runs.generation import GenerationConfig
     from workbench.runs.executor import execute, run_stats
     from workbench.runs.sweep import SweepConfig, plan_sweep
     from workbench.store.queries import get_run
 
-    gen = GenerationConfig(backend="openai", base_url=server_url, model="smollm2", max_tokens=24)
-    plan_sweep(tiny_store, SweepConfig(ks=(1, 2), budgets=(256,), formats=("score",)), name="http",
-               generation=gen.as_dict())
-    run = get_run(tiny_store, "http")
-    report = execute(tiny_store, run, opts=ExecOptions(concurrency=3, timeout=60))
-    assert (report.done, report.errors) == (6, 0)
-    stats = run_stats(tiny_store, run)
-    assert stats["model_calls"] + stats["cache_hits"] == 6
-    assert stats["model_calls"] == tiny_store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
-    # The cache and resume semantics are the backend's too: nothing is left to do.
-    assert execute(tiny_store, run, opts=ExecOptions(concurrency=3)).jobs == 0
+    with ServedModel() as served:
+        gen = GenerationConfig(backend="openai", base_url=served.url, model="m", max_tokens=24)
+        plan_sweep(tiny_store, SweepConfig(ks=(1, 2), budgets=(256,), formats=("score",)), name="http",
+                   generation=gen.as_dict())
+        run = get_run(tiny_store, "http")
+        report = execute(tiny_store, run, opts=ExecOptions(concurrency=3, timeout=60))
+        assert (report.done, report.errors) == (6, 0)
+        stats = run_stats(tiny_store, run)
+        assert stats["model_calls"] + stats["cache_hits"] == 6
+        assert stats["model_calls"] == tiny_store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
+        assert len(served.requests) == stats["model_calls"]   # each model call was one request to the server
+        # The cache and resume semantics are the backend's too: nothing is left to do.
+        assert execute(tiny_store, run, opts=ExecOptions(concurrency=3)).jobs == 0

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, every_row
+from dbtemplate import copy_of
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import build_parser, main
 from workbench.cli import ranges
 from workbench.cli.ranges import RANGES, UnrangedOption, apply_ranges, ranged_actions
@@ -27,9 +29,9 @@ RANGED = {f"{verb} {action.option_strings[0]}": action for verb, action in range
 
 
 @pytest.fixture
-def db(tiny_swept_db) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest)."""
-    return tiny_swept_db
+def db(request, tmp_path) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest's ``tiny_swept_db``, copied)."""
+    return copy_of(request, "tiny_swept_db", tmp_path / "tiny-swept.db")
 
 
 @pytest.fixture(scope="module")

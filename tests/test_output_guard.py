@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_db, write_jsonl
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.cli.main import build_parser
 from workbench.data.outfile import TargetExists, check_target, write_atomic

@@ -21,6 +21,8 @@ import pytest
 from workbench.cli import main
 from workbench.store import open_store
 
+from dbtemplate import empty_copy
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from ragchecker_oracle import ragchecker_figures
 
 LABELS = ("Entailment", "Neutral", "Contradiction")
@@ -64,6 +66,12 @@ CHECKED = {
 }
 
 
+@pytest.fixture
+def new_db(tmp_path_factory, tmp_path):
+    """A new workbench database for a test to import into (an empty, migrated one, copied): name -> its path."""
+    return lambda name="wb.db": str(empty_copy(tmp_path_factory, tmp_path / name))
+
+
 def _write(path, document) -> str:
     path.write_text(json.dumps(document, ensure_ascii=False, indent=2), encoding="utf-8")
     return str(path)
@@ -88,8 +96,8 @@ def _assert_equal_figures(report: dict, document: dict) -> None:
             assert cell["overall"][group][name] == pytest.approx(value, abs=1e-9), (group, name)
 
 
-def test_an_output_file_keeps_its_claims_and_checks_and_the_report_gives_ragcheckers_figures(tmp_path, capsys):
-    db = str(tmp_path / "wb.db")
+def test_an_output_file_keeps_its_claims_and_checks_and_the_report_gives_ragcheckers_figures(tmp_path, new_db, capsys):
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", _write(tmp_path / "checked.json", CHECKED),
                  "--name", "nile"]) == 0
     out = capsys.readouterr().out
@@ -116,16 +124,16 @@ RAGCHECKER_EXAMPLE = os.environ.get("RAGCHECKER_EXAMPLE")
 
 
 @pytest.mark.skipif(not RAGCHECKER_EXAMPLE, reason="RAGCHECKER_EXAMPLE names no copy of RAGChecker's example file")
-def test_ragcheckers_own_example_file_gives_its_figures(tmp_path, capsys):
+def test_ragcheckers_own_example_file_gives_its_figures(tmp_path, new_db, capsys):
     document = json.loads(Path(RAGCHECKER_EXAMPLE).read_text(encoding="utf-8"))
-    db = str(tmp_path / "wb.db")
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", RAGCHECKER_EXAMPLE, "--name", "rc"]) == 0
     assert "the file's own figures: 33 of 33 equal those its labels give" in capsys.readouterr().out
     _assert_equal_figures(_report_json(db, "rc", capsys), document)
 
 
-def test_the_claims_and_labels_are_stored_as_the_file_has_them(tmp_path, capsys):
-    db = str(tmp_path / "wb.db")
+def test_the_claims_and_labels_are_stored_as_the_file_has_them(tmp_path, new_db, capsys):
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", _write(tmp_path / "checked.json", CHECKED),
                  "--name", "nile"]) == 0
     capsys.readouterr()
@@ -163,16 +171,16 @@ def _random_document(rng: random.Random) -> dict:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_random_verdicts_and_empty_sets_give_ragcheckers_figures(tmp_path, capsys, seed):
+def test_random_verdicts_and_empty_sets_give_ragcheckers_figures(tmp_path, new_db, capsys, seed):
     document = _random_document(random.Random(seed))
-    db = str(tmp_path / "wb.db")
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", _write(tmp_path / "r.json", document),
                  "--name", "r"]) == 0
     _assert_equal_figures(_report_json(db, "r", capsys), document)
 
 
-def test_the_export_is_read_by_ragcheckers_code_with_the_same_figures(tmp_path, capsys):
-    db = str(tmp_path / "wb.db")
+def test_the_export_is_read_by_ragcheckers_code_with_the_same_figures(tmp_path, new_db, capsys):
+    db = new_db()
     document = _random_document(random.Random(99))
     assert main(["--db", db, "import", "--from", "ragchecker", _write(tmp_path / "in.json", document),
                  "--name", "r"]) == 0
@@ -188,19 +196,19 @@ def test_the_export_is_read_by_ragcheckers_code_with_the_same_figures(tmp_path, 
             assert a[field] == b[field], field
         assert [c[0] for c in a["response_claims"]] == [" ".join(c) for c in b["response_claims"]]
     # Imported again, it is the same data: the report's figures do not move.
-    db2 = str(tmp_path / "wb2.db")
+    db2 = new_db("wb2.db")
     assert main(["--db", db2, "import", "--from", "ragchecker", str(out), "--name", "again"]) == 0
     _assert_equal_figures(_report_json(db2, "again", capsys), document)
 
 
-def test_the_files_own_figures_are_compared_with_its_labels(tmp_path, capsys):
+def test_the_files_own_figures_are_compared_with_its_labels(tmp_path, new_db, capsys):
     per_result, overall = ragchecker_figures(json.dumps(CHECKED))
     document = json.loads(json.dumps(CHECKED))
     for result, figures in zip(document["results"], per_result):
         result["metrics"] = figures
     document["metrics"] = {g: {k: round(v, 1) for k, v in names.items()} for g, names in overall.items()}
     document["results"][0]["metrics"]["precision"] = 0.5      # a file edited by hand
-    db = str(tmp_path / "wb.db")
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", _write(tmp_path / "f.json", document),
                  "--name", "f"]) == 0
     captured = capsys.readouterr()
@@ -219,12 +227,12 @@ def test_the_files_own_figures_are_compared_with_its_labels(tmp_path, capsys):
     (lambda r: r["response_claims"].__setitem__(1, {"s": "Nile"}), "$.results[0].response_claims[1]",
      "expected a claim (a triplet of strings, or a string), got object"),
 ])
-def test_checks_that_do_not_fit_their_claims_are_refused_and_nothing_is_written(tmp_path, capsys, change, field,
-                                                                                reason):
+def test_checks_that_do_not_fit_their_claims_are_refused_and_nothing_is_written(tmp_path, new_db, capsys, change,
+                                                                                field, reason):
     document = json.loads(json.dumps(CHECKED))
     change(document["results"][0])
     path = _write(tmp_path / "bad.json", document)
-    db = str(tmp_path / "wb.db")
+    db = new_db()
     assert main(["--db", db, "import", "--from", "ragchecker", path, "--name", "bad"]) == 2
     err = capsys.readouterr().err
     assert f"{path}:3: {field}: {reason}" in err      # results[0] starts on line 3
@@ -233,12 +241,12 @@ def test_checks_that_do_not_fit_their_claims_are_refused_and_nothing_is_written(
     assert store.conn.execute("SELECT count(*) FROM claim_runs").fetchone()[0] == 0
 
 
-def test_a_file_with_checks_on_some_results_only_is_refused(tmp_path, capsys):
+def test_a_file_with_checks_on_some_results_only_is_refused(tmp_path, new_db, capsys):
     document = json.loads(json.dumps(CHECKED))
     for field in ("response_claims", "gt_answer_claims", "answer2response", "response2answer", "retrieved2response",
                   "retrieved2answer"):
         del document["results"][1][field]
     path = _write(tmp_path / "mixed.json", document)
-    assert main(["--db", str(tmp_path / "wb.db"), "import", "--from", "ragchecker", path, "--name", "m"]) == 2
+    assert main(["--db", new_db(), "import", "--from", "ragchecker", path, "--name", "m"]) == 2
     assert "$.results[1].response_claims: missing: 2 other results hold RAGChecker's claims and checks" \
         in capsys.readouterr().err

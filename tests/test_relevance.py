@@ -414,6 +414,7 @@ def test_judged_rows_are_what_retrieval_eval_prints_beside_the_gold_figures(tiny
 # -- the real model: what holds on every CPU -------------------------------------------------------------
 
 @pytest.mark.real_model
+@pytest.mark.budget(25)
 def test_the_real_model_judges_resumably_and_replays_from_the_cache(corpus_db, monkeypatch, capsys):
     """SmolLM2 through llama.cpp on two HowToCook questions × top 2: jobs done, rows written, cache hits;
     which chunks it calls relevant is not asserted (greedy output differs between CPUs)."""

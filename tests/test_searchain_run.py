@@ -1,7 +1,9 @@
-"""SearChain end to end with the real default model on MetaQA 2-hop samples.
+"""SearChain end to end on MetaQA 2-hop samples.
 
-Every test here runs SmolLM2-135M through llama.cpp: a stored tree, metrics that
-compute, a resume (also after ``kill -9``) that recomputes nothing.
+A stored tree and metrics that compute come from SmolLM2-135M really generating through llama.cpp
+(the smoke test of the pipeline). A resume (also after ``kill -9``), a refused config change, the
+CLI's show and report are not about what the model writes: they take SmolLM2's recorded calls
+(tests/replay.py), in process or served by tests/genkit.py's stand-in, and load no model.
 """
 
 from __future__ import annotations
@@ -12,31 +14,46 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
 from workbench.cli import main
-from workbench.data.importer import import_dataset
 from workbench.pipelines.report import chain_tree, searchain_report
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
+from workbench.retrieval.runs import open_index
 from workbench.store import open_store
+from workbench.store.caches import index_cache
 
-from conftest import SAMPLE_METAQA, wait_for_rows
+from conftest import copy_db, new_template, wait_for_rows
+from genkit import ServedModel, replay_text
 from replay import replay_llm
 
 
+@pytest.fixture(scope="module")
+def metaqa_template(tmp_path_factory) -> Path:
+    """MetaQA imported and its BM25 index built (saved beside the database), once for the module."""
+    with new_template(tmp_path_factory, "sc.db") as store:
+        open_index(store, store.conn.execute("SELECT id FROM datasets WHERE name = 'metaqa'").fetchone()[0])
+    return store.path
+
+
 @pytest.fixture
-def metaqa(tmp_path):
-    db = tmp_path / "sc.db"
+def metaqa(tmp_path, metaqa_template):
+    """This test's copy of MetaQA, with the saved BM25 index beside it (building it costs seconds a test)."""
+    db = copy_db(metaqa_template, tmp_path / "sc.db")
+    shutil.copytree(index_cache(metaqa_template), index_cache(db))
     store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
     yield store
     store.close()
 
 
 @pytest.mark.real_model
+@pytest.mark.budget(30)
 def test_searchain_stores_a_tree_and_its_metrics_compute(metaqa):
+    """The smoke test of SearChain's generation: SmolLM2 really writes the chain, whatever it says."""
     name, created = plan_searchain(metaqa, "metaqa", SearChainConfig(hops=2, limit=1, max_rounds=2), "sc")
     assert created
     report = execute_searchain(metaqa, name)
@@ -79,21 +96,25 @@ def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
     assert execute_searchain(metaqa, name, llm=replay_llm(metaqa, "chains")).jobs == 0
 
 
-@pytest.mark.real_model
 def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa):
+    """Killed after the sample's first model call: the resume serves that call from the cache. SmolLM2's
+    recorded calls, served one at a time, so the kill lands mid-sample on any machine."""
     db = metaqa.path
-    cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
-           "--limit", "1", "--max-rounds", "2", "--name", "killed"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_rows(db, "SELECT count(*) FROM generations", 1, proc)   # the first model call is committed
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    con = sqlite3.connect(db)
-    before = con.execute("SELECT count(*) FROM generations").fetchone()[0]
-    done_before = con.execute("SELECT count(*) FROM pipeline_samples WHERE status = 'done'").fetchone()[0]
-    con.close()
-    resumed = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "resume",
-                              "killed", "--json"], capture_output=True, text=True, check=True)
+    with ServedModel(replay_text("chains"), paced=True) as model:
+        cmd = [sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "run", "metaqa", "--hops", "2",
+               "--limit", "1", "--name", "killed", "--model", model.ref]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        model.allow(1)
+        wait_for_rows(db, "SELECT count(*) FROM generations", 1, proc)   # the first model call is committed
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        model.release()
+        con = sqlite3.connect(db)
+        before = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+        done_before = con.execute("SELECT count(*) FROM pipeline_samples WHERE status = 'done'").fetchone()[0]
+        con.close()
+        resumed = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "resume",
+                                  "killed", "--json"], capture_output=True, text=True, check=True)
     result = json.loads(resumed.stdout)
     assert result["jobs"] == 1 - done_before and result["done"] == result["jobs"]
     con = sqlite3.connect(db)
@@ -103,14 +124,16 @@ def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa
     assert result["cache_hits"] >= 1 or done_before == 1
 
 
-@pytest.mark.real_model
 def test_the_cli_refuses_a_changed_config_under_the_same_name_and_shows_a_tree(metaqa, capsys):
+    """SmolLM2's recorded calls, served: the CLI's config check, show and report, not the model, are the subject."""
     db = str(metaqa.path)
-    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one"]) == 0
-    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one"]) == 0
-    assert "nothing to do" in capsys.readouterr().err
-    assert main(["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one",
-                 "--max-rounds", "2"]) == 2
+    with ServedModel(replay_text("chains")) as model:
+        run = ["--db", db, "searchain", "run", "metaqa", "--hops", "2", "--limit", "1", "--name", "one",
+               "--model", model.ref]
+        assert main(run) == 0
+        assert main(run) == 0
+        assert "nothing to do" in capsys.readouterr().err
+        assert main([*run, "--max-rounds", "2"]) == 2
     assert "max_rounds: 5 → 2" in capsys.readouterr().err
     sample = metaqa.conn.execute("SELECT s.id FROM pipeline_samples p JOIN samples s ON s.sid = p.sid").fetchone()[0]
     assert main(["--db", db, "searchain", "show", "one", sample]) == 0

@@ -23,6 +23,7 @@ import pytest
 from conftest import copy_db, wait_for_rows
 from llama_server import Canned, first_token, free_port, serve
 from relevancekit import CHUNKS, DATASET, QUESTIONS, RANKED, VERDICTS, tiny_db
+from tuikit import Turns
 from workbench.cli import main
 from workbench.models.base import ModelError
 from workbench.models.locate import default_model_path
@@ -101,16 +102,18 @@ def test_concurrency_keeps_that_many_requests_in_flight_and_a_rerun_asks_nothing
 
 
 def test_kill_9_with_requests_in_flight_loses_no_answered_call_and_the_rerun_asks_only_the_rest(db, capsys):
-    server = Canned(answer=judge, delay=0.4)
+    turns = Turns()   # the server answers only as the test allows: "more in flight" holds however loaded the machine
+    server = Canned(answer=judge, delay=lambda number: turns.take() or 0.0)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", *argv(db, server, "--concurrency", "3")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
-        # Killed once four answers are committed (the server's count runs ahead of the commits on a loaded
-        # machine) while others are in flight.
+        # Killed once four answers are committed, while the next three wait in flight for a turn.
+        turns.allow(4)
         wait_for_rows(Path(db), "SELECT count(*) FROM generations", 4, proc, timeout=60)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        turns.release()
         asked_before, kept = len(server.requests), cached_calls(db)
         assert 4 <= kept < len(PAIRS) and asked_before - kept <= 3   # at most the 3 in flight were lost
         assert main(argv(db, server, "--concurrency", "3")) == 0
@@ -121,6 +124,7 @@ def test_kill_9_with_requests_in_flight_loses_no_answered_call_and_the_rerun_ask
         assert rerun["model_calls"] == len(server.requests) - asked_before == len(PAIRS) - kept
         assert verdicts(db) == expected()
     finally:
+        turns.release()
         server.close()
 
 

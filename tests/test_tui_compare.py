@@ -246,34 +246,36 @@ async def test_t_cycles_the_numbers_and_i_lists_what_differs(compare_db):
         await wait_for(pilot, lambda: app.screen is screen)
 
 
-@pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
-async def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(compare_db, size):
+async def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(compare_db):
+    """One app, resized: at 120×40 every term is on screen; at 80×24 the terms scroll, a term at a time."""
     app = WorkbenchApp(compare_db)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
         keys = ("⏎ Open flip", "a Run A", "b Run B", "x Swap A/B", "t Δ/A→B/p", "i Differences", "←/→ Terms")
-        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
-                       what=lambda: f"every compare key in the footer: {footer_line(app)!r}")
         table = screen.query_one("#deltas")
-        if size == SMALL:
-            await wait_for(pilot, lambda: table.max_scroll_x > 0, what="terms wider than 80 columns")
+        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
+                       what=lambda: f"every compare key in the footer at 120×40: {footer_line(app)!r}")
+        assert table.max_scroll_x == 0, "at 120 columns every term is on screen"
+        await pilot.press("right")
+        await wait_for(pilot, lambda: any("Every term is shown" in str(n.message) for n in app._notifications))
+        await pilot.resize_terminal(*SMALL)
+        await wait_for(pilot, lambda: app.size == SMALL and all(key in footer_line(app) for key in keys),
+                       what=lambda: f"every compare key in the footer at 80×24: {footer_line(app)!r}")
+        await wait_for(pilot, lambda: table.max_scroll_x > 0, what="terms wider than 80 columns")
+        await pilot.press("right")
+        await wait_for(pilot, lambda: table.scroll_x > 0)
+        # As far right as it goes, then another view of the numbers: the terms still start on a column's
+        # edge (it once showed "000→0.000" and "olm 1.000", the ends of two terms).
+        for _ in range(len(TERMS)):
             await pilot.press("right")
-            await wait_for(pilot, lambda: table.scroll_x > 0)
-            # As far right as it goes, then another view of the numbers: the terms still start on a column's
-            # edge (it once showed "000→0.000" and "olm 1.000", the ends of two terms).
-            for _ in range(len(TERMS)):
-                await pilot.press("right")
-            await pilot.press("t")
-            await wait_for(pilot, lambda: "A → B" in heading(app) and screen.loaded)
-            await pilot.pause(0.2)
-            assert round(table.scroll_x) in term_edges(table) and table.scroll_x > 0
-            assert any("Already at the last terms" in str(n.message) for n in app._notifications)
-            await pilot.press("left")
-            await wait_for(pilot, lambda: round(table.scroll_x) in term_edges(table))
-        else:
-            assert table.max_scroll_x == 0, "at 120 columns every term is on screen"
-            await pilot.press("right")
-            await wait_for(pilot, lambda: any("Every term is shown" in str(n.message) for n in app._notifications))
+        await pilot.press("t")
+        await wait_for(pilot, lambda: "A → B" in heading(app) and screen.loaded)
+        await pilot.pause()                             # the scroll it keeps has been laid out …
+        await pilot.wait_for_scheduled_animations()    # … and scrolled to
+        assert round(table.scroll_x) in term_edges(table) and table.scroll_x > 0
+        assert any("Already at the last terms" in str(n.message) for n in app._notifications)
+        await pilot.press("left")
+        await wait_for(pilot, lambda: round(table.scroll_x) in term_edges(table))
 
 
 def test_significance_reads_without_colour_and_follows_each_terms_better_direction():

@@ -1,18 +1,24 @@
-"""The key contract (docs/design.md §9): every key of every screen, in every state of data, acts or says why.
+"""The TUI's contracts (docs/design.md §9), walked in one app as the database changes under it.
 
-Generated from the app, not written key by key: tests/tuiwalk.py reads the bindings of every screen
-it reaches (the modes, and what their keys open: Sample detail with its claims, the new-run form,
+The key contract: every key of every screen, in every state of data, acts or says why. Generated
+from the app, not written key by key: tests/tuiwalk.py reads the bindings of every screen it
+reaches (the modes, and what their keys open: Sample detail with its claims, the new-run form,
 the SearChain tree, Compare's flip, Meta's instances, dialogs) and of the app, presses each, and
 fails on a key that raises, or that changes nothing on the screen and posts no message.
+The room contract (tests/contractroom.py): no column is cut while the screen has room for it.
+The cursor contract (tests/contractcursor.py): every detail pane, mark and side panel shows the
+highlighted row's own data.
 
-One app walks three states of data (tests/tuistates.py), the database changing under it as a
-CLI would change it: empty; like the demo's; the same with a run in progress. In `just test` each
-state is walked once and both sizes are walked: the empty database at 80×24, every key, Textual's
-and the app's too; the demo at 200×50 and the run in progress (on Runs, where it executes) at 80×24,
-the keys the workbench binds, Textual's being answered by construction (CopyOrSay, the app's focus
-actions) and checked so. ``WORKBENCH_WALK=full`` walks every state at both sizes, every key, and with
-the run in progress every screen that changes when it starts: about three times as long, for a
-change to the TUI's keys or layout.
+One app (tests/contractapp.py) goes through three states of data (tests/tuistates.py), the database
+changing under it as a CLI would change it: empty; like the demo's; the same with a run in progress.
+The tests below run in this file's order, each on the state it names: the room and cursor contracts
+on the demo's data before the key walk of that state writes in it (tags, labels). In `just test`
+each state is walked once and both sizes are walked: the empty database at 80×24, every key,
+Textual's and the app's too; the demo at 200×50 and the run in progress (on Runs, where it executes)
+at 80×24, the keys the workbench binds, Textual's being answered by construction (CopyOrSay, the
+app's focus actions) and checked so. ``WORKBENCH_WALK=full`` walks every state at both sizes, every
+key, and with the run in progress every screen that changes when it starts: about three times as
+long, for a change to the TUI's keys or layout.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from tuikit import SMALL, wait_for
-from tuistates import (LIVE, GatedBackend, build_demo_like, few_resamples, no_model_runs, plan_live, restore,
-                       shared_template)
+from contractapp import Contracts
+from contractcursor import KEYS, Checker
+from contractroom import room_findings
+from tuikit import SMALL
+from tuistates import GatedBackend, build_demo_like, few_resamples, no_model_runs, shared_template
 from tuiwalk import KeyWalk, background_workers, draw_only_when_looked_at, mode_of_key, settle
-from workbench.store.queries import opening_run_name
-from workbench.tui.app import WorkbenchApp
 
 WIDE = (200, 50)
 SIZES = [SMALL, WIDE]
@@ -40,6 +48,21 @@ FULL = os.environ.get("WORKBENCH_WALK") == "full"
 def demo_template(tmp_path_factory):
     """The demo-like database, built once per test session."""
     return shared_template(tmp_path_factory, "demo.db", build_demo_like)
+
+
+@pytest.fixture(scope="module")
+def contracts(tmp_path_factory, demo_template):
+    """The one app every contract of this file walks (tests/contractapp.py), on an empty database to begin."""
+    gate = GatedBackend()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        no_model_runs(monkeypatch, gate)
+        few_resamples(monkeypatch)
+        draw_only_when_looked_at(monkeypatch)
+        shared = Contracts(tmp_path_factory.mktemp("contracts"), demo_template, gate)
+        try:
+            yield shared
+        finally:
+            shared.close()
 
 
 class Walks:
@@ -58,6 +81,9 @@ class Walks:
             self.findings += walk.findings
             self.pressed += walk.pressed
 
+    def verdict(self) -> str:
+        return f"{len(self.findings)} of {self.pressed} keys break the contract:\n" + "\n".join(self.findings)
+
 
 async def pictures_of_modes(pilot) -> dict[str, tuple]:
     """What each mode shows now (at the app's size)."""
@@ -71,44 +97,53 @@ async def pictures_of_modes(pilot) -> dict[str, tuple]:
     return shown
 
 
-async def start_live(pilot, gate: GatedBackend) -> None:
-    """Runs, the cursor on ``live``, u: it executes, and waits in its third job (``gate``)."""
-    app = pilot.app
-    await app.switch_mode("runs")
-    await wait_for(pilot, lambda: app.screen.query_one("#runs").row_count > 0)
-    table = app.screen.query_one("#runs")
-    table.move_cursor(row=table.get_row_index(LIVE))
-    await pilot.press("u")
-    await wait_for(pilot, lambda: LIVE in app.executions and gate.calls > gate.free, what="live executing")
+def test_every_key_of_every_screen_acts_or_says_why_on_an_empty_database(contracts):
+    driver = contracts.at("empty")
+    walks = Walks(driver.pilot)
+    driver.run(lambda pilot: walks.state("empty", SIZES if FULL else [SMALL], every=True))
+    assert not walks.findings, walks.verdict()
 
 
-async def test_every_key_of_every_screen_acts_or_says_why_on_an_empty_database_the_demo_and_a_run_in_progress(
-        tmp_path, demo_template, monkeypatch):
-    db = tmp_path / "wb.db"
-    gate = GatedBackend()
-    no_model_runs(monkeypatch, gate)
-    few_resamples(monkeypatch)
-    draw_only_when_looked_at(monkeypatch)
-    app = WorkbenchApp(db, poll_seconds=3600)
-    try:
-        async with app.run_test(size=SMALL) as pilot:
-            walks = Walks(pilot)
-            await walks.state("empty", SIZES if FULL else [SMALL], every=True)
-            # The demo's data arrives as an import in a shell would bring it; the app opens its latest run.
-            restore(db, demo_template)
-            app._poll()
-            app.run_name = opening_run_name(app.store)
-            await walks.state("demo", SIZES if FULL else [WIDE], every=False)
-            await pilot.resize_terminal(*SMALL)
-            before = await pictures_of_modes(pilot) if FULL else {}
-            plan_live(db)           # as `workbench sweep` in a shell would, then u on Runs
-            app._poll()
-            await start_live(pilot, gate)
-            # The screens that change when the run starts (in short: Runs, where it executes).
-            changed = [mode for mode, shown in (await pictures_of_modes(pilot)).items() if before[mode] != shown] \
-                if FULL else ["runs"]
-            await walks.state("running", SIZES if FULL else [SMALL], every=False, modes=changed)
-    finally:
-        gate.release()
-    assert not walks.findings, (f"{len(walks.findings)} of {walks.pressed} keys break the contract:\n"
-                                + "\n".join(walks.findings))
+def test_no_column_is_cut_while_the_screen_has_room(contracts):
+    """The room contract on the demo's data (tests/contractroom.py)."""
+    findings = contracts.at("demo").run(room_findings)
+    assert not findings, "\n".join(findings)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(keys=st.lists(st.sampled_from(KEYS), min_size=4, max_size=10))
+# The walks the issue reported, always tried first: a detail left open, a mark and a scrolled panel taken along.
+@example(keys=["down", "down", "s", "enter", "l", "down", "s"])
+@example(keys=["space", "r", "down", "enter"])
+@example(keys=["J", "J", "m"])
+def test_every_pane_mark_and_side_panel_shows_the_highlighted_rows_own_data(contracts, keys):
+    """The cursor contract on the demo's data (tests/contractcursor.py), at 80×24."""
+    driver = contracts.at("demo")
+    if tuple(driver.app.size) != SMALL:
+        driver.run(lambda pilot: pilot.resize_terminal(*SMALL))
+    checker = Checker(driver.pilot)
+    driver.run(lambda pilot: checker.reset())
+    for key in keys:
+        driver.run(lambda pilot, key=key: checker.step(key))
+
+
+def test_every_key_of_every_screen_acts_or_says_why_on_the_demo_and_a_run_in_progress(contracts):
+    driver = contracts.at("demo")
+    walks = Walks(driver.pilot)
+
+    async def demo(pilot):
+        await walks.state("demo", SIZES if FULL else [WIDE], every=False)
+        await pilot.resize_terminal(*SMALL)
+        return await pictures_of_modes(pilot) if FULL else {}
+
+    before = driver.run(demo)
+    driver = contracts.at("running")
+
+    async def running(pilot):
+        # The screens that change when the run starts (in short: Runs, where it executes).
+        changed = [mode for mode, shown in (await pictures_of_modes(pilot)).items() if before[mode] != shown] \
+            if FULL else ["runs"]
+        await walks.state("running", SIZES if FULL else [SMALL], every=False, modes=changed)
+
+    driver.run(running)
+    assert not walks.findings, walks.verdict()

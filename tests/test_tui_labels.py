@@ -181,12 +181,14 @@ async def test_forty_quick_keys_store_exactly_the_labels_pressed(claims_db, monk
                                         for k, (label, text) in expected.items()}
 
 
-async def test_a_second_annotator_sees_the_human_ceiling_in_the_report(claims_db):
-    """bo labelled the first four claims of the uniform queue (the same order for everyone); ana labels
-    them by keyboard, disagreeing once: the panel shows the two annotators' agreement, as judge report does."""
+async def test_a_second_annotator_sees_everyones_count_then_the_human_ceiling_in_the_report(claims_db):
+    """bo labelled the first four claims of the uniform queue (the same order for everyone), ana none: the heading
+    (ana's queue) says 0 are hers, the panel 4 by everyone, bo's. Then ana labels them by keyboard, disagreeing
+    once: the panel shows the two annotators' agreement, as judge report does."""
     from workbench.store.labels import put_label
 
-    items = _queue(claims_db, "claims")[:4]
+    queue = _queue(claims_db, "claims")
+    items = queue[:4]
     store = open_store(claims_db)
     for item in items:
         put_label(store, item.key, True, "bo", via="uniform", claim=item.text)
@@ -194,6 +196,10 @@ async def test_a_second_annotator_sees_the_human_ceiling_in_the_report(claims_db
     app = WorkbenchApp(claims_db)
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_labels(pilot)
+        assert f"annotator {ANNOTATOR} · you labelled 0 of {len(queue)} (uniform)" in heading(app)
+        await wait_for(pilot, lambda: "4 labelled by all annotators" in _report(app),
+                       what=lambda: f"the panel's count of every annotator's labels (it shows {_report(app)!r})")
+        assert "bo 4" in _report(app)
         assert str(screen.current().key) == str(items[0].key)        # ana's queue starts where bo's did
         for key in ("y", "y", "y", "n"):
             await pilot.press(key)
@@ -205,24 +211,6 @@ async def test_a_second_annotator_sees_the_human_ceiling_in_the_report(claims_db
         await wait_for(pilot, lambda: "annotators ana ~ bo" in _report(app), what="the annotators' line")
         panel = _report(app)
         assert f"κ {fmt_estimate(ceiling[0].agreement.kappa, 2)}" in panel and "agree 0.75" in panel
-
-
-async def test_the_heading_counts_your_labels_and_the_panel_says_it_counts_everyones(claims_db):
-    """bo labelled four claims, ana none: the heading (ana's queue) says 0 are hers, the panel 4 by everyone, bo's."""
-    from workbench.store.labels import put_label
-
-    items = _queue(claims_db, "claims")
-    store = open_store(claims_db)
-    for item in items[:4]:
-        put_label(store, item.key, True, "bo", via="uniform", claim=item.text)
-    store.close()
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await _open_labels(pilot)
-        assert f"annotator {ANNOTATOR} · you labelled 0 of {len(items)} (uniform)" in heading(app)
-        await wait_for(pilot, lambda: "4 labelled by all annotators" in _report(app),
-                       what=lambda: f"the panel's count of every annotator's labels (it shows {_report(app)!r})")
-        assert "bo 4" in _report(app)
 
 
 async def test_m_picks_the_run_to_label_and_the_last_line_goes_with_the_old_run(claims_db):

@@ -3,8 +3,6 @@ quadrants, the order of cells and the keys in the footer."""
 
 from __future__ import annotations
 
-import pytest
-
 from workbench.runs.report import cell_order
 from workbench.store import open_store
 from workbench.store.queries import get_run
@@ -31,14 +29,6 @@ async def open_detail(pilot):
     await pilot.press("enter")
     await until_loaded(pilot, "SampleDetailScreen")
     assert app.screen.detail is not None
-
-
-async def test_escape_goes_back_to_the_ledger(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_samples(pilot)
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: app.current_mode == "ledger")
 
 
 async def test_filters_reset_when_another_cell_is_opened_but_stay_for_the_same_cell(swept_db):
@@ -106,7 +96,7 @@ async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none
         assert "no tag matches “halluc”" in text and "alias-miss (1)" in text
 
 
-async def test_an_empty_quadrant_says_so(swept_db):
+async def test_an_empty_quadrant_says_so_and_escape_goes_back_to_the_ledger(swept_db):
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SIZE) as pilot:
         await open_samples(pilot)
@@ -117,6 +107,8 @@ async def test_an_empty_quadrant_says_so(swept_db):
         await wait_for(pilot, lambda: empty.display)
         text = str(empty.render())
         assert "no samples in dissipation for this cell" in text and "visible hit but wrong" in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.current_mode == "ledger")
 
 
 async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
@@ -139,32 +131,22 @@ async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
         await wait_for(pilot, lambda: detail.detail.cell_id == order[-2])
 
 
-async def test_the_detail_footer_shows_the_cell_note_and_chain_keys(swept_db):
+async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_escape_at_80_and_120_columns(swept_db):
+    """One app, resized: what the footer shows and what its keys do, at 80×24 then at 120×40."""
     app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_detail(pilot)
-
-        def on_screen(key):
-            shown = [k for k in app.screen.query("FooterKey") if k.key == key]
-            return shown and shown[0].region.width > 0 and shown[0].region.right <= SIZE[0]
-
-        for key in ("left", "right", "N", "c"):
-            await wait_for(pilot, lambda: on_screen(key), what=f"{key} on screen in the footer")
-
-
-@pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
-async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_escape(swept_db, size):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=SMALL) as pilot:
         await open_samples(pilot)
-        # enter was hidden by the table's own enter binding; only 2, 3 and 4 of the nine quadrants showed.
-        keys = ("⏎ Detail", "pgup/pgdn Page", "1-9 Quadrant", "/ Search", "t Tag filter", "ALRF Tag", "esc Ledger")
-        await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
-                       what=lambda: f"every samples key in the footer (it shows {footer_line(app)!r})")
-        await pilot.press("9")
-        await wait_for(pilot, lambda: "quadrant unsupported" in heading(app))
-        await pilot.press("1", "pagedown")
-        await wait_for(pilot, lambda: "quadrant all" in heading(app) and "page 2/6" in heading(app))
+        for size in (SMALL, SIZE):
+            await pilot.resize_terminal(*size)
+            # enter was hidden by the table's own enter binding; only 2, 3 and 4 of the nine quadrants showed.
+            keys = ("⏎ Detail", "pgup/pgdn Page", "1-9 Quadrant", "/ Search", "t Tag filter", "ALRF Tag",
+                    "esc Ledger")
+            await wait_for(pilot, lambda: app.size == size and all(key in footer_line(app) for key in keys),
+                           what=lambda: f"every samples key in the footer at {size} (it shows {footer_line(app)!r})")
+            await pilot.press("9")
+            await wait_for(pilot, lambda: "quadrant unsupported" in heading(app))
+            await pilot.press("1", "pagedown")
+            await wait_for(pilot, lambda: "quadrant all" in heading(app) and "page 2/6" in heading(app))
 
 
 async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_leaves_out(swept_db):
@@ -181,13 +163,22 @@ async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_
         await wait_for(pilot, lambda: "tags column: A annotation-error" in str(widget.render()))
 
 
-async def test_the_detail_footer_fits_80_columns(swept_db):
+async def test_the_detail_footer_fits_80_columns_and_shows_the_cell_note_and_chain_keys_at_120(swept_db):
+    """One app, resized: the detail's footer at 80×24, then its keys on screen at 120×40."""
     app = WorkbenchApp(swept_db)
     async with app.run_test(size=SMALL) as pilot:
         await open_detail(pilot)
         keys = ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain")
         await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
                        what=lambda: f"every detail key in the footer (it shows {footer_line(app)!r})")
+        await pilot.resize_terminal(*SIZE)
+
+        def on_screen(key):
+            shown = [k for k in app.screen.query("FooterKey") if k.key == key]
+            return app.size == SIZE and shown and shown[0].region.width > 0 and shown[0].region.right <= SIZE[0]
+
+        for key in ("left", "right", "N", "c"):
+            await wait_for(pilot, lambda: on_screen(key), what=f"{key} on screen in the footer")
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------

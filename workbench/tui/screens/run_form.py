@@ -327,8 +327,10 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             widget.focus()
             widget.scroll_visible()
 
-    def _check_model(self, spec: str, *, delay: float = CHECK_DELAY) -> None:
-        """Check ``spec`` after ``delay`` seconds in a worker; whatever was asked before is no longer awaited."""
+    def _check_model(self, spec: str, *, delay: float | None = None) -> None:
+        """Check ``spec`` after ``delay`` seconds (None: ``CHECK_DELAY``, read now) in a worker; whatever was asked
+        before is no longer awaited."""
+        delay = CHECK_DELAY if delay is None else delay
         self._ticket, self._spec = self._ticket + 1, spec
         if self._debounce is not None:
             self._debounce.stop()

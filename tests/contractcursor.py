@@ -11,76 +11,21 @@ screen on top must describe what is highlighted now:
 - Sample detail shows the sample highlighted when it was opened;
 - Compare: the flips line names the highlighted cell; Dedup: the contexts are the highlighted pair's.
 
-One app serves every example (an app per example would cost seconds each); each example starts
-on the Ledger of the demo run, nothing open above any screen.
+Checked by tests/test_tui_key_contract.py, in the app its key walk uses: one app serves every example
+(an app per example would cost seconds each); each example starts on the Ledger of the demo run, nothing
+open above any screen.
 """
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 from textual.widgets import DataTable
 
-from conftest import copy_db
-from tuikit import SMALL
-from tuistates import build_demo_like, few_resamples, no_model_runs, shared_template
-from tuiwalk import draw_only_when_looked_at, press, settle
-from workbench.tui.app import WorkbenchApp
+from tuiwalk import press, settle
+from workbench.tui.messages import DataChanged
 
 # Drawn with these weights: mostly cursor moves, marks and the keys that change run or screen.
 KEYS = ["down", "down", "up", "end", "pagedown", "m", "m", "space", "space", "J", "s", "s", "enter", "enter",
         "escape", "l", "l", "r", "C", "D"]
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
-
-
-class Driver:
-    """The app running in its own event loop, driven one call at a time from a synchronous test.
-
-    One task holds ``run_test`` open and runs each call sent to it, so every call sees the app's context.
-    """
-
-    def __init__(self, app):
-        self.app, self.loop = app, asyncio.new_event_loop()
-        self.calls: asyncio.Queue = asyncio.Queue()
-        self.server = self.loop.create_task(self._serve())
-        self.pilot = self.run(lambda pilot: asyncio.sleep(0, pilot))
-
-    async def _serve(self) -> None:
-        async with self.app.run_test(size=SMALL) as pilot:
-            while (call := await self.calls.get()) is not None:
-                fn, done = call
-                try:
-                    done.set_result(await fn(pilot))
-                except BaseException as exc:  # noqa: BLE001 - handed to the test, which raises it
-                    done.set_exception(exc)
-
-    def run(self, fn):
-        """``await fn(pilot)`` inside the app's task; its result."""
-        done = self.loop.create_future()
-        self.calls.put_nowait((fn, done))
-        return self.loop.run_until_complete(done)
-
-    def close(self) -> None:
-        self.calls.put_nowait(None)
-        self.loop.run_until_complete(self.server)
-        self.loop.close()
-
-
-@pytest.fixture
-def driver(tmp_path, demo_template, monkeypatch):
-    no_model_runs(monkeypatch)
-    few_resamples(monkeypatch)
-    draw_only_when_looked_at(monkeypatch)
-    driver = Driver(WorkbenchApp(copy_db(demo_template, tmp_path / "wb.db"), poll_seconds=3600))
-    yield driver
-    driver.close()
 
 
 def highlighted(table: DataTable) -> str | None:
@@ -175,19 +120,4 @@ class Checker:
 
 
 def _data_changed(app):
-    from workbench.tui.messages import DataChanged
-
     return DataChanged(app.store.data_version())
-
-
-@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(keys=st.lists(st.sampled_from(KEYS), min_size=4, max_size=10))
-# The walks the issue reported, always tried first: a detail left open, a mark and a scrolled panel taken along.
-@example(keys=["down", "down", "s", "enter", "l", "down", "s"])
-@example(keys=["space", "r", "down", "enter"])
-@example(keys=["J", "J", "m"])
-def test_every_pane_mark_and_side_panel_shows_the_highlighted_rows_own_data(driver, keys):
-    checker = Checker(driver.pilot)
-    driver.run(lambda pilot: checker.reset())
-    for key in keys:
-        driver.run(lambda pilot, key=key: checker.step(key))

@@ -1,5 +1,7 @@
 """The room contract (docs/design.md §9): no column is cut while the screen has room for it.
 
+Checked by tests/test_tui_key_contract.py, in the app its key walk uses.
+
 On the demo-like database (tests/tuistates.py), every mode and the screen its enter opens, at
 200×50 and at 80×24. For every table shown:
 
@@ -15,22 +17,13 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from rich.cells import cell_len
 from textual.widgets import DataTable
 
-from conftest import copy_db
 from tuikit import SMALL, screen_text
-from tuistates import build_demo_like, few_resamples, no_model_runs, shared_template
-from tuiwalk import draw_only_when_looked_at, mode_of_key, press, settle
-from workbench.tui.app import WorkbenchApp
+from tuiwalk import mode_of_key, press, settle
 
 WIDE = (200, 50)
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
 
 
 def plain(cell) -> str:
@@ -134,30 +127,25 @@ class Room:
         await settle(self.pilot)
 
 
-async def test_no_column_is_cut_while_the_screen_has_room(tmp_path, demo_template, monkeypatch):
-    db = copy_db(demo_template, tmp_path / "wb.db")
-    no_model_runs(monkeypatch)
-    few_resamples(monkeypatch)
-    draw_only_when_looked_at(monkeypatch)
-    findings = []
-    app = WorkbenchApp(db, poll_seconds=3600)
-    async with app.run_test(size=WIDE) as pilot:
-        for size in (WIDE, SMALL):
-            await pilot.resize_terminal(*size)
-            room = Room(pilot, f"{size[0]}×{size[1]}")
-            for mode in mode_of_key(app).values():
-                await app.switch_mode(mode)
-                base = app.screen
+async def room_findings(pilot) -> list[str]:
+    """Every mode and the screen its enter opens, at 200×50 then 80×24: what breaks the room contract."""
+    app, findings = pilot.app, []
+    for size in (WIDE, SMALL):
+        await pilot.resize_terminal(*size)
+        room = Room(pilot, f"{size[0]}×{size[1]}")
+        for mode in mode_of_key(app).values():
+            await app.switch_mode(mode)
+            base = app.screen
+            await settle(pilot)
+            await room.check(size == SMALL, follow=True)
+            await room.scrolled()
+            if tables(base):
+                await press(pilot, "enter")
                 await settle(pilot)
-                await room.check(size == SMALL, follow=True)
-                await room.scrolled()
-                if tables(base):
-                    await press(pilot, "enter")
-                    await settle(pilot)
-                    if app.screen is not base and type(app.screen).__module__.startswith("workbench."):
-                        await room.check(size == SMALL, follow=False)
-                    while len(app.screen_stack) > 1:
-                        await app.pop_screen()
-                    await settle(pilot)
-            findings += room.findings
-    assert not findings, "\n".join(findings)
+                if app.screen is not base and type(app.screen).__module__.startswith("workbench."):
+                    await room.check(size == SMALL, follow=False)
+                while len(app.screen_stack) > 1:
+                    await app.pop_screen()
+                await settle(pilot)
+        findings += room.findings
+    return findings
