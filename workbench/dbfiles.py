@@ -49,6 +49,8 @@ _LOCK = threading.Lock()
 _OPENED: set[str] = set()
 # How many of this process's stores are open on each real path.
 _OPEN_NOW: Counter[str] = Counter()
+# Databases announced (expect) and not opened since: guarded by inode too until their store opens them.
+_EXPECTED: set[str] = set()
 # What the audit hook watches: the databases open now (a tuple, read without the lock). Only an open
 # connection has locks to lose; a database merely announced (expect) is guarded by name in guarded_open.
 _LIVE: tuple[str, ...] = ()
@@ -80,6 +82,7 @@ def opened(path: str | os.PathLike) -> int:
     real = os.path.realpath(path)
     with _LOCK:
         _OPENED.add(real)
+        _EXPECTED.discard(real)
         _OPEN_NOW[real] += 1
         _refresh_live()
         return _OPEN_NOW[real]
@@ -90,6 +93,7 @@ def expect(path: str | os.PathLike) -> None:
     an input or output naming it is refused before the store is even opened."""
     with _LOCK:
         _OPENED.add(os.path.realpath(path))
+        _EXPECTED.add(os.path.realpath(path))
 
 
 def closed(path: str | os.PathLike) -> int:
@@ -110,26 +114,34 @@ def _describe(db: str, suffix: str) -> str:
     return f"the {suffix[1:]} file of the database {db}" if suffix else f"the database {db}"
 
 
-def _file_of(path, databases) -> str | None:
-    """What ``path`` is among ``databases``' own files (the file, -wal, -shm, -journal), by name or inode."""
-    if not databases:
-        return None
+def _file_of(path, names, inodes) -> str | None:
+    """What ``path`` is among the files (the file, -wal, -shm, -journal) of the databases ``names`` by name, or of
+    ``inodes`` by device and inode. Names are looked up, not scanned: a long-lived process (a test session)
+    that opened thousands of databases pays one lookup per suffix."""
     try:
         # A bytes path (an os.scandir of bytes, a name that is not UTF-8) is compared as the str the OS means.
         path = os.fsdecode(path)
         real = os.path.realpath(path)
     except (OSError, ValueError, TypeError):
         return None
-    for db in databases:
-        if real.startswith(db):
-            for suffix in ("", *SIDECARS):
-                if real == db + suffix:
-                    return _describe(db, suffix)
+    for suffix in ("", *SIDECARS):
+        if real.endswith(suffix):
+            db = real[:len(real) - len(suffix)] if suffix else real
+            if db in names:
+                return _describe(db, suffix)
+    if not inodes:
+        return None
     try:
         st = os.stat(path)
     except (OSError, ValueError, TypeError):
         return None
-    return _same_file(st, databases)
+    return _same_file(st, inodes)
+
+
+def _watched() -> tuple[str, ...]:
+    """The databases whose files are also recognised by inode (a hard link): those open now and those announced
+    but not opened yet. A database this process closed has no lock to lose; it is still recognised by name."""
+    return _LIVE + tuple(sorted(_EXPECTED - set(_LIVE)))
 
 
 def _same_file(st: os.stat_result, databases) -> str | None:
@@ -150,7 +162,7 @@ def held_file_of(path: str | os.PathLike) -> str | None:
     """What ``path`` is, if it is the file, -wal, -shm or -journal of a database this process opened
     or announced, by name (a file not there yet counts) or by device and inode (a hard or symbolic
     link counts): "the database D", "the wal file of the database D"; else None. Nothing is opened."""
-    return _file_of(path, sorted(_OPENED))
+    return _file_of(path, _OPENED, _watched())
 
 
 def database_file_of(path: str | os.PathLike, extra: str | os.PathLike | None = None) -> str | None:
@@ -160,17 +172,21 @@ def database_file_of(path: str | os.PathLike, extra: str | os.PathLike | None = 
     the BM25 index cache of the database D". Nothing is opened.
     """
     databases = set(_OPENED)
+    watched = _watched()
     if extra is not None:
         databases.add(os.path.realpath(extra))
+        watched += (os.path.realpath(extra),)
     try:
         real = os.path.realpath(os.fsdecode(path))
     except (OSError, ValueError, TypeError):
         return None
-    for db in sorted(databases):
-        cache = db + INDEX_CACHE_SUFFIX
-        if real == cache or real.startswith(cache + os.sep):
-            return f"in {cache}, the BM25 index cache of the database {db}"
-    return _file_of(path, sorted(databases))
+    at = real.find(INDEX_CACHE_SUFFIX)
+    while at > 0:           # D.indexes itself or anything below it, for a database D of this process
+        end = at + len(INDEX_CACHE_SUFFIX)
+        if (end == len(real) or real[end] == os.sep) and real[:at] in databases:
+            return f"in {real[:end]}, the BM25 index cache of the database {real[:at]}"
+        at = real.find(INDEX_CACHE_SUFFIX, at + 1)
+    return _file_of(path, databases, watched)
 
 
 def _refusal(path, what: str) -> DatabaseFileRefused:
@@ -187,7 +203,7 @@ def _audit(event: str, args) -> None:
     path = args[0]
     if path is None or isinstance(path, int):
         return                      # os.fdopen of an existing descriptor: nothing new is opened
-    what = _file_of(path, _LIVE)
+    what = _file_of(path, _LIVE, _LIVE)
     if what is not None:
         raise _refusal(path, what)
 
@@ -238,7 +254,7 @@ def guarded_open(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 
         opened_st = os.fstat(fd)
         if regular and not stat.S_ISREG(opened_st.st_mode):
             raise NotRegular(path, file_kind(opened_st.st_mode))
-        what = _same_file(opened_st, sorted(_OPENED))
+        what = _same_file(opened_st, _watched())
     except BaseException:
         os.close(fd)
         raise
