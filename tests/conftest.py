@@ -174,12 +174,28 @@ def private_model_cache(model_cache, monkeypatch):
     monkeypatch.setenv("WORKBENCH_MODEL_CACHE", str(model_cache))
 
 
+@pytest.fixture(scope="session")
+def empty_template(tmp_path_factory) -> Path:
+    """An empty workbench database with every migration applied, closed: made once per worker, copied by tests."""
+    path = tmp_path_factory.mktemp("template-empty") / "wb.db"
+    open_store(path).close()
+    return path
+
+
 @pytest.fixture
-def store(tmp_path):
-    """An empty, migrated workbench database in a temp dir."""
-    s = open_store(tmp_path / "wb.db")
+def store(tmp_path, empty_template):
+    """An empty, migrated workbench database in a temp dir (a copy of ``empty_template``)."""
+    s = open_store(copy_db(empty_template, tmp_path / "wb.db"))
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def metaqa_template(tmp_path_factory) -> Path:
+    """sample_data/metaqa imported as ``metaqa``, nothing else, closed: made once per worker, copied by tests."""
+    with new_template(tmp_path_factory, "metaqa.db") as store:
+        path = store.path
+    return path
 
 
 @pytest.fixture

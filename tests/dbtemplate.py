@@ -4,9 +4,8 @@ Fixtures such as ``tiny_swept_db`` build their database for every test that asks
 and its migrations, an import, a sweep: a third of a second), and the tests that only run a verb
 against it and throw it away pay that each time. :func:`copy_of` asks the fixture once, keeps what
 it built as a template, and hands each test a private copy (tests/conftest.py ``copy_db``), so
-what a test sees is what the fixture builds, and no test sees another's writes. :func:`empty_copy`
-does the same for an empty database with every migration applied (what ``open_store`` makes of a
-new path, a fifth of a second of CPU).
+what a test sees is what the fixture builds, and no test sees another's writes. (An empty migrated database is conftest's
+``empty_template``.)
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_db
-from workbench.store import open_store
 
 _TEMPLATES: dict[str, Path] = {}
 
@@ -28,13 +26,4 @@ def copy_of(request: pytest.FixtureRequest, fixture: str, dst: Path) -> Path:
         keep = request.getfixturevalue("tmp_path_factory").mktemp(f"template-{fixture}") / Path(built).name
         _TEMPLATES[fixture] = copy_db(built, keep)
     return copy_db(_TEMPLATES[fixture], dst)
-
-
-def empty_copy(tmp_path_factory: pytest.TempPathFactory, dst: Path) -> Path:
-    """A copy at ``dst`` of an empty, migrated workbench database (closed), migrated once per process."""
-    if "" not in _TEMPLATES:
-        path = tmp_path_factory.mktemp("template-empty") / "wb.db"
-        open_store(path).close()
-        _TEMPLATES[""] = path
-    return copy_db(_TEMPLATES[""], dst)
 

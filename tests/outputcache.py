@@ -59,22 +59,33 @@ class SharedOutputs:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def _done(self, con: sqlite3.Connection) -> set[str]:
-        con.execute("CREATE TABLE IF NOT EXISTS scenarios (name TEXT PRIMARY KEY)")
-        return {name for (name,) in con.execute("SELECT name FROM scenarios")}
+    def _is_done(self, name: str) -> bool:
+        """Whether ``name`` (a scenario, an adopted database) is pooled already; makes the pool if missing.
+        Called under the lock."""
+        if not self.path.exists():   # the store makes the pool's schema; it refuses a file made otherwise
+            open_store(self.path).close()
+        con = sqlite3.connect(self.path)
+        try:
+            con.execute("CREATE TABLE IF NOT EXISTS scenarios (name TEXT PRIMARY KEY)")
+            return con.execute("SELECT 1 FROM scenarios WHERE name = ?", (name,)).fetchone() is not None
+        finally:
+            con.close()
+
+    def _mark_done(self, name: str) -> None:
+        """Record that ``name`` is pooled (under the lock)."""
+        con = sqlite3.connect(self.path)
+        try:
+            with con:
+                con.execute("INSERT INTO scenarios VALUES (?)", (name,))
+        finally:
+            con.close()
 
     def scenario(self, name: str, build: Callable[[Path], None]) -> None:
         """Make sure the outputs of the real pass ``name`` are pooled: ``build(db)`` runs it on a scratch
         database the first time in the session (any worker), and its output rows join the pool."""
         with self._locked():
-            if not self.path.exists():   # the store makes the pool's schema; it refuses a file made otherwise
-                open_store(self.path).close()
-            con = sqlite3.connect(self.path)
-            try:
-                if name in self._done(con):
-                    return
-            finally:
-                con.close()
+            if self._is_done(name):
+                return
             scratch = self.root / f"scenario-{name}"
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir()
@@ -82,12 +93,7 @@ class SharedOutputs:
             with _not_the_tests_model_use(scratch / "model.lock"):
                 build(db)
             self._pool(db)
-            con = sqlite3.connect(self.path)
-            try:
-                with con:
-                    con.execute("INSERT INTO scenarios VALUES (?)", (name,))
-            finally:
-                con.close()
+            self._mark_done(name)
 
     def adopt(self, source: Path, tables: tuple[str, ...] = ("embeddings",)) -> int:
         """Pool the outputs ``tables`` of an existing workbench database (once per session; how many rows were
@@ -96,21 +102,10 @@ class SharedOutputs:
         Read-only; a database whose tables differ from this code's (an older schema) is left alone."""
         name = f"adopted:{os.path.realpath(source)}"
         with self._locked():
-            if not self.path.exists():
-                open_store(self.path).close()
-            con = sqlite3.connect(self.path)
-            try:
-                if name in self._done(con):
-                    return 0
-            finally:
-                con.close()
+            if self._is_done(name):
+                return 0
             new = _copy(source, self.path, tables, read_only=True) if Path(source).is_file() else 0
-            con = sqlite3.connect(self.path)
-            try:
-                with con:
-                    con.execute("INSERT INTO scenarios VALUES (?)", (name,))
-            finally:
-                con.close()
+            self._mark_done(name)
             return new
 
     def _pool(self, db: Path) -> None:

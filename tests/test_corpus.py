@@ -10,23 +10,14 @@ from workbench.data.corpus import ChunkConfig, chunk_document, import_corpus
 from workbench.store import open_store
 
 from conftest import REPO, copy_db
-from dbtemplate import empty_copy
 
 HOWTOCOOK = REPO / "sample_data" / "howtocook"
 
 
-@pytest.fixture
-def store(tmp_path_factory, tmp_path):
-    """An empty, migrated workbench database in a temp dir, as conftest's: a copy of one migrated once."""
-    s = open_store(empty_copy(tmp_path_factory, tmp_path / "wb.db"))
-    yield s
-    s.close()
-
-
 @pytest.fixture(scope="module")
-def howtocook(tmp_path_factory):
+def howtocook(tmp_path_factory, empty_template):
     """The sample corpus imported once as ``howtocook``: the closed database and the import's report."""
-    path = empty_copy(tmp_path_factory, tmp_path_factory.mktemp("howtocook") / "wb.db")
+    path = copy_db(empty_template, tmp_path_factory.mktemp("howtocook") / "wb.db")
     s = open_store(path)
     try:
         report = import_corpus(s, HOWTOCOOK, "howtocook")

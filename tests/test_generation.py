@@ -26,7 +26,7 @@ from workbench.runs.executor import execute, run_stats
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store.queries import get_run
 
-from conftest import copy_db, new_template, wait_for_rows
+from conftest import copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
 
 FAST = dict(max_tokens=12, n_ctx=1024)
@@ -198,14 +198,6 @@ RUN_ARGS = ("run", "metaqa", "--limit", "8", "--k", "1,5", "--budget", "256", "-
 
 def _wait_for_done(db: Path, at_least: int, proc, timeout: float = 120) -> int:
     return wait_for_rows(db, "SELECT count(*) FROM events WHERE status = 'done'", at_least, proc, timeout)
-
-
-@pytest.fixture(scope="module")
-def metaqa_template(tmp_path_factory) -> Path:
-    """MetaQA imported once for the module (each test runs on a copy)."""
-    with new_template(tmp_path_factory, "wb.db") as store:
-        path = store.path
-    return path
 
 
 @pytest.fixture

@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_db
-from dbtemplate import empty_copy
 from workbench.data.errors import InputRejected
 from workbench.data.importer import DatasetExists, ImportReport, import_dataset
 from workbench.data.jsonl import MAX_LINE_BYTES
@@ -119,19 +118,11 @@ def rejected(store, directory: Path, **kwargs) -> list[str]:
 
 # -- fixtures ----------------------------------------------------------------------------
 
-@pytest.fixture
-def store(tmp_path_factory, tmp_path):
-    """An empty, migrated workbench database in a temp dir, as conftest's: a copy of one migrated once."""
-    s = open_store(empty_copy(tmp_path_factory, tmp_path / "wb.db"))
-    yield s
-    s.close()
-
-
 @pytest.fixture(scope="module")
-def holding_a_dataset(tmp_path_factory) -> Path:
+def holding_a_dataset(tmp_path_factory, empty_template) -> Path:
     """A closed database holding the good dataset as ``earlier``: built once, copied by each test."""
     work = tmp_path_factory.mktemp("holding")
-    s = open_store(empty_copy(tmp_path_factory, work / "wb.db"))
+    s = open_store(copy_db(empty_template, work / "wb.db"))
     try:
         import_dataset(s, make_dataset(work / "earlier"), "earlier")
     finally:
@@ -140,14 +131,14 @@ def holding_a_dataset(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(params=["empty store", "store holding a dataset"])
-def any_store(request, tmp_path_factory, tmp_path):
+def any_store(request, tmp_path):
     """Each bad-input test runs twice: against an empty store (every count stays 0) and
     against a store that already holds a good dataset (every count stays unchanged)."""
     if request.param == "store holding a dataset":
         s = open_store(copy_db(request.getfixturevalue("holding_a_dataset"), tmp_path / "wb.db"))
         assert row_counts(s) == {"datasets": 1, "units": 5, "samples": 3, "retrievals": 3}
     else:
-        s = open_store(empty_copy(tmp_path_factory, tmp_path / "wb.db"))
+        s = open_store(copy_db(request.getfixturevalue("empty_template"), tmp_path / "wb.db"))
     yield s
     s.close()
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE_METAQA, copy_db, new_template, wait_for_rows
+from conftest import REPO, SAMPLE_METAQA, copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
 from tuikit import SIZE, open_runs, plan_served_run, wait_for
 from workbench.cli import main
@@ -286,14 +286,6 @@ def _generations(db: Path) -> int:
         return con.execute("SELECT count(*) FROM generations").fetchone()[0]
     finally:
         con.close()
-
-
-@pytest.fixture(scope="module")
-def metaqa_template(tmp_path_factory) -> Path:
-    """MetaQA imported once for the module (each test plans its run on a copy)."""
-    with new_template(tmp_path_factory, "wb.db") as store:
-        path = store.path
-    return path
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from workbench.cli import main
 from workbench.store import open_store
 
-from dbtemplate import empty_copy
+from conftest import copy_db
 from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from ragchecker_oracle import ragchecker_figures
 
@@ -67,9 +67,9 @@ CHECKED = {
 
 
 @pytest.fixture
-def new_db(tmp_path_factory, tmp_path):
+def new_db(empty_template, tmp_path):
     """A new workbench database for a test to import into (an empty, migrated one, copied): name -> its path."""
-    return lambda name="wb.db": str(empty_copy(tmp_path_factory, tmp_path / name))
+    return lambda name="wb.db": str(copy_db(empty_template, tmp_path / name))
 
 
 def _write(path, document) -> str:

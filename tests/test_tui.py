@@ -20,7 +20,6 @@ from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA, copy_db
-from tuistates import build_metaqa, shared_template
 from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run,
                     run_from_palette, settle, settled_after, snap_app, type_text, until_loaded, wait_for)
 
@@ -107,12 +106,6 @@ async def test_samples_page_filter_search_and_detail(swept_db):
         assert "Gold paths" in text and "Evidence in window order" in text and "Prompt" in text
         await pilot.press("right")
         await wait_for(pilot, lambda: app.screen.cell_id != "k1-b64-score")
-
-
-@pytest.fixture(scope="session")
-def metaqa_template(tmp_path_factory):
-    """sample_data/metaqa imported, nothing else: built once per test session."""
-    return shared_template(tmp_path_factory, "metaqa.db", build_metaqa)
 
 
 @pytest.fixture

@@ -16,15 +16,8 @@ import pytest
 
 from conftest import copy_db
 from tuikit import PATIENCE, SIZE, PacedServer, plan_served_run, until_loaded, wait_for
-from tuistates import build_metaqa, shared_template
 from workbench.runs.aggregate import LedgerReader
 from workbench.tui.app import WorkbenchApp
-
-
-@pytest.fixture(scope="session")
-def metaqa_template(tmp_path_factory):
-    """sample_data/metaqa imported, nothing else: built once per test session."""
-    return shared_template(tmp_path_factory, "metaqa.db", build_metaqa)
 
 
 @pytest.fixture
