@@ -25,7 +25,7 @@ import numpy as np
 from workbench.metrics.stats import wilson_interval
 from workbench.metrics.confseq import DEFAULT_GRID, BettingBatch
 from workbench.runs.stopping import (PAIR_GRID, REASONS, CellState, Engine, Outcome, StopSettings, Versus, arms_of,
-                                     distinct_groups, full_run_calls, optional_float, sample_order)
+                                     distinct_groups, full_run_calls, optional_float, sample_order, within_verdict)
 
 __all__ = ["ReplaySummary", "replay", "replay_outcomes", "simulate", "simulate_many", "differences_covered", "covered", "labels_right", "COVER_SLACK"]
 
@@ -308,8 +308,5 @@ def _final_versus(scores: np.ndarray, orders: np.ndarray, engine: Engine) -> dic
             v_lo, v_hi = d, d
         else:
             v_lo, v_hi = float(lo[k]), float(hi[k])
-        # As Engine.state does: the verdict was exact; float noise past its bound is kept within it.
-        bound = np.nextafter(0.0, -1.0) if engine.code[r, a] == REASONS.index("worse") + 1 else tolerance
-        top = min(v_hi, bound) if v_hi - bound < 1e-12 else v_hi
-        out[(r, a)] = (min(v_lo, top), top)
+        out[(r, a)] = within_verdict(v_lo, v_hi, engine.code[r, a] == REASONS.index("worse") + 1, tolerance)
     return out

@@ -57,7 +57,7 @@ import numpy as np
 from workbench.metrics.confseq import DEFAULT_GRID, BettingBatch
 
 __all__ = ["RULES", "REASONS", "StopSettings", "Versus", "CellState", "Outcome", "Engine", "SequentialRun",
-           "arms_of", "split_alpha", "sample_order", "distinct_groups", "full_run_calls", "optional_float"]
+           "arms_of", "split_alpha", "sample_order", "distinct_groups", "full_run_calls", "optional_float", "within_verdict"]
 
 RULES = ("best", "precision")
 REASONS = ("best", "worse", "tied", "precision")
@@ -388,13 +388,18 @@ class Engine:
             if pair is None:
                 versus = Versus(other, None, None)
             else:
-                # The verdict was read exactly (probes, exact sums); the interval crossed from the [0, 1] scale
-                # back to differences may carry float noise past the bound it was proved within: kept within.
-                bound = np.nextafter(0.0, -1.0) if code == _WORSE else self.settings.tolerance
-                top = min(pair[1], bound) if pair[1] - bound < _EXACT_SLACK else pair[1]
-                versus = Versus(other, min(pair[0], top), top)
+                versus = Versus(other, *within_verdict(pair[0], pair[1], code == _WORSE, self.settings.tolerance))
         return CellState(int(self.n[run, arm]), optional_float(lo), optional_float(hi), None if code == 0 else REASONS[code - 1],
                          versus)
+
+
+def within_verdict(lo: float, hi: float, worse: bool, tolerance: float) -> tuple[float, float]:
+    """A versus interval kept within the bound its verdict was proved at (below 0 for ``worse``, at most E for
+    ``tied``): the verdict was read exactly, and the interval crossed back from the [0, 1] scale may carry
+    float noise (under 1e-12) past that bound."""
+    bound = np.nextafter(0.0, -1.0) if worse else tolerance
+    top = min(hi, bound) if hi - bound < _EXACT_SLACK else hi
+    return min(lo, top), top
 
 
 def optional_float(x: float) -> float | None:
