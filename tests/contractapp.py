@@ -58,7 +58,8 @@ async def start_live(pilot, gate: GatedBackend) -> None:
     """Runs, the cursor on ``live``, u: it executes, and waits in its third job (``gate``)."""
     app = pilot.app
     await app.switch_mode("runs")
-    await wait_for(pilot, lambda: app.screen.query_one("#runs").row_count > 0)
+    # The table may show the runs it had before ``live`` was planned until its reload lands: wait for the row.
+    await wait_for(pilot, lambda: LIVE in {key.value for key in app.screen.query_one("#runs").rows}, what="live listed")
     table = app.screen.query_one("#runs")
     table.move_cursor(row=table.get_row_index(LIVE))
     await pilot.press("u")
