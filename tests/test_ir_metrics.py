@@ -4,10 +4,14 @@ Every number our metrics produce must equal what ``ranx.evaluate`` gives on the 
 qrels and run — per query and in the mean — to 1e-9: on a hand-made set, on random ones, and
 on BM25's doc-level results for HowToCook's filename questions as ``retrieval eval`` reports them.
 
-Every use of ranx in the suite is in this module. Its metric kernels are compiled once and cached
-on disk (the first run in a fresh environment is slow), but the numba typed containers its
-``Qrels`` and ``Run`` are built of are compiled again in each process that uses them (about 15 s
-of CPU): one module runs in one process.
+Every use of ranx in the suite is in this module. ranx compiles its numba code for each type it
+meets, and an id array's type is its width: ``Qrels`` and ``Run`` of 2-character ids and of
+37-character ids compile separately (about 40 s of CPU each). So ranx is given every set with its
+ids renamed to one width (``for_ranx``), in the ids' own order: a metric does not depend on what an
+id is called, and ranx's order for tied scores follows the input's, not the names'. That one width
+is what `just install` compiles and caches (scripts/warm_oracles.py); the typed containers are
+still compiled again in each process that uses them (about 15 s of CPU): one module runs in one
+process.
 """
 
 from __future__ import annotations
@@ -38,16 +42,30 @@ KS = (1, 3, 5, 10)
 NAMES = [ranx_name(m, k) for m in METRICS for k in KS]
 
 
+def for_ranx(qrels, run):
+    """``qrels`` ({q: {d: grade}}) and ``run`` ({q: [(d, score)]}) as ranx's ``Qrels`` and ``Run``, every
+    id renamed to the one width ranx's compiled code is cached for (``q0000``, ``d0000``: see the module's
+    docstring), in sorted order; and the renaming of the queries, to read ranx's per-query scores back."""
+    queries = {q: f"q{i:04d}" for i, q in enumerate(sorted(set(qrels) | set(run)))}
+    items = {d: f"d{i:04d}" for i, d in enumerate(sorted({d for v in qrels.values() for d in v}
+                                                          | {d for r in run.values() for d, _ in r}))}
+    assert len(queries) <= 10_000 and len(items) <= 10_000, "one width: at most 10,000 ids of each kind"
+    ranx_qrels = ranx.Qrels.from_dict({queries[q]: {items[d]: g for d, g in v.items()} for q, v in qrels.items()})
+    ranx_run = ranx.Run.from_dict({queries[q]: {items[d]: float(s) for d, s in r} for q, r in run.items()})
+    return ranx_qrels, ranx_run, queries
+
+
 def ranx_scores(qrels, run) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """ranx's per-query scores ({"recall@5": {qid: v}}) and means for our (qrels, run).
 
     Our run is a ranked list of (item, score); ranx takes {item: score} and sorts by score
     itself. ``make_comparable=True`` gives queries absent from the run an empty result.
     """
-    r = ranx.Run.from_dict({q: {d: float(s) for d, s in items} for q, items in run.items()})
-    means = ranx.evaluate(ranx.Qrels.from_dict({q: dict(v) for q, v in qrels.items()}), r,
-                          NAMES, make_comparable=True)
-    return {m: dict(r.scores[m]) for m in NAMES}, {m: float(v) for m, v in means.items()}
+    ranx_qrels, ranx_run, queries = for_ranx(qrels, run)
+    means = ranx.evaluate(ranx_qrels, ranx_run, NAMES, make_comparable=True)
+    named = {renamed: q for q, renamed in queries.items()}
+    return ({m: {named[q]: v for q, v in ranx_run.scores[m].items()} for m in NAMES},
+            {m: float(v) for m, v in means.items()})
 
 
 def assert_agrees_with_ranx(qrels, run) -> None:
@@ -146,8 +164,8 @@ def test_doc_level_metrics_of_retrieval_eval_agree_with_ranx(howtocook):
     ranked = {sid: list(zip(json.loads(u), json.loads(s))) for sid, u, s in
               howtocook.conn.execute("SELECT sid, uids, scores FROM retrievals")}
     runs = doc_level({i: [(chunk_of[u], x) for u, x in ranked[sid]] for i, sid, _ in samples}, parent)
-    qrels = ranx.Qrels.from_dict({i: {json.loads(m)["doc_id"]: 1} for i, _, m in samples})
-    run = ranx.Run.from_dict({q: {d: float(x) for d, x in r} for q, r in runs.items() if r})
+    qrels, run, _ = for_ranx({i: {json.loads(m)["doc_id"]: 1} for i, _, m in samples},
+                             {q: r for q, r in runs.items() if r})
     expected = ranx.evaluate(qrels, run, NAMES, make_comparable=True)
     for name in NAMES:
         assert report.levels["doc"]["overall"][tuple_key(name)].value == pytest.approx(expected[name], abs=1e-9), name
