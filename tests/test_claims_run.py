@@ -1,7 +1,9 @@
 """`claims run` over real runs: every answer verified, verdicts stored, resumable, in the ledger.
 
-The generation runs use the real default model (SmolLM2-135M), as the claim runs with the
-``llm`` decomposer and the ``llm_judge`` verifier do.
+The answers are the real default model's (SmolLM2-135M), generated once per session
+(tests/model_shared.py). The claim run with the ``llm`` decomposer and the ``llm_judge`` verifier
+runs it too; a resume, a ledger, the CLI's reports and refusals are not about what it writes:
+they verify with rule + lexical, or with a stand-in judge.
 """
 
 from __future__ import annotations
@@ -18,52 +20,30 @@ from workbench.claims.reference import check_reference, reference_claims
 from workbench.claims.runner import ClaimsConfig, list_answer, run_claims
 
 from workbench.cli import main
-from workbench.data.importer import import_dataset
+from workbench.claims.decompose import CLAIMS_SCHEMA
+from workbench.claims.verify import JUDGE_SCHEMA
+from workbench.models.base import Generation, Prompt
+from workbench.models.cached import CachedLLM
 from workbench.models.locate import default_model_path
-from workbench.models.cached import default_llm
-from workbench.models.registry import ExecOptions
-from workbench.runs.generation import GenerationConfig
-from workbench.runs.executor import execute
 from workbench.runs.report import run_ledger
-from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.queries import Sample, get_run
 
-from conftest import copy_db, new_template, tiny_dir
-
-
-def _generated_run(store, name="gen", answer_format="text", ks=(1, 2), max_tokens=24):
-    plan_sweep(store, SweepConfig(ks=ks, budgets=(256,), formats=("score",)), name=name,
-               generation=GenerationConfig(max_tokens=max_tokens, n_ctx=1024, answer_format=answer_format).as_dict())
-    run = get_run(store, name)
-    # One thread: ggml's threads spin at barriers, and on a busy machine two of them crawl.
-    report = execute(store, run, opts=ExecOptions(n_threads=1))
-    assert report.errors == 0
-    return run
+from conftest import copy_db
+from model_shared import tiny_answered
 
 
 @pytest.fixture(scope="module")
-def answered_template(tmp_path_factory, tiny_dir_factory) -> Path:
-    """The tiny dataset answered by SmolLM2 once for the module, as three runs the tests take copies of: ``gen``
-    (free text, at most 12 tokens: a few claims each keep decomposing and judging them short), ``json-run``
-    (JSON lists) and ``r`` (free text, at most 24 tokens)."""
-    with new_template(tmp_path_factory, "answered.db", metaqa=False) as store:
-        import_dataset(store, tiny_dir_factory, "tiny")
-        _generated_run(store, max_tokens=12)
-        _generated_run(store, "json-run", answer_format="json")
-        _generated_run(store, "r")
-    return store.path
-
-
-@pytest.fixture(scope="module")
-def tiny_dir_factory(tmp_path_factory) -> Path:
-    """conftest's tiny dataset (its fixture's function, called as is), written once for the module."""
-    return tiny_dir.__wrapped__(tmp_path_factory.mktemp("tiny-src"))
+def answered_template(shared_outputs) -> Path:
+    """The tiny dataset answered by SmolLM2 once per session (tests/model_shared.py), as three runs the tests take
+    copies of: ``gen`` (free text, at most 12 tokens: a few claims each keep decomposing and judging them short),
+    ``json-run`` (JSON lists) and ``r`` (``gen``'s answers again)."""
+    return tiny_answered(shared_outputs)
 
 
 @pytest.fixture
 def answered(tmp_path, answered_template):
-    """This test's copy of the answered tiny dataset (the model's answers are generated once per module)."""
+    """This test's copy of the answered tiny dataset (the model's answers are generated once per session)."""
     store = open_store(copy_db(answered_template, tmp_path / "wb.db"))
     yield store
     store.close()
@@ -73,6 +53,36 @@ def answered(tmp_path, answered_template):
 def text_run(answered):
     """The tiny dataset answered in free text by SmolLM2 at K = 1, 2: the run ``gen`` of 6 answers."""
     return answered, get_run(answered, "gen")
+
+
+class StandInJudge:
+    """A backend for the claim pass's bookkeeping (a test double: what it answers does not matter): every claim is
+    supported, and a clause the hybrid decomposer sends it is one claim, itself. ``calls``: what it answered."""
+
+    name, model_id, chat_template, concurrency = "stand-in", "stand-in:judge", "", 1
+
+    def __init__(self):
+        self.calls = 0
+
+    def render(self, messages) -> Prompt:
+        pairs = tuple((m["role"], m["content"]) for m in messages)
+        return Prompt(pairs, json.dumps(pairs, ensure_ascii=False), tokens=10)
+
+    def generate(self, prompt, sampling, json_schema=None, grammar=None) -> Generation:
+        self.calls += 1
+        assert json_schema in (JUDGE_SCHEMA, CLAIMS_SCHEMA), json_schema
+        text = ('{"verdict": "supported"}' if json_schema == JUDGE_SCHEMA
+                else json.dumps({"claims": [prompt.messages[-1][1].rsplit("\n", 1)[-1]]}))
+        return Generation(text, 10, 4, 10, 0.001, "stop")
+
+    def close(self) -> None:
+        pass
+
+
+def stand_in_llm(store) -> CachedLLM:
+    """The real cached LLM (its cache, its counters) over :class:`StandInJudge`."""
+    backend = StandInJudge()
+    return CachedLLM(store, lambda **_slot: backend)
 
 
 def test_a_list_answer_is_its_items_each_with_its_span():
@@ -133,12 +143,12 @@ def test_llm_decomposer_and_llm_judge_verify_every_answer_and_store_every_verdic
     assert (again.jobs, again.model_calls) == (0, 0)
 
 
-@pytest.mark.real_model
 def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run):
+    """The resume's bookkeeping, whatever the judge says: a stand-in judge under the real cache."""
     store, run = text_run
     config = ClaimsConfig(decomposer="hybrid", verifiers=("lexical", "llm_judge"))
     stop = threading.Event()
-    llm = default_llm(store)
+    llm = stand_in_llm(store)
     first = run_claims(store, run, config, llm=llm, stop=stop,
                        progress=lambda done, total, r: stop.set() if done == 2 else None)
     assert first.stopped and first.done == 2
@@ -148,7 +158,7 @@ def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run)
     calls_before = llm.model_calls
     generations_before = store.conn.execute("SELECT count(*) FROM generations").fetchone()[0]
 
-    second = run_claims(store, run, config, llm=default_llm(store))
+    second = run_claims(store, run, config, llm=stand_in_llm(store))
     assert (second.jobs, second.done) == (4, 4)
     # Finished jobs were not redone, and no model call was repeated: every call made a new cache row.
     assert dict(((c, s), t) for c, s, t in store.conn.execute(
@@ -160,7 +170,6 @@ def test_an_interrupted_claim_run_resumes_without_recomputing_anything(text_run)
     assert calls_before == first.model_calls  # the counters are per pass
 
 
-@pytest.mark.real_model
 def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_run, capsys):
     store, run = text_run
     assert run_ledger(store, run, resamples=50).claims is None
@@ -178,7 +187,6 @@ def test_the_ledger_shows_faithfulness_per_cell_once_claims_are_verified(text_ru
     assert "Claims (claim run" in text and "faithful" in text
 
 
-@pytest.mark.real_model
 def test_the_cli_runs_reports_and_shows_claims_and_the_samples_filter_finds_unsupported_ones(answered, capsys):
     from workbench.browse import list_samples
 
@@ -208,7 +216,6 @@ def test_claims_check_decomposes_and_verifies_a_chinese_answer(store, capsys):
     assert out["filtered_answer"] == "感冒的症状包括流鼻涕；感冒的症状包括咳嗽；感冒的症状包括发热"
 
 
-@pytest.mark.real_model
 def test_bad_claims_options_are_refused_by_name(answered, capsys):
     tiny_store = answered
     db = str(tiny_store.path)

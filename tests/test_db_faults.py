@@ -29,7 +29,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.store.schema import migration_files
 
-from conftest import write_jsonl
+from conftest import copy_db, tiny_dir, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 KNOWN_LAST = migration_files()[-1].name[: -len(".sql")]  # grows with every migration: never hard-coded
@@ -111,16 +111,24 @@ def files_in(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-@pytest.fixture
-def swept(tmp_path, tiny_dir) -> Path:
-    """The tiny dataset with a model-free sweep ``s``, in a directory of its own, closed cleanly."""
-    directory = tmp_path / "data"
-    directory.mkdir()
+@pytest.fixture(scope="module")
+def swept_once(tmp_path_factory) -> Path:
+    """The tiny dataset with a model-free sweep ``s``, closed cleanly: built once (conftest's ``tiny_dir``)."""
+    directory = tmp_path_factory.mktemp("swept")
     path = directory / "wb.db"
     store = open_store(path)
-    import_dataset(store, tiny_dir, "tiny")
+    import_dataset(store, tiny_dir.__wrapped__(directory), "tiny")
     plan_sweep(store, SweepConfig(ks=(1, 2), budgets=(64,), formats=("linear",)), name="s")
     store.close()
+    return path
+
+
+@pytest.fixture
+def swept(tmp_path, swept_once) -> Path:
+    """That database, this test's copy, in a directory of its own."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    path = copy_db(swept_once, directory / "wb.db")
     assert sorted(p.name for p in directory.iterdir()) == ["wb.db"]  # no -wal or -shm left
     return path
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.runs.dry_run import MIN_HISTORY, fit_speed
 from workbench.runs.generation import GenerationConfig

@@ -1,7 +1,9 @@
 """Runs with the real default model (SmolLM2-135M through the installed llama.cpp build).
 
-These tests generate real tokens: a broken llama.cpp build (e.g. the AMX segfault of
-docs/design.md §12) fails here, not in a user's hands.
+The first tests generate real tokens: a broken llama.cpp build (e.g. the AMX segfault of
+docs/design.md §12) fails here, not in a user's hands. A test whose subject is what a run keeps
+(the cache, the ledger, a resume) finds SmolLM2's answers to the tiny dataset cached
+(tests/model_shared.py: generated once per session), or is answered by a stand-in reader.
 """
 
 from __future__ import annotations
@@ -28,14 +30,22 @@ from workbench.store.queries import get_run
 
 from conftest import copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
+from model_shared import TINY_GENERATION, TINY_GRID, tiny_answered
+from seqkit import Reader
 
-FAST = dict(max_tokens=12, n_ctx=1024)
 
-
-def _plan(store, name, *, ks=(1, 2), budgets=(256,), formats=("score",), limit=None, **gen):
+def _plan(store, name, *, ks=TINY_GRID.ks, budgets=TINY_GRID.budgets, formats=TINY_GRID.formats, limit=None, **gen):
     cfg = SweepConfig(ks=ks, budgets=budgets, formats=formats, limit=limit)
-    plan_sweep(store, cfg, name=name, generation=GenerationConfig(**{**FAST, **gen}).as_dict())
+    plan_sweep(store, cfg, name=name, generation=GenerationConfig(**{**TINY_GENERATION, **gen}).as_dict())
     return get_run(store, name)
+
+
+@pytest.fixture
+def answered_store(tiny_store, shared_outputs):
+    """The tiny dataset, with SmolLM2's answers to ``_plan``'s prompts in its cache (generated once per session)."""
+    tiny_answered(shared_outputs)
+    assert shared_outputs.seed(tiny_store.path) >= 6
+    return tiny_store
 
 
 @pytest.mark.real_model
@@ -71,7 +81,9 @@ def test_greedy_generation_is_reproducible_and_json_answers_parse():
 
 
 @pytest.mark.real_model
-def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(tiny_store):
+def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(answered_store):
+    """SmolLM2's answers are cached (the model loads for its tokens and writes nothing): the ledger, not them."""
+    tiny_store = answered_store
     first = execute(tiny_store, _plan(tiny_store, "a"))
     assert (first.done, first.errors) == (6, 0)
     assert first.model_calls + first.cache_hits == first.jobs
@@ -86,11 +98,11 @@ def test_a_run_fills_the_ledger_and_a_second_run_is_served_from_the_cache(tiny_s
     assert stats["prompt_tokens_evaluated"] == 0 and stats["prompt_tokens_naive"] > 0
 
 
-@pytest.mark.real_model
 def test_cells_with_identical_truncated_evidence_cost_one_call(tiny_store):
-    # q3 has a single retrieved triple: K=1 and K=2 show the same window, so the same prompt.
+    # q3 has a single retrieved triple: K=1 and K=2 show the same window, so the same prompt. What is
+    # counted is the calls, not what answers them: a stand-in reader (tests/seqkit.py) answers.
     run = _plan(tiny_store, "d", ks=(1, 2), budgets=(256, 512))
-    report = execute(tiny_store, run)
+    report = execute(tiny_store, run, backend=Reader())
     distinct = tiny_store.conn.execute(
         "SELECT count(DISTINCT gen_key) FROM events WHERE run_id = ?", (run.id,)).fetchone()[0]
     assert report.jobs == 12 and report.model_calls == distinct < 12
@@ -137,7 +149,8 @@ def test_grounded_runs_record_citations(tiny_store):
 
 
 @pytest.mark.real_model
-def test_a_missing_model_is_refused_before_any_job_and_the_run_stays_resumable(tiny_store, tmp_path):
+def test_a_missing_model_is_refused_before_any_job_and_the_run_stays_resumable(answered_store, tmp_path):
+    tiny_store = answered_store   # the resumed jobs find SmolLM2's answers cached: the model loads, writes nothing
     run = _plan(tiny_store, "m", model=str(tmp_path / "nope.gguf"))
     with pytest.raises(BadInput, match=r"^the run's model: .*nope.gguf: model file not found$"):
         execute(tiny_store, run)

@@ -37,6 +37,8 @@ from fractions import Fraction
 
 import pytest
 
+from conftest import copy_db
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -100,10 +102,8 @@ def _document(results) -> str:
 
 
 @pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "wb.db"
-    open_store(path).close()
-    return path
+def db(tmp_path, empty_template):
+    return copy_db(empty_template, tmp_path / "wb.db")
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import every_row, write_tiny_kg
+from dbtemplate import copy_of
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 
 # What the path is made into, and what the refusal must call it.
@@ -41,9 +43,9 @@ def make(path: Path, how: str) -> Path:
 
 
 @pytest.fixture
-def db(tiny_swept_db) -> Path:
-    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest)."""
-    return tiny_swept_db
+def db(request, tmp_path) -> Path:
+    """The tiny dataset imported as ``tiny`` and swept as run ``s`` (conftest's ``tiny_swept_db``, copied)."""
+    return copy_of(request, "tiny_swept_db", tmp_path / "tiny-swept.db")
 
 
 def refused(argv: list[str], db: Path, capsys, fifo: Path | None = None) -> str:

@@ -1,4 +1,5 @@
-"""Dedup end to end on a tiny real KG: import with provenance, candidates, a real judge, merges, export, eval."""
+"""Dedup end to end on a tiny real KG: import with provenance, candidates, a judge (SmolLM2's recorded verdicts),
+real embeddings, merges, export, eval."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 
 from conftest import write_tiny_kg
+from replay import replay_llm
 from workbench.cli import main
 from workbench.data.errors import InputRejected
 from workbench.kg.importer import import_kg
@@ -44,13 +46,14 @@ def test_bad_kg_lines_name_file_line_and_field_and_nothing_is_written(store, kg_
     assert store.conn.execute("SELECT count(*) FROM kgs").fetchone()[0] == 0
 
 
-@pytest.mark.real_model
-@pytest.mark.budget(30)
-def test_a_real_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_dir):
+def test_a_judge_run_stores_parsed_verdicts_with_their_contexts(store, kg_dir):
+    """SmolLM2's recorded verdicts on this KG (tests/replay.py: the same on every CPU) through the real pass and its
+    cache: what is stored, parsed and resumed is the subject. The judge generating for real is
+    tests/test_served_pipelines.py's dedup test (in-process and served)."""
     import_kg(store, kg_dir, "tiny")
     name, created, stats = plan_dedup(store, "tiny", DedupConfig(), "tiny-run")
     assert created and stats["candidate_pairs"] >= 2 and stats["pairs_completeness"] is not None
-    report = execute_dedup(store, name)
+    report = execute_dedup(store, name, llm=replay_llm(store, "judged"))
     assert report.errors == 0 and report.done == stats["candidate_pairs"] * 2 and report.model_calls > 0
     rows = store.conn.execute("SELECT mode, is_coreferent, confidence, context_a, context_b FROM dedup_verdicts"
                               " WHERE status = 'done'").fetchall()

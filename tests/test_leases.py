@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE_METAQA, copy_db, wait_for_rows
+from conftest import REPO, copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from tuikit import SIZE, open_runs, plan_served_run, wait_for
 from workbench.cli import main
-from workbench.data.importer import import_dataset
 from workbench.errors import EnvironmentFault
 from workbench.kg.importer import import_kg
 from workbench.store import open_store
@@ -243,13 +243,12 @@ def test_a_claims_pass_refuses_while_another_process_runs_that_claim_run(answere
     assert notes[0].startswith(f"recovered the lease of pid {sleeper.pid}, which died")
 
 
-def test_searchain_and_dedup_passes_refuse_through_the_cli_with_exit_1(tmp_path, sleeper, capsys):
+def test_searchain_and_dedup_passes_refuse_through_the_cli_with_exit_1(tmp_path, metaqa_template, sleeper, capsys):
     from workbench.kg.runner import DedupConfig, plan_dedup
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
-    db = tmp_path / "wb.db"
+    db = copy_db(metaqa_template, tmp_path / "wb.db")     # MetaQA imported as ``metaqa``
     store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
     chain, _ = plan_searchain(store, "metaqa", SearChainConfig(limit=1), "chain")
     import_kg(store, REPO / "sample_data" / "dedup", "kg")
     dedup, _, _ = plan_dedup(store, "kg", DedupConfig(modes=("graph",)), "dd")
@@ -271,10 +270,9 @@ def test_searchain_and_dedup_passes_refuse_through_the_cli_with_exit_1(tmp_path,
 @pytest.mark.parametrize("argv", [["run", "--k", "1", "--budget", "64"], ["resume"], ["claims", "run"],
                                   ["searchain", "run"], ["searchain", "resume"], ["dedup", "run"],
                                   ["dedup", "resume"]])
-def test_every_verb_that_writes_a_run_takes_wait(argv):
-    from workbench.cli import build_parser
-
-    assert build_parser().parse_args([*argv, "--wait"]).wait is True
+def test_every_verb_that_writes_a_run_takes_wait(argv, request):
+    # The module's one parser tree (oneparser.py: checked unchanged at the module's end), not one built per verb.
+    assert request.getfixturevalue("one_parser").parse_args([*argv, "--wait"]).wait is True
 
 
 # -- two real processes on one run of a served model ---------------------------------------------
@@ -431,15 +429,14 @@ def test_a_different_sweep_under_the_same_name_at_once_is_refused_with_the_diffe
     assert "run 'same' exists with a different config" in str(errors[0]) and "budgets" in str(errors[0])
 
 
-def test_searchain_and_dedup_runs_planned_twice_at_once_are_planned_once(tmp_path, monkeypatch):
+def test_searchain_and_dedup_runs_planned_twice_at_once_are_planned_once(tmp_path, metaqa_template, monkeypatch):
     import workbench.kg.runner as kg_runner
     import workbench.pipelines.runner as chain_runner
     from workbench.kg.runner import DedupConfig, plan_dedup
     from workbench.pipelines.runner import SearChainConfig, plan_searchain
 
-    db = tmp_path / "wb.db"
+    db = copy_db(metaqa_template, tmp_path / "wb.db")     # MetaQA imported as ``metaqa``
     store = open_store(db)
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
     import_kg(store, REPO / "sample_data" / "dedup", "kg")
     one, results, errors = _race(monkeypatch, chain_runner, "load_samples", lambda s: plan_searchain(
         s, "metaqa", SearChainConfig(limit=2), "chain"))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.models.gguf import GGML_TYPES, LLAMA_FTYPES, GGUFError, model_facts, read_header

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, every_row
+from conftest import REPO, copy_db, every_row
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.meta_import import MetaBaseline, import_meta
 from workbench.store import open_store
@@ -88,10 +89,8 @@ def entry_lines(path: Path) -> list[int]:
 
 
 @pytest.fixture
-def db(tmp_path) -> Path:
-    path = tmp_path / "wb.db"
-    open_store(path).close()
-    return path
+def db(tmp_path, empty_template) -> Path:
+    return copy_db(empty_template, tmp_path / "wb.db")
 
 
 @pytest.fixture
@@ -379,11 +378,20 @@ BAD = [
 ]
 
 
+@pytest.fixture(scope="module")
+def holding_good(tmp_path_factory, empty_template) -> Path:
+    """A closed database where the small files were imported as ``good``: built once, copied by each test."""
+    work = tmp_path_factory.mktemp("holding-good")
+    db = copy_db(empty_template, work / "wb.db")
+    assert import_cli(db, write(work / "human.json", HUMAN), "good", write(work / "baseline.json", BASELINE)) == 0
+    return db
+
+
 @pytest.mark.parametrize("change_human,change_baseline,which,index,fld,reason", [b[1:] for b in BAD],
                          ids=[b[0] for b in BAD])
-def test_bad_input_is_refused_in_one_line_naming_its_place(db, human, baseline, tmp_path, capsys, change_human,
-                                                            change_baseline, which, index, fld, reason):
-    assert import_cli(db, human, "good", baseline) == 0
+def test_bad_input_is_refused_in_one_line_naming_its_place(holding_good, human, baseline, tmp_path, capsys,
+                                                            change_human, change_baseline, which, index, fld, reason):
+    db = copy_db(holding_good, tmp_path / "wb.db")
     before = every_row(db)
     bad_human = write(tmp_path / "bad_human.json", change_human(copy.deepcopy(HUMAN))) if change_human else human
     bad_baseline = write(tmp_path / "bad_baseline.json", change_baseline(copy.deepcopy(BASELINE))) \

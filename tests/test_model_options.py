@@ -20,6 +20,7 @@ import re
 import shutil
 import socket
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -154,6 +155,17 @@ def write_bad_files(root: Path, real: dict[str, Path]) -> dict[str, dict[str, st
                        "an unknown architecture": str(root / "xyzzy.gguf"),
                        "a tensor-less bert header": str(root / "bert0.gguf")}
     return files
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_parser():
+    """``main`` parses with one argparse tree for the module, built once: the CLI builds its ~70 verb parsers on
+    every call (a tenth of a second), and this module calls it some 330 times. Parsing leaves a parser as it
+    was, so each call parses as a fresh process's would."""
+    parser = build_parser()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["workbench.cli.main"], "build_parser", lambda: parser)   # the module, not main()
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -399,7 +411,7 @@ def test_resume_refuses_a_run_whose_model_file_was_replaced_and_leaves_its_jobs_
                                                                                        devices_never_opened, capsys):
     db, files = probe
     model = tmp_path / "model.gguf"
-    shutil.copyfile(default_model_path(), model)
+    model.symlink_to(default_model_path())      # the model, by a path of its own the test then replaces
     store = open_store(db)
     try:
         plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",)), dataset="films", name="later",

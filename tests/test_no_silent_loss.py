@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE_METAQA, write_jsonl
+from conftest import REPO, SAMPLE_METAQA, copy_db, write_jsonl
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.cli import main
 from workbench.data.corpus import import_corpus
@@ -45,14 +46,20 @@ def dataset_rows(db: Path) -> dict[str, int]:
         store.close()
 
 
-@pytest.fixture
-def swept(tmp_path):
-    """sample_data/metaqa imported as ``m`` with a 5-question sweep planned on it (the issue's repro)."""
-    db = tmp_path / "x.db"
+@pytest.fixture(scope="module")
+def swept_once(tmp_path_factory):
+    """sample_data/metaqa imported as ``m`` with a 5-question sweep planned on it (the issue's repro), built once."""
+    db = tmp_path_factory.mktemp("swept") / "x.db"
     assert run_cli("--db", db, "import", SAMPLE_METAQA, "--name", "m") == 0
     assert run_cli("--db", db, "sweep", "m", "--k", "1", "--budget", "128", "--format", "linear",
                    "--limit", "5", "--name", "r") == 0
     return db
+
+
+@pytest.fixture
+def swept(swept_once, tmp_path):
+    """That database: this test's copy."""
+    return copy_db(swept_once, tmp_path / "x.db")
 
 
 # -- 1. corpus import over an existing dataset ------------------------------------------------

@@ -6,18 +6,30 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
 from workbench.data.importer import import_dataset
 from workbench.retrieval.runs import export_retrieval, retrieve
 from workbench.runs.report import run_ledger
 from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
 from workbench.store.queries import get_run
 
-from conftest import SAMPLE_METAQA
+from conftest import SAMPLE_METAQA, copy_db
 
 
-def test_bm25_over_the_sample_kg_drives_a_ledger_run(store):
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
+@pytest.fixture
+def metaqa_store(tmp_path, metaqa_template):
+    """sample_data/metaqa imported as ``metaqa`` (conftest's template, copied), open."""
+    store = open_store(copy_db(metaqa_template, tmp_path / "wb.db"))
+    yield store
+    store.close()
+
+
+def test_bm25_over_the_sample_kg_drives_a_ledger_run(metaqa_store):
+    store = metaqa_store
     first = retrieve(store, "metaqa", k=20)
     assert first.index_built and first.queries == 300 and first.mode == "en"
     again = retrieve(store, "metaqa", k=20)
@@ -28,8 +40,8 @@ def test_bm25_over_the_sample_kg_drives_a_ledger_run(store):
     assert s_set == sorted(s_set) and s_set[-1] > 0.5
 
 
-def test_exported_results_import_back_as_a_dataset(store, tmp_path):
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
+def test_exported_results_import_back_as_a_dataset(metaqa_store, tmp_path):
+    store = metaqa_store
     retrieve(store, "metaqa", k=5)
     copy = tmp_path / "copy"
     copy.mkdir()

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_METAQA, copy_db, every_row, import_films_kg
+from conftest import copy_db, every_row, import_films_kg
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from workbench.cli import main
-from workbench.data.importer import import_dataset
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.base import ModelError, Sampling
 from workbench.models.check import EMBEDDING, GENERATOR, check_model_options
@@ -345,12 +345,11 @@ def test_the_listing_and_the_tiny_request_share_one_deadline():
 # ---------------------------------------------------------------- every verb, from the command line
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
+def template(tmp_path_factory, metaqa_template) -> Path:
     """MetaQA imported (``metaqa``) with a model-free sweep (``sweep``) and the films KG (``films``), built once."""
     directory = tmp_path_factory.mktemp("served-deadline")
-    store = open_store(directory / "wb.db")
+    store = open_store(copy_db(metaqa_template, directory / "wb.db"))
     try:
-        import_dataset(store, SAMPLE_METAQA, "metaqa")
         plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("score",), limit=2), name="sweep")
         import_films_kg(store, directory)
     finally:

@@ -2,10 +2,10 @@
 
 ``--backend openai --base-url URL --model NAME`` is another way to write ``URL#NAME``, the same
 on every model-calling verb. The reference is the model's identity in the cache and in a config's
-key, so a served model and a local one never share an answer. A real ``llama_cpp.server`` checks
-that a choice (nli, relevance) and a vector through it equal the in-process ones (both sides run on
-this CPU, so they compute the same; what either writes is not asserted). The passes through real
-servers are tests/test_served_pipelines.py; requests in flight and faults, tests/test_served_passes.py.
+key, so a served model and a local one never share an answer. How a choice reads what a server
+sends, and a server failing mid-pass, are checked against canned servers here; what goes through a
+real ``llama_cpp.server`` (a choice, a vector, a pass) is tests/test_served_pipelines.py, which shares
+its servers; requests in flight and faults, tests/test_served_passes.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from llama_server import Canned, first_token, free_port, same_logits
+from llama_server import Canned, first_token, free_port
 from workbench.cli import main
 from workbench.cli.main import build_parser
 from workbench.cli.common import chosen_model
@@ -97,41 +97,6 @@ def test_every_model_choosing_verb_has_the_same_model_options(capsys):
             o: run[o] for o in ("--concurrency", "--timeout")}, verb
 
 
-# ---------------------------------------------------------------- through a real server
-
-@pytest.mark.real_model
-@same_logits
-def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_ones(smollm2_server, store):
-    """One request per pair, no free generation: the label and its probability are the local path's."""
-    served = smollm2_server.ref
-    from workbench.claims.verify import NLI_OPTIONS, nli_messages
-    from workbench.models.cached import default_llm
-    from workbench.retrieval.relevance import OPTIONS, relevance_messages
-
-    pairs = [("Kismet was directed by William Dieterle.", "William Dieterle directed Kismet."),
-             ("Kismet was released in 1944.", "Kismet is a film from 1950."),
-             ("红烧肉要先焯水。", "The recipe says nothing about the oven.")]
-    local, remote = default_llm(store), default_llm(store, served)
-    try:
-        for premise, claim in pairs:
-            for messages, options in ((nli_messages(premise, claim), NLI_OPTIONS),
-                                      (relevance_messages(claim, premise), OPTIONS)):
-                here, there = local.choose(messages, options), remote.choose(messages, options)
-                assert here.text == there.text and not there.cached
-                assert sum(there.probabilities) == pytest.approx(1.0)
-                if all(p > 0 for p in there.probabilities):       # every option among the 20 tokens listed
-                    assert there.probabilities == pytest.approx(here.probabilities, abs=1e-3)
-                else:                                              # an unlisted option's share goes to the others
-                    chosen = options.index(there.text)
-                    assert there.probabilities[chosen] >= here.probabilities[chosen] - 1e-3
-        calls = remote.model_calls
-        again = remote.choose(nli_messages(*pairs[0]), NLI_OPTIONS)
-        assert again.cached and remote.model_calls == calls      # the cache answers: no request
-    finally:
-        local.close()
-        remote.close()
-
-
 # ---------------------------------------------------------------- how a choice reads what a server sends
 
 def test_a_choice_reads_the_first_tokens_log_probabilities_as_the_local_path_reads_logits():
@@ -171,58 +136,6 @@ def test_without_log_probabilities_one_label_is_generated_under_a_grammar_of_the
     finally:
         backend.close()
         server.close()
-
-
-# ---------------------------------------------------------------- embeddings over HTTP
-
-@pytest.mark.real_model
-@same_logits
-def test_vectors_from_a_served_embedding_model_equal_the_in_process_ones_and_are_kept_by_reference(e5_server, store):
-    from workbench.models.embedder import CachedEmbedder
-    from workbench.models.embedders import E5
-
-    served_e5 = e5_server.ref
-    texts = ["how do I braise pork belly", "红烧肉要先焯水，再用冰糖炒出糖色。", "Kismet | directed_by | William Dieterle"]
-    local, remote = CachedEmbedder(store), CachedEmbedder(store, served_e5)
-    try:
-        assert remote.spec is E5 and remote.model_id == served_e5          # its prefixes by its name
-        for role in ("query", "passage"):
-            here, there = local.vectors(texts, role=role), remote.vectors(texts, role=role)
-            assert min(float(a @ b) for a, b in zip(here, there)) >= 0.9999
-        assert remote.embedded == 6
-        remote.vectors(texts, role="query")
-        assert remote.embedded == 6 and remote.cached == 3                   # a second call asks nothing
-        kept = dict(store.conn.execute("SELECT model, count(*) FROM embeddings GROUP BY model").fetchall())
-        assert kept == {local.model_id: 6, served_e5: 6}
-    finally:
-        local.close()
-        remote.close()
-
-
-@pytest.mark.real_model
-@same_logits
-def test_dense_retrieval_through_a_served_embedding_model(e5_server, tiny_store, capsys):
-    """The served e5 ranks each question's units as e5 in-process does; a second run sends the server nothing."""
-    served_e5 = e5_server.ref
-    db = str(tiny_store.path)
-    tiny_store.close()
-    assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "local"]) == 0
-    assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "served",
-                 "--embedding-model", served_e5]) == 0
-    out = capsys.readouterr().out
-    assert "retriever served (dense)" in out and f"({served_e5})" in out and "0 from the cache" in out
-    store = open_store(db)
-    try:
-        ranked = {name: [(sid, json.loads(uids)) for sid, uids in store.conn.execute(
-            "SELECT sid, uids FROM retrievals WHERE retriever = ? ORDER BY sid", (name,))]
-            for name in ("local", "served")}
-    finally:
-        store.close()
-    assert ranked["served"] == ranked["local"] and len(ranked["served"]) == 3
-    asked = e5_server.requests()
-    assert main(["--db", db, "retrieve", "tiny", "--retriever", "dense", "--k", "3", "--name", "served",
-                 "--embedding-model", served_e5]) == 0
-    assert "embedded 0 texts" in capsys.readouterr().out and e5_server.requests() == asked
 
 
 def test_a_server_that_fails_mid_pass_ends_it_in_one_line_and_the_run_resumes_without_asking_twice(

@@ -20,12 +20,23 @@ from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA, copy_db
+from tui_shared_a import SharedApp
 from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run,
                     run_from_palette, settle, settled_after, snap_app, type_text, until_loaded, wait_for)
 
-async def test_help_and_every_mode_opens_from_the_keyboard_and_the_command_palette_switches_screens(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+@pytest.fixture(scope="module")
+def looking(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database for the tests that only look and navigate (none writes): each
+    walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
+    shared = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("tui-looking") / "wb.db"))
+    yield shared
+    shared.close()
+
+
+def test_help_and_every_mode_opens_from_the_keyboard_and_the_command_palette_switches_screens(looking):
+    async def walk(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger" and "Ledger" in heading(app))
         for key, mode in (("d", "datasets"), ("r", "runs"), ("s", "samples"), ("l", "ledger")):
             await pilot.press(key)
@@ -37,6 +48,8 @@ async def test_help_and_every_mode_opens_from_the_keyboard_and_the_command_palet
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await run_from_palette(pilot, app, "Go to Samples")
         await wait_for(pilot, lambda: app.current_mode == "samples")
+
+    looking.walk(walk, SIZE)
 
 
 async def test_datasets_screen_imports_a_directory_and_shows_stats(tmp_path, tiny_dir):
@@ -67,9 +80,9 @@ async def test_a_failing_worker_shows_an_error_dialog_and_the_app_keeps_going(tm
         await wait_for(pilot, lambda: app.current_mode == "runs")
 
 
-async def test_ledger_switches_budget_format_and_shows_a_paired_difference(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_ledger_switches_budget_format_and_shows_a_paired_difference(looking):
+    async def walk(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: "Ledger" in heading(app) and app.screen.view is not None)
         table = app.screen.query_one("#ledger")
         assert table.row_count == 3
@@ -81,10 +94,12 @@ async def test_ledger_switches_budget_format_and_shows_a_paired_difference(swept
         await pilot.press("o")
         await wait_for(pilot, lambda: "Oracle" in str(app.screen.query_one("#main-plot").render()))
 
+    looking.walk(walk, SIZE)
 
-async def test_samples_page_filter_search_and_detail(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_samples_page_filter_search_and_detail(looking):
+    async def walk(pilot):
+        app = pilot.app
         await pilot.press("s")
         await wait_for(pilot, lambda: app.current_mode == "samples" and "300 samples" in heading(app))
         screen = app.screen
@@ -106,6 +121,8 @@ async def test_samples_page_filter_search_and_detail(swept_db):
         assert "Gold paths" in text and "Evidence in window order" in text and "Prompt" in text
         await pilot.press("right")
         await wait_for(pilot, lambda: app.screen.cell_id != "k1-b64-score")
+
+    looking.walk(walk, SIZE)
 
 
 @pytest.fixture
@@ -286,12 +303,12 @@ async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monk
         assert app._version == app.store.data_version()
 
 
-async def test_a_worker_that_raises_a_bug_fails_the_wait_at_once_not_after_the_patience(swept_db):
+def test_a_worker_that_raises_a_bug_fails_the_wait_at_once_not_after_the_patience(looking):
     """Once, a test waited its full patience (minutes) for a screen whose worker had died."""
     import time
 
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async def walk(pilot):
+        app = pilot.app
         await until_loaded(pilot)
 
         def broken(store):
@@ -302,3 +319,6 @@ async def test_a_worker_that_raises_a_bug_fails_the_wait_at_once_not_after_the_p
         with pytest.raises(AssertionError, match="a worker raised TypeError: a bug in a loader"):
             await wait_for(pilot, lambda: False, timeout=60, what="something the broken worker owed")
         assert time.monotonic() - started < 10
+        app.worker_errors.remove(app.worker_errors[-1])   # planted, not found: the next test on this app has none
+
+    looking.walk(walk, SIZE)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import copy_db, new_template, write_jsonl
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.compare import compare_runs
 from workbench.compare.render import fmt_delta
@@ -72,6 +73,15 @@ def compare_db(tmp_path, compare_template):
     return copy_db(compare_template, tmp_path / "cmp.db")
 
 
+@pytest.fixture(scope="module")
+def looking(tmp_path_factory, compare_template):
+    """One app on a copy of the two scored runs for the tests that only look and navigate (none writes): each
+    walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
+    shared = SharedApp(copy_db(compare_template, tmp_path_factory.mktemp("compare-looking") / "cmp.db"))
+    yield shared
+    shared.close()
+
+
 def expected(db, a="sweep", b="reader"):
     """The comparison the screen must show, computed by the core directly."""
     store = open_store(db)
@@ -101,10 +111,11 @@ async def open_compare(pilot) -> CompareScreen:
     return screen
 
 
-async def test_the_delta_ledger_shows_each_cell_with_b_minus_a_its_interval_and_marks(compare_db):
-    want = expected(compare_db)
-    app = WorkbenchApp(compare_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_the_delta_ledger_shows_each_cell_with_b_minus_a_its_interval_and_marks(looking):
+    want = expected(looking.app.db_path)
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await open_compare(pilot)
         top = heading(app)
         for text in ("A = sweep", "B = reader", "metaqa", "250 samples in both", "Differs in 1 axis: samples",
@@ -127,11 +138,14 @@ async def test_the_delta_ledger_shows_each_cell_with_b_minus_a_its_interval_and_
         # … and retrieval is the same in both runs: no mark, no star.
         assert cell_text(table, "k1-b64-score", "S_set").startswith("  +0.000 ")
 
+    looking.walk(walk, SIZE)
 
-async def test_the_flips_of_the_highlighted_cell_and_both_runs_side_by_side(compare_db):
-    want = expected(compare_db)
-    app = WorkbenchApp(compare_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_the_flips_of_the_highlighted_cell_and_both_runs_side_by_side(looking):
+    want = expected(looking.app.db_path)
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await open_compare(pilot)
         k1 = want.cells[0]
         reasoning = k1.flips["reasoning"]
@@ -155,7 +169,7 @@ async def test_the_flips_of_the_highlighted_cell_and_both_runs_side_by_side(comp
         detail = await until_loaded(pilot, "FlipDetailScreen")
         a_pane = str(detail.query_one("#detail-a").render())
         b_pane = str(detail.query_one("#detail-b").render())
-        store = open_store(compare_db)
+        store = open_store(app.db_path)
         answer = next(s.answers[0] for s in load_samples(store, get_run(store, "sweep").dataset_id) if s.id == first)
         store.close()
         assert "A = sweep · k1-b64-score" in a_pane and "✗ fail" in a_pane and "\nI don't know\nscore" in a_pane
@@ -171,6 +185,8 @@ async def test_the_flips_of_the_highlighted_cell_and_both_runs_side_by_side(comp
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         await pilot.press("escape")     # back from the flips to the cells
         assert app.focused is screen.query_one("#deltas")
+
+    looking.walk(walk, SIZE)
 
 
 async def test_with_one_run_it_says_a_second_is_needed(swept_db):
@@ -223,10 +239,11 @@ async def test_runs_that_cannot_be_paired_say_why_and_a_b_and_x_pick_others(comp
         await wait_for(pilot, lambda: said(app, "sweep is already run A"), what="a notice that sweep is A")
 
 
-async def test_t_cycles_the_numbers_and_i_lists_what_differs(compare_db):
-    want = expected(compare_db).cells[0].terms["S_llm"]
-    app = WorkbenchApp(compare_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_t_cycles_the_numbers_and_i_lists_what_differs(looking):
+    want = expected(looking.app.db_path).cells[0].terms["S_llm"]
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await open_compare(pilot)
         table = screen.query_one("#deltas")
         await pilot.press("t")
@@ -245,11 +262,14 @@ async def test_t_cycles_the_numbers_and_i_lists_what_differs(compare_db):
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
 
+    looking.walk(walk, SIZE)
 
-async def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(compare_db):
+
+def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(looking):
     """One app, resized: at 120×40 every term is on screen; at 80×24 the terms scroll, a term at a time."""
-    app = WorkbenchApp(compare_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await open_compare(pilot)
         keys = ("⏎ Open flip", "a Run A", "b Run B", "x Swap A/B", "t Δ/A→B/p", "i Differences", "←/→ Terms")
         table = screen.query_one("#deltas")
@@ -276,6 +296,8 @@ async def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_colu
         assert any("Already at the last terms" in str(n.message) for n in app._notifications)
         await pilot.press("left")
         await wait_for(pilot, lambda: round(table.scroll_x) in term_edges(table))
+
+    looking.walk(walk, SIZE)
 
 
 def test_significance_reads_without_colour_and_follows_each_terms_better_direction():

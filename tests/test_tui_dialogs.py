@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from workbench.tui.app import WorkbenchApp
+import pytest
+
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from workbench.tui.dialogs import ConfirmDialog, ErrorDialog
 
 from tuikit import SMALL, wait_for
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database for the tests that do not change it (tests/tui_shared_a.py)."""
+    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("dialogs") / "wb.db"))
+    yield app
+    app.close()
+
 
 LONG = ("Quit while metaqa-98a508e8 is executing? It stops after the job in progress and keeps every finished "
         "job; resume it later with u in Runs or `workbench resume metaqa-98a508e8`.")
@@ -21,9 +33,9 @@ def shown_text(screen) -> str:
     return " ".join(" ".join(lines).split())
 
 
-async def test_a_long_confirmation_wraps_so_every_word_is_on_screen(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+def test_a_long_confirmation_wraps_so_every_word_is_on_screen(shared):
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         app.push_screen(ConfirmDialog(LONG))
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
@@ -33,10 +45,12 @@ async def test_a_long_confirmation_wraps_so_every_word_is_on_screen(swept_db):
         assert question.content_region.right <= SMALL[0]      # … inside the terminal
         assert "`workbench resume metaqa-98a508e8`." in shown_text(app.screen)
 
+    shared.walk(look, SMALL)
 
-async def test_a_long_error_title_wraps_too(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+def test_a_long_error_title_wraps_too(shared):
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         app.show_error("Cannot import /a/very/long/path/that/a/user/typed/into/the/import/dialog/samples.jsonl",
                        "samples.jsonl:2: field 'question': missing")
@@ -44,3 +58,5 @@ async def test_a_long_error_title_wraps_too(swept_db):
         # The end of the title, on its next line.
         await wait_for(pilot, lambda: "/import/dialog" in shown_text(app.screen)
                        and "/samples.jsonl" in shown_text(app.screen), what="the whole title on screen")
+
+    shared.walk(look, SMALL)

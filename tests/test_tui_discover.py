@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.command import CommandPalette
 from textual.containers import VerticalScroll
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, footer_line, palette_highlights, run_from_palette, settle, snap_app, type_text, wait_for
-from workbench.tui.app import WorkbenchApp
 from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database for these tests: they only look and press keys (tests/tui_shared_a.py)."""
+    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("discover") / "wb.db"))
+    yield app
+    app.close()
 
 
 def _help_text(app) -> str:
@@ -19,9 +29,9 @@ def _help_text(app) -> str:
     return " ".join(console.export_text().split())
 
 
-async def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(shared):
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
@@ -46,6 +56,8 @@ async def test_help_lists_every_binding_of_every_screen_and_scrolls_at_80x24(swe
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
+    shared.walk(look, SMALL)
+
 
 def test_snapshot_help_at_80x24_scrolled_to_the_end(snap_compare, swept_db):
     async def open_help(pilot):
@@ -66,11 +78,11 @@ def _palette_prompts(app) -> list[str]:
     return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
 
 
-async def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_run(swept_db):
+def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_run(shared):
     from workbench.tui.screens.run_form import RunForm
 
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette)
@@ -87,21 +99,25 @@ async def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_r
         await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
         assert app.current_mode == "runs"
 
+    shared.walk(look, SIZE)
 
-async def test_palette_pause_with_nothing_running_says_so(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_palette_pause_with_nothing_running_says_so(shared):
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
         await run_from_palette(pilot, app, "Pause run")
         await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))
 
+    shared.walk(look, SIZE)
 
-async def test_every_screen_names_help_and_the_palette_in_its_header_and_keeps_its_keys_at_80x24(swept_db):
+
+def test_every_screen_names_help_and_the_palette_in_its_header_and_keeps_its_keys_at_80x24(shared):
     """However narrow the footer, the header says where every key is listed."""
     from workbench.tui.widgets import KeyFooter
 
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+    async def look(pilot):
+        app = pilot.app
         for key, mode in (("d", "datasets"), ("r", "runs"), ("l", "ledger"), ("s", "samples"), ("v", "retrieval"),
                           ("h", "searchain"), ("D", "dedup")):
             await pilot.press(key)
@@ -115,3 +131,5 @@ async def test_every_screen_names_help_and_the_palette_in_its_header_and_keeps_i
             if enter is not None:
                 await wait_for(pilot, lambda: f"⏎ {enter.description}" in footer_line(app),
                                what=f"⏎ {enter.description} in the footer of {mode}")
+
+    shared.walk(look, SMALL)

@@ -1,4 +1,8 @@
-"""The Ledger screen as a newcomer meets it: marks, a deleted run, single choices, the side panel, 80×24."""
+"""The Ledger screen as a newcomer meets it: marks, a deleted run, single choices, the side panel, 80×24.
+
+The tests that only look and press keys share one app (tests/tui_shared_a.py's ``SharedApp``: made fresh, at the
+test's terminal size, before each); those that change the database start their own.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,17 @@ from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, answered_run, footer_line, heading, open_runs, settle, snap_app, until_loaded, wait_for
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database for the tests that do not change it: ``shared.walk(test, size)``."""
+    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("ledger") / "wb.db"))
+    yield app
+    app.close()
 
 
 def side(app) -> str:
@@ -33,9 +47,9 @@ def faith_on_screen(table) -> bool:
     return faith_right - table.scroll_x <= table.scrollable_content_region.width
 
 
-async def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         await pilot.press("space", "down", "space")
         await wait_for(pilot, lambda: "S_vis:" in side(app))
@@ -48,16 +62,20 @@ async def test_unmarking_one_of_two_cells_brings_back_the_highlighted_cell(swept
         await pilot.press("down")  # the panel follows the cursor again
         await wait_for(pilot, lambda: "k20-b64-score  n=" in side(app))
 
+    shared.walk(look, SIZE)
 
-async def test_a_late_difference_does_not_overwrite_an_unmarked_pair(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_a_late_difference_does_not_overwrite_an_unmarked_pair(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         screen = app.screen
         await pilot.press("space", "down", "space", "space")  # unmark before the difference lands
         await until_loaded(pilot, "ledger")                    # … and it has landed
         assert screen.marked == ["k1-b64-score"]
         assert "S_vis:" not in side(app) and "−" not in side(app)
+
+    shared.walk(look, SIZE)
 
 
 async def test_deleting_the_shown_run_clears_the_ledger(swept_db):
@@ -77,9 +95,9 @@ async def test_deleting_the_shown_run_clears_the_ledger(swept_db):
         assert side(app).strip() == "" and screen.view is None
 
 
-async def test_f_m_and_b_say_when_there_is_only_one_choice(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_f_m_and_b_say_when_there_is_only_one_choice(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         await pilot.press("f")
         await wait_for(pilot, lambda: said(app, "only one format in this run: score"))
@@ -88,19 +106,23 @@ async def test_f_m_and_b_say_when_there_is_only_one_choice(swept_db):
         await pilot.press("b")
         await wait_for(pilot, lambda: said(app, "only one budget in this run: 64"))
 
+    shared.walk(look, SIZE)
 
-async def test_e_with_nothing_tagged_says_there_is_nothing_to_exclude(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_e_with_nothing_tagged_says_there_is_nothing_to_exclude(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         await pilot.press("e")
         await wait_for(pilot, lambda: said(app, "no sample of this dataset is tagged: nothing to exclude"))
         assert not app.exclude_tagged
 
+    shared.walk(look, SIZE)
 
-async def test_the_side_panel_scrolls_and_its_lines_fit(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+def test_the_side_panel_scrolls_and_its_lines_fit(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         panel = app.screen.query_one("#side-scroll")
         await wait_for(pilot, lambda: panel.max_scroll_y > 0, what="at 80×24 the panel holding more than it shows")
@@ -112,6 +134,8 @@ async def test_the_side_panel_scrolls_and_its_lines_fit(swept_db):
         await wait_for(pilot, lambda: panel.scroll_y == panel.max_scroll_y)
         await pilot.press("K")
         await wait_for(pilot, lambda: panel.scroll_y < panel.max_scroll_y)
+
+    shared.walk(look, SMALL)
 
 
 def test_claim_metric_lines_keep_their_interval_within_the_panel():
@@ -126,9 +150,9 @@ def test_claim_metric_lines_keep_their_interval_within_the_panel():
     assert lines[i + 1].strip() == "0.231 [0.204,0.262]"
 
 
-async def test_faith_is_reachable_at_80_columns(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+def test_faith_is_reachable_at_80_columns(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         table = app.screen.query_one("#ledger")
         assert "←/→ more columns" in heading(app)
@@ -139,12 +163,14 @@ async def test_faith_is_reachable_at_80_columns(swept_db):
         await pilot.press("left", "left")
         await wait_for(pilot, lambda: table.scroll_x == 0)
 
+    shared.walk(look, SMALL)
+
 
 # At 80 columns this ledger's columns happen to end on an edge; the demo's do not, nor do these at 86.
 @pytest.mark.parametrize("size", [SMALL, (86, 24)], ids=["80x24", "86x24"])
-async def test_scrolled_fully_right_the_first_term_in_view_is_whole(swept_db, size):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=size) as pilot:
+def test_scrolled_fully_right_the_first_term_in_view_is_whole(shared, size):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         table = app.screen.query_one("#ledger")
         await wait_for(pilot, lambda: table.max_scroll_x > 0, what="at 80 columns a ledger wider than the screen")
@@ -156,10 +182,12 @@ async def test_scrolled_fully_right_the_first_term_in_view_is_whole(swept_db, si
         assert table.scroll_x in edges, f"scrolled to {table.scroll_x}, inside a column (edges {edges})"
         assert faith_on_screen(table)
 
+    shared.walk(look, size)
 
-async def test_at_80x24_the_legend_sits_below_the_plot_not_on_it(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+def test_at_80x24_the_legend_sits_below_the_plot_not_on_it(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         lines = str(app.screen.query_one("#main-plot").render()).splitlines()
         bottom = next(i for i, line in enumerate(lines) if "└" in line)
@@ -167,11 +195,13 @@ async def test_at_80x24_the_legend_sits_below_the_plot_not_on_it(swept_db):
         for term in ("S_set", "S_vis"):
             assert term not in inside and term in below
 
+    shared.walk(look, SMALL)
+
 
 @pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
-async def test_the_plot_s_y_ticks_are_evenly_spaced_from_0_to_1(swept_db, size):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=size) as pilot:
+def test_the_plot_s_y_ticks_are_evenly_spaced_from_0_to_1(shared, size):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         lines = str(app.screen.query_one("#main-plot").render()).splitlines()
         ticks = [(row, float(line.split("┤")[0])) for row, line in enumerate(lines)
@@ -181,20 +211,24 @@ async def test_the_plot_s_y_ticks_are_evenly_spaced_from_0_to_1(swept_db, size):
         assert len({round(a - b, 6) for a, b in zip(values, values[1:])}) == 1, values   # not 0.83, 0.67, 0.33
         assert len({b - a for a, b in zip(rows, rows[1:])}) == 1, rows                  # each on its own row
 
+    shared.walk(look, size)
 
-async def test_at_60_columns_the_plot_says_it_needs_room_instead_of_cropped_braille(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=(60, 20)) as pilot:
+
+def test_at_60_columns_the_plot_says_it_needs_room_instead_of_cropped_braille(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         plot = str(app.screen.query_one("#main-plot").render())
         assert "needs 80 columns" in plot and "workbench plot sweep" in plot
         assert not any("\u2800" <= ch <= "\u28ff" for ch in plot), "braille of a cropped plot"
 
+    shared.walk(look, (60, 20))
+
 
 @pytest.mark.parametrize("size", [SMALL, SIZE], ids=["80x24", "120x40"])
-async def test_the_footer_shows_every_ledger_key(swept_db, size):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=size) as pilot:
+def test_the_footer_shows_every_ledger_key(shared, size):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         # enter was hidden by the table's own enter binding, J/K were cut off after e at 80 columns.
         keys = ("⏎ Samples", "b Budget", "f Format", "m Run", "o Oracle", "space Mark", "e Excl. tagged", "J/K Side")
@@ -202,6 +236,8 @@ async def test_the_footer_shows_every_ledger_key(swept_db, size):
                        what=lambda: f"every ledger key in the footer (it shows {footer_line(app)!r})")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "samples")
+
+    shared.walk(look, size)
 
 
 async def test_the_app_opens_on_the_newest_run_a_model_answered_not_a_newer_one_without_a_model(swept_db):
@@ -216,9 +252,9 @@ async def test_the_app_opens_on_the_newest_run_a_model_answered_not_a_newer_one_
         assert app.run_name == "answered" and "answered" in heading(app)
 
 
-async def test_s_opens_the_highlighted_cell_not_the_last_one_opened(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_s_opens_the_highlighted_cell_not_the_last_one_opened(shared):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "samples" and "cell k1-b64-score" in heading(app))
@@ -229,15 +265,19 @@ async def test_s_opens_the_highlighted_cell_not_the_last_one_opened(swept_db):
         await wait_for(pilot, lambda: app.current_mode == "samples" and "cell k5-b64-score" in heading(app),
                        what=lambda: f"the highlighted cell's samples (the heading says {heading(app)!r})")
 
+    shared.walk(look, SIZE)
+
 
 @pytest.mark.parametrize("size, last", [(SMALL, "J/K Side"), (SIZE, "r Runs")], ids=["80x24", "120x40"])
-async def test_the_footer_ends_on_a_whole_key_not_a_cut_one(swept_db, size, last):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=size) as pilot:
+def test_the_footer_ends_on_a_whole_key_not_a_cut_one(shared, size, last):
+    async def look(pilot):
+        app = pilot.app
         await ledger_ready(pilot)
         # Cut at the screen's edge (80) or the palette's hint (120), the next key read "d" or "l".
         await wait_for(pilot, lambda: footer_line(app).rstrip().endswith(last),
                        what=lambda: f"the footer ending on {last!r} (it shows {footer_line(app)!r})")
+
+    shared.walk(look, size)
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------

@@ -15,13 +15,13 @@ from rich.cells import cell_len
 from textual.containers import VerticalScroll
 
 from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, footer_line, settle, snap_app, until_loaded, wait_for
 from workbench.claims.report import answer_claims
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.ragchecker import import_ragchecker
 from workbench.store import open_store
 from workbench.store.queries import get_run
-from workbench.tui.app import WorkbenchApp
 from workbench.tui.claims_view import (REFERENCE, RESPONSE, SPREAD, claim_counts, move_cursor, other_side,
                                        render_claims)
 
@@ -70,6 +70,14 @@ def longform_template(tmp_path_factory):
     assert {c["kind"] for c in danube["claims"]} == set(MARK)
     assert any(r["missed"] for r in danube["reference"]) and not all(r["missed"] for r in danube["reference"])
     return store.path, sids, expected
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, longform_template):
+    """One app on a copy of the long-form database for the tests that only read it (tests/tui_shared_a.py)."""
+    app = SharedApp(copy_db(longform_template[0], tmp_path_factory.mktemp("longform-app") / "lf.db"))
+    yield app
+    app.close()
 
 
 @pytest.fixture
@@ -170,10 +178,11 @@ def cursor_on_screen(app) -> str | None:
 
 
 # -- the screen ------------------------------------------------------------------------------------
-async def test_wide_the_response_and_reference_claims_stand_side_by_side_with_their_verdicts(longform):
-    db, sids, expected = longform
-    app = WorkbenchApp(db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_wide_the_response_and_reference_claims_stand_side_by_side_with_their_verdicts(shared, longform_template):
+    _, sids, expected = longform_template
+
+    async def look(pilot):
+        app = pilot.app
         screen = await open_detail(pilot)
         for sid in sids:
             await wait_for(pilot, lambda: screen.detail.sample.id == RESULTS["results"][sids.index(sid)]["query_id"]
@@ -190,12 +199,15 @@ async def test_wide_the_response_and_reference_claims_stand_side_by_side_with_th
             assert max(cell_len(row) for row in rows) <= width
             await pilot.press("j")
 
+    shared.walk(look, SIZE)
 
-async def test_at_80_columns_the_reference_claims_come_under_the_response_claims(longform):
-    db, sids, expected = longform
+
+def test_at_80_columns_the_reference_claims_come_under_the_response_claims(shared, longform_template):
+    _, sids, expected = longform_template
     claims = expected[sids[0]]
-    app = WorkbenchApp(db)
-    async with app.run_test(size=SMALL) as pilot:
+
+    async def look(pilot):
+        app = pilot.app
         await open_detail(pilot)
         rows = claim_rows(app)
         assert not any("│" in row for row in rows)
@@ -206,13 +218,16 @@ async def test_at_80_columns_the_reference_claims_come_under_the_response_claims
         assert_reference_blocks(blocks(reference), claims["reference"])
         assert max(cell_len(row) for row in rows) <= 76
 
+    shared.walk(look, SMALL)
 
-async def test_the_claim_keys_move_a_cursor_through_both_lists_and_scroll_it_into_view(longform):
-    db, sids, expected = longform
+
+def test_the_claim_keys_move_a_cursor_through_both_lists_and_scroll_it_into_view(shared, longform_template):
+    _, sids, expected = longform_template
     claims = expected[sids[0]]
     n_resp, n_ref = len(claims["claims"]), len(claims["reference"])
-    app = WorkbenchApp(db)
-    async with app.run_test(size=SMALL) as pilot:
+
+    async def look(pilot):
+        app = pilot.app
         screen = await open_detail(pilot)
         assert screen.claim_cursor is None and cursor_on_screen(app) is None  # the claims start below the fold
 
@@ -240,19 +255,22 @@ async def test_the_claim_keys_move_a_cursor_through_both_lists_and_scroll_it_int
         await wait_for(pilot, lambda: screen.detail.sample.id == "changjiang" and screen.loaded)
         assert screen.claim_cursor is None and not any(b["cursor"] for b in blocks(claim_rows(app)))
 
+    shared.walk(look, SMALL)
 
-async def test_the_footer_and_the_help_name_the_claim_keys(longform):
+
+def test_the_footer_and_the_help_name_the_claim_keys(shared):
     from workbench.tui.help import help_sections
 
-    db, _, _ = longform
-    app = WorkbenchApp(db)
-    async with app.run_test(size=SMALL) as pilot:
+    async def look(pilot):
+        app = pilot.app
         await open_detail(pilot)
         keys = ("←/→ Cell", "esc Back", "j/k Sample", "]/[ Claim", "o Other side", "ALRF Tag", "N Note",
                 "c SearChain")
         await wait_for(pilot, lambda: all(k in footer_line(app) for k in keys),
                        what=lambda: f"every detail key in the footer: {footer_line(app)!r}")
-    detail = dict(help_sections(app))["Sample detail"]
+
+    shared.walk(look, SMALL)
+    detail = dict(help_sections(shared.app))["Sample detail"]
     assert {("]", "Next claim"), ("[", "Prev claim"), ("o", "Other side")} <= set(detail)
 
 

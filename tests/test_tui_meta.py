@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLE_META
+from conftest import SAMPLE_META, copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, heading, screen_text, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.data.meta_import import import_meta
 from workbench.meta.instances import disagreements
@@ -41,17 +42,27 @@ def column(table, key: str) -> list[str]:
     return [str(table.get_cell(row, key)) for row in table.rows]
 
 
+@pytest.fixture(scope="module")
+def looking(tmp_path_factory, meta_template):
+    """One app on a copy of meta set ``rc`` for the tests that only look and navigate (none writes): each walks
+    it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
+    shared = SharedApp(copy_db(meta_template, tmp_path_factory.mktemp("meta-looking") / "meta.db"))
+    yield shared
+    shared.close()
+
+
 async def open_meta(pilot):
     await until_loaded(pilot)
     await pilot.press("M")
     return await until_loaded(pilot, "meta")
 
 
-async def test_the_report_lists_every_scorer_by_label_then_its_instances_worst_first_then_one_instance(meta_db):
-    rows = _core(meta_db, lambda s: meta_report(s, get_meta_set(s, "rc"), resamples=RESAMPLES, seed=SEED))
-    worst = _core(meta_db, lambda s: disagreements(s, get_meta_set(s, "rc"), rows[CLAIMS_ROW]))
-    app = WorkbenchApp(meta_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_the_report_lists_every_scorer_by_label_then_its_instances_worst_first_then_one_instance(looking):
+    rows = _core(looking.app.db_path, lambda s: meta_report(s, get_meta_set(s, "rc"), resamples=RESAMPLES, seed=SEED))
+    worst = _core(looking.app.db_path, lambda s: disagreements(s, get_meta_set(s, "rc"), rows[CLAIMS_ROW]))
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await open_meta(pilot)
         top = heading(app)
         for text in ("set rc", "140 instances", "2 annotators", "rc.model1 vs rc.model2", "2,000 resamples"):
@@ -115,6 +126,8 @@ async def test_the_report_lists_every_scorer_by_label_then_its_instances_worst_f
         assert [str(c.label) for c in listed.columns.values()][1:3] == ["A1", "A2"]
         assert listed.row_count == 140
 
+    looking.walk(walk, SIZE)
+
 
 async def test_m_picks_another_meta_set_and_says_so_when_there_is_one(meta_db, tmp_path):
     app = WorkbenchApp(meta_db)
@@ -146,10 +159,11 @@ async def test_with_no_meta_set_the_screen_says_what_to_do(tmp_path):
             app.clear_notifications()
 
 
-async def test_the_labels_screen_shows_peoples_preferences_beside_kappa(meta_db):
-    want = _core(meta_db, lambda s: preference_rows(s, resamples=1000))
-    app = WorkbenchApp(meta_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_the_labels_screen_shows_peoples_preferences_beside_kappa(looking):
+    want = _core(looking.app.db_path, lambda s: preference_rows(s, resamples=1000))
+
+    async def walk(pilot):
+        app = pilot.app
         await until_loaded(pilot)
         await pilot.press("T")
         await until_loaded(pilot, "labels")
@@ -159,6 +173,8 @@ async def test_the_labels_screen_shows_peoples_preferences_beside_kappa(meta_db)
         for _, row in want:
             assert row.scorer in shown and f"r {fmt_estimate(row.pearson, 2)}" in shown, row.scorer
         assert "Judges vs human labels" in text_of(app, "#report")
+
+    looking.walk(walk, SIZE)
 
 
 def test_a_scorer_name_breaks_at_spaces_then_after_a_dot_never_mid_word():

@@ -10,6 +10,9 @@ The stand-in server below is a socket that listens, accepts and never replies. I
 every connection ``FROZEN`` seconds after the first: on the code that checked on the UI thread, that gives the
 loop back so the test fails on its timings instead of hanging (``asyncio.wait_for`` cannot fire in a
 loop that is blocked).
+
+The scenarios that plan nothing share one app (tests/tui_shared_a.py's ``SharedApp``, made fresh before each):
+each opens the form anew, and its silent server is let go when it ends, so no check's thread outlives it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from textual.widgets import Input
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, until_loaded, wait_for
 from tuistates import no_model_runs
 from workbench.store import open_store
@@ -89,8 +94,27 @@ def silent():
     server.close()
 
 
+@pytest.fixture(scope="module")
+def shared_db(tmp_path_factory, swept_template):
+    """The swept database the scenarios that plan nothing share (each asserts it planned nothing)."""
+    return copy_db(swept_template, tmp_path_factory.mktemp("form-check") / "wb.db")
+
+
+@pytest.fixture(scope="module")
+def shared(shared_db):
+    """One app on ``shared_db`` for the scenarios that plan nothing: ``shared.walk(scenario)``."""
+    app = SharedApp(shared_db)
+    yield app
+    app.close()
+
+
+def walk(shared, scenario) -> None:
+    """``scenario(pilot)`` in the shared app, made fresh; it fails, not hangs, past ``SCENARIO`` seconds."""
+    shared.walk(lambda pilot: asyncio.wait_for(scenario(pilot), SCENARIO))
+
+
 # The form's deadline for a served model in these tests: what they look at is the order of things, and the
-# silent server makes every check that asks it last this long (a test's end waits for its thread too).
+# silent server makes every check that asks it last this long (unless it lets go first, as at a test's end).
 DEADLINE = 2.0
 
 
@@ -136,62 +160,59 @@ async def type_promptly(pilot, text: str, within: float = PROMPT) -> None:
         assert took < within, f"the key {ch!r} took {took:.1f} s: the UI thread waited on something"
 
 
-async def test_a_silent_server_typed_into_the_model_field_says_checking_then_its_refusal_and_keys_keep_working(
-        swept_db, silent, monkeypatch):
+def test_a_silent_server_typed_into_the_model_field_says_checking_then_its_refusal_and_keys_keep_working(
+        shared, silent, monkeypatch):
     # The field settles 1 s after the last key (0.4 s in use): a machine slow to handle one key still checks once.
     monkeypatch.setattr(run_form, "CHECK_DELAY", 1.0)
-    app = WorkbenchApp(swept_db)
 
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            loop = asyncio.get_running_loop()
-            await type_promptly(pilot, silent.ref("st"))
-            typed = loop.time()
-            assert CHECKING in summary(form)        # at once: the field is settling
-            await wait_for(pilot, lambda: CHECKING in summary(form) and silent.accepted, timeout=1 + 2 * PROMPT,
-                           what="the check asking the server, the summary saying so")
-            # The app answers while the check waits for the server: tab moves on at once.
-            began = loop.time()
-            await pilot.press("tab")
-            assert app.focused.id == "k" and loop.time() - began < PROMPT
-            assert CHECKING in summary(form)
-            await wait_for(pilot, lambda: form.loaded, timeout=DEADLINE + 10, what="the check's answer")
-            waited = loop.time() - typed
-            said = summary(form)
-            assert said.startswith(f"✗ model: http://127.0.0.1:{silent.port}/v1"), said
-            assert CHECKING not in said
-            # The deadline decided it: the server never answered, and the form waited its deadline (5 s in use,
-            # DEADLINE here), not a run's 120 s.
-            assert DEADLINE - 0.5 < waited < DEADLINE + 5, waited
-            assert CHECK_TIMEOUT <= 5
-            # One check for the value typed, not one per key ("…#s", "…#st": each would have asked the server).
-            assert silent.accepted == 1
+    async def scenario(pilot):
+        app = pilot.app
+        form = await open_form(pilot)
+        loop = asyncio.get_running_loop()
+        await type_promptly(pilot, silent.ref("st"))
+        typed = loop.time()
+        assert CHECKING in summary(form)        # at once: the field is settling
+        await wait_for(pilot, lambda: CHECKING in summary(form) and silent.accepted, timeout=1 + 2 * PROMPT,
+                       what="the check asking the server, the summary saying so")
+        # The app answers while the check waits for the server: tab moves on at once.
+        began = loop.time()
+        await pilot.press("tab")
+        assert app.focused.id == "k" and loop.time() - began < PROMPT
+        assert CHECKING in summary(form)
+        await wait_for(pilot, lambda: form.loaded, timeout=DEADLINE + 10, what="the check's answer")
+        waited = loop.time() - typed
+        said = summary(form)
+        assert said.startswith(f"✗ model: http://127.0.0.1:{silent.port}/v1"), said
+        assert CHECKING not in said
+        # The deadline decided it: the server never answered, and the form waited its deadline (5 s in use,
+        # DEADLINE here), not a run's 120 s.
+        assert DEADLINE - 0.5 < waited < DEADLINE + 5, waited
+        assert CHECK_TIMEOUT <= 5
+        # One check for the value typed, not one per key ("…#s", "…#st": each would have asked the server).
+        assert silent.accepted == 1
 
-    await asyncio.wait_for(scenario(), SCENARIO)
-
-
-async def test_esc_closes_the_form_at_once_while_a_served_model_is_being_checked(swept_db, silent):
-    app = WorkbenchApp(swept_db)
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            await type_promptly(pilot, silent.ref("silent-model"))
-            await wait_for(pilot, lambda: silent.accepted == 1 and CHECKING in summary(form), timeout=2 * PROMPT,
-                           what="the check waiting on the server")
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, RunForm), timeout=PROMPT, step=0.02,
-                           what="the form closed by esc")
-            assert loop.time() - began < PROMPT
-            assert app.current_mode == "runs"
-
-    await asyncio.wait_for(scenario(), SCENARIO)
+    walk(shared, scenario)
 
 
-async def test_the_answer_for_a_value_no_longer_in_the_field_is_never_shown(swept_db, silent, tmp_path, monkeypatch):
+def test_esc_closes_the_form_at_once_while_a_served_model_is_being_checked(shared, silent):
+    async def scenario(pilot):
+        app = pilot.app
+        form = await open_form(pilot)
+        await type_promptly(pilot, silent.ref("silent-model"))
+        await wait_for(pilot, lambda: silent.accepted == 1 and CHECKING in summary(form), timeout=2 * PROMPT,
+                       what="the check waiting on the server")
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RunForm), timeout=PROMPT, step=0.02,
+                       what="the form closed by esc")
+        assert loop.time() - began < PROMPT
+        assert app.current_mode == "runs"
+
+    walk(shared, scenario)
+
+
+def test_the_answer_for_a_value_no_longer_in_the_field_is_never_shown(shared, silent, tmp_path, monkeypatch):
     """A slow check (a silent server) is overtaken by a quick one (a missing file): the slow answer, when it
     comes, is dropped; the summary only ever showed "checking…" and the missing file's refusal."""
     answers: list[str] = []
@@ -202,96 +223,96 @@ async def test_the_answer_for_a_value_no_longer_in_the_field_is_never_shown(swep
         handle(self, message)
 
     monkeypatch.setattr(RunForm, "on_run_form_model_checked", counted)
-    app = WorkbenchApp(swept_db)
     slow, quick = silent.ref("slow"), str(tmp_path / "missing.gguf")
 
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            shown: list[str] = []
-            box = form.query_one("#summary")
-            update = box.update
-            box.update = lambda content="", **kw: (shown.append(str(content)), update(content, **kw))[1]
-            field = form.query_one("#model", Input)
-            field.value = slow
-            await wait_for(pilot, lambda: silent.accepted == 1, timeout=2 * PROMPT, what="the slow check asking")
-            field.value = quick
-            await wait_for(pilot, lambda: form.loaded, timeout=2 * PROMPT, what="the missing file's answer")
-            refusal = summary(form)
-            assert refusal.startswith(f"✗ model: {quick}"), refusal
-            await wait_for(pilot, lambda: slow in answers, timeout=DEADLINE + 10, what="the slow answer")
-            await pilot.pause()     # handled (the handler ran before it was counted) and drawn
-            assert summary(form) == refusal, "the slow answer replaced the one for the value in the field"
-            assert answers == ["default", quick, slow]      # the form's opening check, then both
-            assert not [s for s in shown if str(silent.port) in s], shown
+    async def scenario(pilot):
+        form = await open_form(pilot)
+        shown: list[str] = []
+        box = form.query_one("#summary")
+        update = box.update
+        box.update = lambda content="", **kw: (shown.append(str(content)), update(content, **kw))[1]
+        field = form.query_one("#model", Input)
+        field.value = slow
+        await wait_for(pilot, lambda: silent.accepted == 1, timeout=2 * PROMPT, what="the slow check asking")
+        field.value = quick
+        await wait_for(pilot, lambda: form.loaded, timeout=2 * PROMPT, what="the missing file's answer")
+        refusal = summary(form)
+        assert refusal.startswith(f"✗ model: {quick}"), refusal
+        # The slow answer comes now (the server lets go of its connection) rather than at its deadline: either
+        # way it comes after the answer for the value in the field, which is what is tested.
+        silent.release()
+        await wait_for(pilot, lambda: slow in answers, timeout=DEADLINE + 10, what="the slow answer")
+        await pilot.pause()     # handled (the handler ran before it was counted) and drawn
+        assert summary(form) == refusal, "the slow answer replaced the one for the value in the field"
+        assert answers == ["default", quick, slow]      # the form's opening check, then both
+        assert not [s for s in shown if str(silent.port) in s], shown
 
-    await asyncio.wait_for(scenario(), SCENARIO)
+    walk(shared, scenario)
 
 
-async def test_a_value_overtaken_before_it_settles_is_never_checked(swept_db, silent, tmp_path, monkeypatch):
+def test_a_value_overtaken_before_it_settles_is_never_checked(shared, silent, tmp_path, monkeypatch):
     """Typed over before the field settled, the served model is not asked for at all: keys only schedule a
     check, and only the value the field settles on is checked."""
-    # The field settles 4 s after a key: each key is handled well within that, however loaded the machine.
-    monkeypatch.setattr(run_form, "CHECK_DELAY", 4.0)
-    app = WorkbenchApp(swept_db)
-    second = str(tmp_path / "second.gguf")
+    # While typing, the field settles a minute after a key: each key is handled well within that, however loaded
+    # the machine. The last key schedules the check of the value typed with a short delay (the delay is read
+    # when a key schedules the check), so the test does not wait out the long one.
+    monkeypatch.setattr(run_form, "CHECK_DELAY", 60.0)
+    second = "/no-such-dir/second.gguf"
 
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            await type_promptly(pilot, silent.ref("first"), within=3.0)
-            await pilot.press("ctrl+u")                   # the whole value deleted, and another typed
-            await type_promptly(pilot, second, within=3.0)
-            await wait_for(pilot, lambda: form.loaded, what="the answer for the second value")
-            assert summary(form).startswith(f"✗ model: {second}")
-            assert silent.accepted == 0
+    async def scenario(pilot):
+        form = await open_form(pilot)
+        await type_promptly(pilot, silent.ref("first"), within=3.0)
+        await pilot.press("ctrl+u")                   # the whole value deleted, and another typed
+        await type_promptly(pilot, second[:-1], within=3.0)
+        monkeypatch.setattr(run_form, "CHECK_DELAY", 0.2)
+        await type_promptly(pilot, second[-1], within=3.0)
+        await wait_for(pilot, lambda: form.loaded, what="the answer for the second value")
+        assert summary(form).startswith(f"✗ model: {second}")
+        assert silent.accepted == 0
 
-    await asyncio.wait_for(scenario(), SCENARIO)
-
-
-async def test_start_while_a_served_model_is_checked_waits_then_refuses_with_the_reason(
-        swept_db, silent, quick_deadline):
-    app = WorkbenchApp(swept_db)
-
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            await type_promptly(pilot, silent.ref("st"))
-            await pilot.press("ctrl+s")
-            assert app.screen is form and not app.executions
-            assert CHECKING in summary(form) and "Start waits for it" in summary(form)
-            await wait_for(pilot, lambda: form.loaded, timeout=quick_deadline + 10, what="the refusal")
-            assert summary(form).startswith(f"✗ Cannot start: model: http://127.0.0.1:{silent.port}/v1")
-            assert any("Cannot start: model:" in str(n.message) for n in app._notifications)
-            assert app.screen is form and app.focused is form.query_one("#model")
-            # Start again: the server is asked again (it may be up by now), and still refused.
-            await pilot.press("ctrl+s")
-            assert CHECKING in summary(form)
-            await wait_for(pilot, lambda: form.loaded, timeout=quick_deadline + 10, what="the second refusal")
-            assert silent.accepted == 2
-            assert summary(form).startswith("✗ Cannot start: model:") and app.screen is form
-        assert [r["name"] for r in runs(swept_db)] == ["sweep"], "nothing was planned"
-
-    await asyncio.wait_for(scenario(), SCENARIO)
+    walk(shared, scenario)
 
 
-async def test_a_field_changed_after_start_while_the_model_is_checked_starts_nothing(swept_db, silent,
-                                                                                       quick_deadline):
+def test_start_while_a_served_model_is_checked_waits_then_refuses_with_the_reason(
+        shared, shared_db, silent, quick_deadline):
+    async def scenario(pilot):
+        app = pilot.app
+        form = await open_form(pilot)
+        await type_promptly(pilot, silent.ref("st"))
+        await pilot.press("ctrl+s")
+        assert app.screen is form and not app.executions
+        assert CHECKING in summary(form) and "Start waits for it" in summary(form)
+        await wait_for(pilot, lambda: form.loaded, timeout=quick_deadline + 10, what="the refusal")
+        assert summary(form).startswith(f"✗ Cannot start: model: http://127.0.0.1:{silent.port}/v1")
+        assert any("Cannot start: model:" in str(n.message) for n in app._notifications)
+        assert app.screen is form and app.focused is form.query_one("#model")
+        # Start again: the server is asked again (it may be up by now), and still refused.
+        await pilot.press("ctrl+s")
+        assert CHECKING in summary(form)
+        await wait_for(pilot, lambda: form.loaded, timeout=quick_deadline + 10, what="the second refusal")
+        assert silent.accepted == 2
+        assert summary(form).startswith("✗ Cannot start: model:") and app.screen is form
+
+    walk(shared, scenario)
+    assert [r["name"] for r in runs(shared_db)] == ["sweep"], "nothing was planned"
+
+
+def test_a_field_changed_after_start_while_the_model_is_checked_starts_nothing(shared, shared_db, silent,
+                                                                                quick_deadline):
     """Start waits for the check with the values it was pressed with: another value typed meanwhile is a
     form still being filled in, not one to start."""
-    app = WorkbenchApp(swept_db)
 
-    async def scenario():
-        async with app.run_test(size=SIZE) as pilot:
-            form = await open_form(pilot)
-            await type_promptly(pilot, silent.ref("st"))
-            await pilot.press("ctrl+s")
-            form.query_one("#k", Input).value = "3"
-            await wait_for(pilot, lambda: any("Not started: a field changed" in str(n.message)
-                                              for n in app._notifications), timeout=2 * PROMPT)
-            assert "Start waits" not in summary(form)
+    async def scenario(pilot):
+        app = pilot.app
+        form = await open_form(pilot)
+        await type_promptly(pilot, silent.ref("st"))
+        await pilot.press("ctrl+s")
+        form.query_one("#k", Input).value = "3"
+        await wait_for(pilot, lambda: any("Not started: a field changed" in str(n.message)
+                                          for n in app._notifications), timeout=2 * PROMPT)
+        assert "Start waits" not in summary(form)
 
-    await asyncio.wait_for(scenario(), SCENARIO)
+    walk(shared, scenario)
 
 
 class SlowModels(BaseHTTPRequestHandler):

@@ -15,6 +15,8 @@ import threading
 import pytest
 from textual.widgets import Input, Select
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, screen_text, settled_after, snap_app,
                     type_text, until_loaded, wait_for)
 from tuistates import GatedBackend, no_model_runs
@@ -24,6 +26,20 @@ from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog, ErrorDialog
 from workbench.tui.screens.run_form import RunForm
+
+
+@pytest.fixture(scope="module")
+def shared_db(tmp_path_factory, swept_template):
+    """The swept database the form's tests share: each plans nothing (and asserts so)."""
+    return copy_db(swept_template, tmp_path_factory.mktemp("runs-form") / "wb.db")
+
+
+@pytest.fixture(scope="module")
+def shared(shared_db):
+    """One app on ``shared_db`` for the form's tests (tests/tui_shared_a.py), made fresh before each."""
+    app = SharedApp(shared_db)
+    yield app
+    app.close()
 
 
 def _runs(db) -> dict[str, dict[str, int]]:
@@ -68,9 +84,9 @@ async def _exited(app, timeout: float = PATIENCE) -> None:
 
 
 # -- the new-run form (items 5 and 6) -------------------------------------------------------
-async def test_enter_walks_the_form_and_the_summary_says_what_will_run_before_anything_starts(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_enter_walks_the_form_and_the_summary_says_what_will_run_before_anything_starts(shared, shared_db):
+    async def look(pilot):
+        app = pilot.app
         form = await _open_form(pilot)
         # The defaults: (5 K × 2 B × linear) + 2 B × (struct + 2 shuffles) oracle cells, on 20 of 300 questions.
         assert "16 cells (6 oracle) × 20 of 300 samples = 320 jobs" in _summary(form)
@@ -95,12 +111,14 @@ async def test_enter_walks_the_form_and_the_summary_says_what_will_run_before_an
                        what=lambda: f"the summary for K=5 (it says {_summary(form)!r})")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, RunForm))
-    assert list(_runs(swept_db)) == ["sweep"], "nothing was planned"
+
+    shared.walk(look, SIZE)
+    assert list(_runs(shared_db)) == ["sweep"], "nothing was planned"
 
 
-async def test_a_bad_field_keeps_the_form_with_what_was_typed_and_names_the_field(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_a_bad_field_keeps_the_form_with_what_was_typed_and_names_the_field(shared, shared_db):
+    async def look(pilot):
+        app = pilot.app
         form = await _open_form(pilot)
         form.query_one("#name", Input).value = "mine"
         form.query_one("#budget", Input).value = "64,x"
@@ -115,13 +133,15 @@ async def test_a_bad_field_keeps_the_form_with_what_was_typed_and_names_the_fiel
         await pilot.press("end", "backspace", "backspace")
         await wait_for(pilot, lambda: "8 cells (3 oracle) × 20 of 300 samples = 160 jobs" in _summary(form),
                        what="the summary for B=64 only")
-    assert list(_runs(swept_db)) == ["sweep"]
+
+    shared.walk(look, SIZE)
+    assert list(_runs(shared_db)) == ["sweep"]
 
 
-async def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_values(swept_db):
+def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_values(shared, shared_db):
     """"sweep" exists with another config: the core refuses to mix them, and the form names the run name."""
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async def look(pilot):
+        app = pilot.app
         form = await _open_form(pilot)
         form.query_one("#name", Input).value = "sweep"
         form.query_one("#k", Input).value = "3"
@@ -134,7 +154,9 @@ async def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_valu
         assert again.query_one("#k", Input).value == "3" and again.query_one("#name", Input).value == "sweep"
         await pilot.press("end", "2")                                            # another name: the line goes
         await wait_for(pilot, lambda: not again.query_one("#form-error").display, what="the error line gone")
-    sweep = _runs(swept_db)["sweep"]
+
+    shared.walk(look, SIZE)
+    sweep = _runs(shared_db)["sweep"]
     assert (sweep["cells"], sweep["jobs"]) == (6, 6 * 300), "the existing run is untouched"
 
 

@@ -3,13 +3,26 @@ quadrants, the order of cells and the keys in the footer."""
 
 from __future__ import annotations
 
+import pytest
+
 from workbench.runs.report import cell_order
 from workbench.store import open_store
 from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.samples import QUADRANT_KEYS
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, footer_line, heading, settled_after, snap_app, type_text, until_loaded, wait_for
+
+
+@pytest.fixture(scope="module")
+def looking(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database, for the tests that only look and navigate (no tag, no write):
+    each walks it made fresh (tests/tui_shared_a.py). The tests that tag start an app of their own."""
+    shared = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("samples-looking") / "wb.db"))
+    yield shared
+    shared.close()
 
 
 async def open_samples(pilot, rows: int = 50):
@@ -31,9 +44,9 @@ async def open_detail(pilot):
     assert app.screen.detail is not None
 
 
-async def test_filters_reset_when_another_cell_is_opened_but_stay_for_the_same_cell(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_filters_reset_when_another_cell_is_opened_but_stay_for_the_same_cell(looking):
+    async def walk(pilot):
+        app = pilot.app
         await open_samples(pilot)
         assert "cell k1-b64-score" in heading(app)
         await pilot.press("5")
@@ -44,6 +57,8 @@ async def test_filters_reset_when_another_cell_is_opened_but_stay_for_the_same_c
         await wait_for(pilot, lambda: app.current_mode == "samples" and "cell k5-b64-score" in heading(app)
                        and "quadrant all" in heading(app) and "300 samples" in heading(app))
         assert app.screen.page_offset == 0 and app.screen.search == "" and app.screen.tag is None
+
+    looking.walk(walk, SIZE)
 
 
 async def test_tags_stay_short_and_the_prediction_stays_on_screen(swept_db):
@@ -59,9 +74,9 @@ async def test_tags_stay_short_and_the_prediction_stays_on_screen(swept_db):
         assert prediction_right <= table.scrollable_content_region.width
 
 
-async def test_at_80_columns_every_column_down_to_the_prediction_fits_and_at_200_every_question_is_whole(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+def test_at_80_columns_every_column_down_to_the_prediction_fits_and_at_200_every_question_is_whole(looking):
+    async def walk(pilot):
+        app = pilot.app
         await open_samples(pilot)
         table = app.screen.query_one("#samples")
         await wait_for(pilot, lambda: table.row_count > 0)
@@ -75,6 +90,8 @@ async def test_at_80_columns_every_column_down_to_the_prediction_fits_and_at_200
                        what="full sample ids at 200 columns")
         question = table.columns[table.ordered_columns[1].key]
         assert question.width == max(len(r.question) for r in app.screen.rows)
+
+    looking.walk(walk, SMALL)
 
 
 async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none_matches(swept_db):
@@ -96,9 +113,9 @@ async def test_the_tag_filter_matches_part_of_a_tag_and_lists_the_tags_when_none
         assert "no tag matches “halluc”" in text and "alias-miss (1)" in text
 
 
-async def test_an_empty_quadrant_says_so_and_escape_goes_back_to_the_ledger(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_an_empty_quadrant_says_so_and_escape_goes_back_to_the_ledger(looking):
+    async def walk(pilot):
+        app = pilot.app
         await open_samples(pilot)
         empty = app.screen.query_one("#empty")
         assert not empty.display
@@ -110,14 +127,17 @@ async def test_an_empty_quadrant_says_so_and_escape_goes_back_to_the_ledger(swep
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.current_mode == "ledger")
 
+    looking.walk(walk, SIZE)
 
-async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
-    store = open_store(swept_db)
+
+def test_detail_arrows_step_through_cells_in_ledger_order(looking):
+    store = open_store(looking.app.db_path)
     order = cell_order(store, get_run(store, "sweep"))
     store.close()
     assert order[:3] == ["k1-b64-score", "k5-b64-score", "k20-b64-score"]  # not k1, k20, k5
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         await open_detail(pilot)
         detail = app.screen
         assert detail.detail.cells == order
@@ -130,11 +150,13 @@ async def test_detail_arrows_step_through_cells_in_ledger_order(swept_db):
         await pilot.press("left")
         await wait_for(pilot, lambda: detail.detail.cell_id == order[-2])
 
+    looking.walk(walk, SIZE)
 
-async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_escape_at_80_and_120_columns(swept_db):
+
+def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_escape_at_80_and_120_columns(looking):
     """One app, resized: what the footer shows and what its keys do, at 80×24 then at 120×40."""
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+    async def walk(pilot):
+        app = pilot.app
         await open_samples(pilot)
         for size in (SMALL, SIZE):
             await pilot.resize_terminal(*size)
@@ -147,6 +169,8 @@ async def test_the_samples_footer_shows_detail_pages_quadrants_search_tags_and_e
             await wait_for(pilot, lambda: "quadrant unsupported" in heading(app))
             await pilot.press("1", "pagedown")
             await wait_for(pilot, lambda: "quadrant all" in heading(app) and "page 2/6" in heading(app))
+
+    looking.walk(walk, SMALL)
 
 
 async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_leaves_out(swept_db):
@@ -163,10 +187,10 @@ async def test_the_status_line_names_every_quadrant_key_and_the_keys_the_footer_
         await wait_for(pilot, lambda: "tags column: A annotation-error" in str(widget.render()))
 
 
-async def test_the_detail_footer_fits_80_columns_and_shows_the_cell_note_and_chain_keys_at_120(swept_db):
+def test_the_detail_footer_fits_80_columns_and_shows_the_cell_note_and_chain_keys_at_120(looking):
     """One app, resized: the detail's footer at 80×24, then its keys on screen at 120×40."""
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SMALL) as pilot:
+    async def walk(pilot):
+        app = pilot.app
         await open_detail(pilot)
         keys = ("←/→ Cell", "esc Back", "j/k Sample", "ALRF Tag", "N Note", "c SearChain")
         await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
@@ -179,6 +203,8 @@ async def test_the_detail_footer_fits_80_columns_and_shows_the_cell_note_and_cha
 
         for key in ("left", "right", "N", "c"):
             await wait_for(pilot, lambda: on_screen(key), what=f"{key} on screen in the footer")
+
+    looking.walk(walk, SMALL)
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------
@@ -196,9 +222,9 @@ def test_snapshot_small_sample_detail(snap_compare, swept_db):
     assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=run_before)
 
 
-async def test_j_on_the_last_sample_and_k_on_the_first_say_so(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_j_on_the_last_sample_and_k_on_the_first_say_so(looking):
+    async def walk(pilot):
+        app = pilot.app
         await open_detail(pilot)
         detail = app.screen
         first = detail.sid
@@ -211,3 +237,6 @@ async def test_j_on_the_last_sample_and_k_on_the_first_say_so(swept_db):
         await wait_for(pilot, lambda: any("last sample" in str(n.message) for n in app._notifications),
                        what="a notice that this is the last sample")
         assert detail.sid == detail.sids[-1]
+
+
+    looking.walk(walk, SIZE)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Select
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, answered_run, open_runs, screen_text, wait_for
 from tuistates import no_model_runs
 from workbench.data.importer import import_dataset
@@ -19,6 +21,14 @@ from workbench.tui.label_text import report_lines
 from workbench.tui.messages import Loaded
 from workbench.tui.screens.run_form import FormError, RunForm
 from workbench.tui.screens.runs import rate_line
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, swept_template):
+    """One app on a copy of the swept database for the tests that do not change it (tests/tui_shared_a.py)."""
+    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("says-why") / "wb.db"))
+    yield app
+    app.close()
 
 
 def said(app, words: str) -> bool:
@@ -67,10 +77,10 @@ async def test_the_form_opens_on_the_highlighted_runs_dataset_and_a_dataset_that
                        what="the cursor on the run started")
 
 
-async def test_a_refusal_from_planning_stays_when_the_form_reopens_on_it(swept_db):
+def test_a_refusal_from_planning_stays_when_the_form_reopens_on_it(shared):
     """The dataset list announces its value as it mounts: that hid the reason the form was reopened for."""
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async def look(pilot):
+        app = pilot.app
         await open_runs(pilot)
         error = FormError("dataset", "dataset: metaqa has no retrieval results to sweep")
         app.push_screen(RunForm({"metaqa": 300}, {"dataset": "metaqa"}, error))
@@ -78,6 +88,8 @@ async def test_a_refusal_from_planning_stays_when_the_form_reopens_on_it(swept_d
         await pilot.pause(0.3)
         box = app.screen.query_one("#form-error")
         assert box.display and "Cannot start: dataset: metaqa has no retrieval results" in str(box.render())
+
+    shared.walk(look, SIZE)
 
 
 async def test_resume_on_a_finished_run_says_it_is_finished_and_starts_nothing(runs_db):
@@ -90,12 +102,14 @@ async def test_resume_on_a_finished_run_says_it_is_finished_and_starts_nothing(r
         assert not app.executions and "answered" not in str(app.screen.query_one("#status").render())
 
 
-async def test_the_wait_for_the_model_says_how_to_stop_waiting(swept_db):
-    app = WorkbenchApp(swept_db)
-    async with app.run_test(size=SIZE) as pilot:
+def test_the_wait_for_the_model_says_how_to_stop_waiting(shared):
+    async def look(pilot):
+        app = pilot.app
         await open_runs(pilot)
         app.screen.post_message(Loaded("model-wait", ("sweep", "waiting for the model: pid 4242 is using it")))
         await wait_for(pilot, lambda: "p stops waiting" in str(app.screen.query_one("#status").render()))
+
+    shared.walk(look, SIZE)
 
 
 def test_the_rate_and_eta_count_the_jobs_generated_not_the_cached_ones():

@@ -7,12 +7,23 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 from textual.containers import VerticalScroll
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, SMALL, footer_line, heading, screen_text, settle, settled_after, snap_app, type_text, until_loaded, wait_for
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, PromptDialog
+
+
+@pytest.fixture(scope="module")
+def shared_corpus(tmp_path_factory, corpus_template):
+    """One app on a copy of corpus_db for the Retrieval tests: they only look and press keys (tests/tui_shared_a.py)."""
+    app = SharedApp(copy_db(corpus_template, tmp_path_factory.mktemp("retrieval") / "hc.db"))
+    yield app
+    app.close()
 
 
 # -- Datasets ----------------------------------------------------------------------------------
@@ -93,15 +104,15 @@ async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_
 
 
 # -- Retrieval (corpus_db: sample_data/howtocook with filename questions and BM25 results, in conftest) ----
-async def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomputing(corpus_db, monkeypatch):
+def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomputing(shared_corpus, monkeypatch):
     from workbench.tui.screens.retrieval import RetrievalScreen
 
     painted = []                                   # the bootstrap size behind each picture, in order
     draw = RetrievalScreen._draw
     monkeypatch.setattr(RetrievalScreen, "_draw",
                         lambda self: (painted.append(self.report and self.report.resamples), draw(self))[1])
-    app = WorkbenchApp(corpus_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async def look(pilot):
+        app = pilot.app
         await pilot.press("v")
         screen = app.screen
         await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
@@ -113,10 +124,12 @@ async def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_re
         assert app.screen is screen and screen.report is full   # unchanged data: nothing recomputed
         assert all(n == 1000 for n in painted[draws:])
 
+    shared_corpus.walk(look, SIZE)
 
-async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus_db):
-    app = WorkbenchApp(corpus_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(shared_corpus):
+    async def look(pilot):
+        app = pilot.app
         await pilot.press("v")
         screen = app.screen
         await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
@@ -140,12 +153,14 @@ async def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(corpus
         await pilot.press("end")
         await wait_for(pilot, lambda: body.scroll_y == body.max_scroll_y)
 
+    shared_corpus.walk(look, SMALL)
 
-async def test_retrieval_arrows_move_through_the_misses_and_tab_is_in_the_footer(corpus_db):
+
+def test_retrieval_arrows_move_through_the_misses_and_tab_is_in_the_footer(shared_corpus):
     from workbench.tui.help import help_sections
 
-    app = WorkbenchApp(corpus_db)
-    async with app.run_test(size=SMALL) as pilot:
+    async def look(pilot):
+        app = pilot.app
         await pilot.press("v")
         screen = await until_loaded(pilot, "retrieval")
         table = screen.query_one("#misses")
@@ -157,7 +172,9 @@ async def test_retrieval_arrows_move_through_the_misses_and_tab_is_in_the_footer
         await pilot.press("tab")
         await wait_for(pilot, lambda: app.focused is side, what="tab moving to the metrics panel")
         assert "tab Misses/metrics" in footer_line(app)    # a key of the screen, shown where its keys are
-    retrieval = dict(help_sections(app))["Retrieval"]
+
+    shared_corpus.walk(look, SMALL)
+    retrieval = dict(help_sections(shared_corpus.app))["Retrieval"]
     assert ("tab", "Misses/metrics") in retrieval
 
 

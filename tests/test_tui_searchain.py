@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from textual.widgets import Tree
 
-from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens import searchain
 
+from conftest import copy_db
+from tui_shared_a import SharedApp
 from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
 
 # chained_db (conftest): two MetaQA 2-hop questions through SearChain as SmolLM2 answered them, replayed from
 # tests/recorded/chains.jsonl (the same on every CPU), built once per session.
 
 
-async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chained_db):
-    app = WorkbenchApp(chained_db)
-    async with app.run_test(size=SIZE) as pilot:
+@pytest.fixture(scope="module")
+def looking(tmp_path_factory, chained_template):
+    """One app on a copy of the SearChain database for the tests that only look and navigate (none writes): each
+    walks it made fresh (tests/tui_shared_a.py)."""
+    shared = SharedApp(copy_db(chained_template, tmp_path_factory.mktemp("searchain-looking") / "chains.db"))
+    yield shared
+    shared.close()
+
+
+def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(looking):
+    async def walk(pilot):
+        app = pilot.app
         await pilot.press("h")
         await until_loaded(pilot, "searchain")
         assert "chains" in heading(app)
@@ -50,17 +61,20 @@ async def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(chaine
         await wait_for(pilot, lambda: app.current_mode == "searchain" and type(app.screen).__name__ ==
                        "SearChainScreen")
 
+    looking.walk(walk, SIZE)
 
-async def test_sample_detail_opens_the_samples_searchain_tree(chained_db):
+
+def test_sample_detail_opens_the_samples_searchain_tree(looking):
     from workbench.pipelines.report import chain_for_sample
     from workbench.store import open_store as reopen
 
-    store = reopen(chained_db)
+    store = reopen(looking.app.db_path)
     sid = store.conn.execute("SELECT sid FROM pipeline_samples ORDER BY sid LIMIT 1").fetchone()[0]
     assert chain_for_sample(store, 1, sid) == "chains"
     store.close()
-    app = WorkbenchApp(chained_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         await pilot.press("s")
         await wait_for(pilot, lambda: app.current_mode == "samples" and app.screen.rows)
         from workbench.tui.screens.detail import SampleDetailScreen
@@ -70,6 +84,8 @@ async def test_sample_detail_opens_the_samples_searchain_tree(chained_db):
         await pilot.press("c")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ChainTreeScreen"
                        and app.screen.tree_data is not None and app.screen.tree_data["status"] == "done")
+
+    looking.walk(walk, SIZE)
 
 
 def _all(node):

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 import lockguard
-from conftest import SAMPLE_METAQA, write_jsonl, write_tiny_kg
+from conftest import copy_db, write_jsonl, write_tiny_kg
 from tuikit import SIZE, until_loaded, wait_for
-from workbench.data.importer import import_dataset
 from workbench.data.predictions import import_predictions
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -73,12 +72,11 @@ def _sidecars(db: Path) -> tuple[bool, bool]:
 
 
 @pytest.fixture
-def answered_db(tmp_path) -> Path:
+def answered_db(tmp_path, metaqa_template) -> Path:
     """MetaQA with one run, ``talk``, of 6 questions answered through the predictions import (no model)."""
-    db = tmp_path / "wb.db"
+    db = copy_db(metaqa_template, tmp_path / "wb.db")       # MetaQA imported as ``metaqa``
     store = open_store(db)
     try:
-        import_dataset(store, SAMPLE_METAQA, "metaqa")
         plan_sweep(store, SweepConfig(ks=(5,), budgets=(256,), formats=("score",), limit=6), name="talk")
         run = get_run(store, "talk")
         sids = [r[0] for r in store.conn.execute("SELECT DISTINCT sid FROM events WHERE run_id = ?", (run.id,))]

@@ -221,6 +221,7 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
         self._worker: Worker | None = None
         # The values Start was pressed with while the model was being checked: it starts on a pass.
         self._start_with: dict | None = None
+        self._summary_shown: tuple[str, bool] | None = None     # the summary's text and whether it is a refusal
 
     @property
     def loaded(self) -> bool:
@@ -299,12 +300,18 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             if not self.loaded and self._start_with is not None:
                 text += " [dim](Start waits for it)[/dim]"
         except FormError as exc:
-            summary.set_class(True, "invalid")
-            summary.update(f"✗ {esc(str(exc))}")
+            self._show_summary(summary, f"✗ {esc(str(exc))}", invalid=True)
             return exc
-        summary.set_class(False, "invalid")
-        summary.update(text)
+        self._show_summary(summary, text, invalid=False)
         return None
+
+    def _show_summary(self, summary: Static, text: str, *, invalid: bool) -> None:
+        # Every key in a field recomputes the summary, and a changed Static lays the whole form out again
+        # (tens of ms a key, seconds on a loaded machine): an unchanged line is left alone.
+        if self._summary_shown != (text, invalid):
+            self._summary_shown = (text, invalid)
+            summary.set_class(invalid, "invalid")
+            summary.update(text)
 
     def show_error(self, error: FormError, *, planned: bool = False) -> None:
         """Say why the run cannot start, naming the field, and put the cursor there; the typed values stay.
@@ -321,7 +328,8 @@ class RunForm(CopyOrSay, ModalScreen[dict | None]):
             box.update(f"Cannot start: {esc(str(error))}")
             box.display = True
         else:
-            self.query_one("#summary", Static).update(f"✗ Cannot start: {esc(str(error))}")
+            summary = self.query_one("#summary", Static)
+            self._show_summary(summary, f"✗ Cannot start: {esc(str(error))}", invalid=summary.has_class("invalid"))
         if error.field:
             widget = self.query_one(f"#{error.field}")
             widget.focus()
