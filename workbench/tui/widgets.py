@@ -27,6 +27,15 @@ class KeyFooter(Footer):
     """The footer of every screen: on a narrow terminal it is compact and leaves the command
     palette's hint out (the header names ctrl+p and ? on every screen), so the screen's own keys fit."""
 
+    def __init__(self) -> None:
+        # Composed as the terminal is wide now: otherwise a narrow screen's footer is built twice, once
+        # roomy and again at its first resize (every screen's first show).
+        super().__init__()
+        roomy = self.app.size.width >= ROOMY
+        self.set_reactive(Footer.show_command_palette, roomy)
+        self.set_reactive(Footer.compact, not roomy)
+        self.set_class(not roomy, "-compact", update=False)
+
     def on_resize(self, event) -> None:
         roomy = event.size.width >= ROOMY
         self.compact = not roomy
