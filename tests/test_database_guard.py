@@ -190,3 +190,17 @@ def test_a_model_slot_that_names_the_database_is_refused_before_anything_is_writ
     assert err.endswith("set WORKBENCH_MODEL_SLOT to another file, or to off\n") and err.count("\n") == 1
     assert every_row(db) == before
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_a_verb_that_ends_before_opening_its_database_leaves_no_announcement(tmp_path, capsys):
+    """`--db` is announced before the verb runs (an input naming it is refused before the store opens); once the
+    verb ends, opened or not, the announcement goes: a process calling the CLI many times (a script, a test worker)
+    would otherwise check the inode of every database it ever named at each guarded open."""
+    from workbench import dbfiles
+
+    db = tmp_path / "never-opened.db"
+    assert main(["--db", str(db), "export", "events", "r", "--out", str(tmp_path / "no" / "x.csv")]) == 2
+    assert not db.exists()                                               # refused before any store opened
+    capsys.readouterr()
+    assert os.path.realpath(db) not in dbfiles.announced()
+    assert os.path.realpath(db) in dbfiles.open_database_paths()        # its name stays refused

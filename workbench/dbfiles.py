@@ -96,6 +96,19 @@ def expect(path: str | os.PathLike) -> None:
         _EXPECTED.add(os.path.realpath(path))
 
 
+def unexpect(path: str | os.PathLike) -> None:
+    """The verb that announced ``path`` (:func:`expect`) has ended: it is no longer about to be opened. Its name
+    stays refused (:func:`open_database_paths`); its inode is no longer checked at every guarded open, which a
+    long-lived process calling the CLI (a test worker, a script) would otherwise do for every ``--db`` it named."""
+    with _LOCK:
+        _EXPECTED.discard(os.path.realpath(path))
+
+
+def announced() -> frozenset[str]:
+    """The databases announced (:func:`expect`) and not opened yet."""
+    return frozenset(_EXPECTED)
+
+
 def closed(path: str | os.PathLike) -> int:
     """Record that a store closed ``path``; how many of this process's stores still have it open."""
     real = os.path.realpath(path)

@@ -16,7 +16,7 @@ from workbench.cli.common import shared_parents, top_db_parent
 from workbench.cli.exit_codes import OK, failure_of
 from workbench.cli.ranges import apply_ranges
 from workbench.cli.shared import close_stores
-from workbench.dbfiles import expect
+from workbench.dbfiles import expect, unexpect
 from workbench.paths import expand_home
 from workbench.terminal import EscapingStream
 
@@ -119,3 +119,5 @@ def _run(args: argparse.Namespace) -> int:
         return code
     finally:
         close_stores(args)
+        if getattr(args, "db", None) is not None:
+            unexpect(args.db)
