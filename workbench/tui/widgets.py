@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 _WELCOME = """\
 [b]Welcome to the Dissipation Workbench.[/b] Nothing is imported yet. To begin:
@@ -35,6 +37,15 @@ class KeyFooter(Footer):
         self.set_reactive(Footer.show_command_palette, roomy)
         self.set_reactive(Footer.compact, not roomy)
         self.set_class(not roomy, "-compact", update=False)
+
+    def compose(self) -> ComposeResult:
+        # Each key made compact as the footer is before it is mounted: a key starts roomy-or-compact by its own
+        # default and is then restyled to the footer's (its data binding), one stylesheet pass per key per build.
+        for widget in super().compose():
+            if isinstance(widget, FooterKey):
+                widget.set_reactive(FooterKey.compact, self.compact)
+                widget.set_class(self.compact, "-compact", update=False)
+            yield widget
 
     def on_resize(self, event) -> None:
         roomy = event.size.width >= ROOMY
