@@ -150,7 +150,7 @@ class Canned:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
 

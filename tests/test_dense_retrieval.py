@@ -15,7 +15,8 @@ import pytest
 from workbench.cli import main
 from workbench.data.corpus import import_corpus
 from workbench.models.base import ModelError
-from workbench.models.embedder import CachedEmbedder
+from workbench.models import embedder as embedder_module
+from workbench.models.embedder import CachedEmbedder, Embedder
 from workbench.models.locate import default_model_path
 from workbench.retrieval.dense import cosine_top_k, reciprocal_rank_fusion
 from workbench.retrieval.evaluate import evaluate_retrieval, filename_questions
@@ -23,6 +24,29 @@ from workbench.retrieval.runs import retrieve
 
 DISHES = {"红烧肉": "五花肉 冰糖 老抽 炖煮一小时", "冰粉": "冰粉粉 红糖水 山楂 冷藏", "热干面": "碱水面 芝麻酱 萝卜干",
           "番茄炒蛋": "番茄 鸡蛋 葱花 白糖"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def each_model_loaded_once():
+    """Each embedding model this module uses is loaded by llama.cpp once, by the first pass that needs it, and
+    serves every later pass of the module (as one model serves a long-lived process's passes): e5's load reads
+    a 250,002-piece vocabulary, a second or more of CPU each time, and the module's passes made seven. Every
+    pass still resolves, checks and hashes its model as always, and embeds with a real one."""
+    loaded: dict[tuple, tuple[Embedder, object]] = {}
+
+    def once(path, **options):
+        key = (str(path), options.get("n_threads"), options.get("n_gpu_layers"))
+        if key not in loaded:
+            model = Embedder(path, **options)
+            loaded[key] = (model, model.close)
+            model.close = lambda: None     # a pass's close leaves it for the next pass
+        return loaded[key][0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embedder_module, "Embedder", once)
+        yield
+    for _, close in loaded.values():
+        close()
 
 
 def _corpus(root, dishes=DISHES):

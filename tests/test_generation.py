@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.cores import usable_cores
+from workbench.cli import main
 from workbench.errors import BadInput
 from workbench.models.base import ModelError, Sampling
 from workbench.models.llamacpp import LlamaCppBackend
@@ -30,7 +30,9 @@ from workbench.store.queries import get_run
 
 from conftest import copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
+from hashed_tiny import hashed_tiny_template, open_copy
 from model_shared import TINY_GENERATION, TINY_GRID, tiny_answered
+from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from seqkit import Reader
 
 
@@ -38,6 +40,20 @@ def _plan(store, name, *, ks=TINY_GRID.ks, budgets=TINY_GRID.budgets, formats=TI
     cfg = SweepConfig(ks=ks, budgets=budgets, formats=formats, limit=limit)
     plan_sweep(store, cfg, name=name, generation=GenerationConfig(**{**TINY_GENERATION, **gen}).as_dict())
     return get_run(store, name)
+
+
+@pytest.fixture(scope="module")
+def tiny_template(tmp_path_factory) -> Path:
+    """The tiny dataset with the default model's sha256 remembered (tests/hashed_tiny.py), built once."""
+    return hashed_tiny_template(tmp_path_factory.mktemp("tiny-hashed"))
+
+
+@pytest.fixture
+def tiny_store(tmp_path, tiny_template):
+    """The tiny dataset imported as ``tiny`` (conftest's), in a copy of ``tiny_template``."""
+    store = open_copy(tiny_template, tmp_path)
+    yield store
+    store.close()
 
 
 @pytest.fixture
@@ -48,34 +64,46 @@ def answered_store(tiny_store, shared_outputs):
     return tiny_store
 
 
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """SmolLM2 loaded once for the tests that generate with the backend itself, on one thread (what a worker of
+    `just test` has, tests/workercore.py; and not every CPU, which llama-cpp-python would give its batches), in a
+    model slot of its own (a module's fixture starts before a test's private slot is set)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_MODEL_SLOT", str(tmp_path_factory.mktemp("slot") / "model.lock"))
+        backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=1)
+    yield backend
+    backend.close()
+
+
 @pytest.mark.real_model
-def test_the_default_model_really_generates_tokens():
-    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=1)
+def test_the_default_model_really_generates_tokens(smollm2):
+    backend = smollm2
     # Prompt evaluation too runs on the threads asked for, not on every CPU of the machine.
     assert (backend.llm.context_params.n_threads, backend.llm.context_params.n_threads_batch) == (1, 1)
     prompt = backend.render([{"role": "user", "content": "Name a colour."}])
     # A grammar that needs three letters at least: tokens are really generated on every CPU (which
     # ones is the CPU's: an unconstrained answer could even be an immediate end of text).
+    backend.llm.reset()
     out = backend.generate(prompt, Sampling(max_tokens=8), grammar='root ::= [a-z] [a-z] [a-z]+')
-    backend.close()
     assert prompt.text.startswith("<|im_start|>")  # the GGUF's own chat template
     assert out.completion_tokens >= 3 and len(out.text) >= 3 and out.text.isalpha()
     assert out.eval_tokens == prompt.tokens == out.prompt_tokens
 
 
 @pytest.mark.real_model
-def test_greedy_generation_is_reproducible_and_json_answers_parse():
+def test_greedy_generation_is_reproducible_and_json_answers_parse(smollm2):
     from workbench.runs.answers import SCHEMAS, parse_output
 
-    backend = LlamaCppBackend(default_model_path(), "sha", n_ctx=512, n_threads=usable_cores())
+    backend = smollm2
     prompt = backend.render([{"role": "user", "content": "Evidence:\n[T1] Kismet | directed_by | William Dieterle\n"
                               "Question: who directed Kismet\nReply with JSON {\"answers\": [...]}."}])
-    a = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
-    # From the same (empty) KV cache: a second call that reused the first's prefix would evaluate the
+    # Each from the same (empty) KV cache: a call that reused an earlier one's prefix would evaluate the
     # prompt in other batches, whose float sums may differ in the last bits and flip a near-tie.
     backend.llm.reset()
+    a = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
+    backend.llm.reset()
     b = backend.generate(prompt, Sampling(max_tokens=24), SCHEMAS["json"])
-    backend.close()
     assert a.text == b.text
     assert isinstance(json.loads(parse_output(a.text, "json").prediction), list)
 
@@ -218,7 +246,7 @@ def metaqa_file_db(tmp_path, metaqa_template):
     return copy_db(metaqa_template, tmp_path / "wb.db")
 
 
-def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db):
+def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db, capsys):
     db = metaqa_file_db
     with ServedModel(paced=True) as model:
         proc = subprocess.Popen(_cli(db, *RUN_ARGS, *model.options), stdout=subprocess.DEVNULL,
@@ -233,8 +261,11 @@ def test_kill_9_mid_run_then_resume_loses_and_recomputes_nothing(metaqa_file_db)
             "SELECT cell_id, sid, gen_key, finished_at FROM events WHERE status = 'done'"))
         con.close()
         assert 0 < len(before) < 16
-        resumed = subprocess.run(_cli(db, "resume", "long", "--json"), capture_output=True, text=True, check=True)
-    result = json.loads(resumed.stdout)
+        # The resume runs in this process (the CLI's main, as `workbench resume` runs it): the second process.
+        capsys.readouterr()
+        assert main(["--db", str(db), "resume", "long", "--json"]) == 0
+        resumed = capsys.readouterr().out
+    result = json.loads(resumed)
     assert result["execution"]["jobs"] == 16 - len(before)  # only what was not committed
     stats = result["run"]
     assert stats["done"] == 16 and stats["pending"] == 0
@@ -271,7 +302,7 @@ def test_ctrl_c_stops_cleanly_after_the_current_job(metaqa_file_db):
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_the_ledger_of_an_unfinished_run_shows_partial_numbers_with_n(metaqa_file_db):
+def test_the_ledger_of_an_unfinished_run_shows_partial_numbers_with_n(metaqa_file_db, capsys):
     db = metaqa_file_db
     with ServedModel(paced=True) as model:
         proc = subprocess.Popen(_cli(db, *RUN_ARGS, *model.options), stdout=subprocess.DEVNULL,
@@ -279,15 +310,17 @@ def test_the_ledger_of_an_unfinished_run_shows_partial_numbers_with_n(metaqa_fil
         try:
             model.allow(3)
             _wait_for_done(db, 3, proc)
-            # Read while the run is still writing (WAL): no "database is locked".
-            out = subprocess.run(_cli(db, "ledger", "long", "--json", "--resamples", "100"), capture_output=True,
-                                 text=True, check=True)
-            table = subprocess.run(_cli(db, "ledger", "long", "--resamples", "100"), capture_output=True,
-                                   text=True, check=True).stdout
+            # Read while the run is still writing (WAL): no "database is locked". The reader is this process (the
+            # CLI's main, as `workbench ledger` runs it), the writer the run's.
+            capsys.readouterr()
+            assert main(["--db", str(db), "ledger", "long", "--json", "--resamples", "100"]) == 0
+            out = capsys.readouterr().out
+            assert main(["--db", str(db), "ledger", "long", "--resamples", "100"]) == 0
+            table = capsys.readouterr().out
         finally:
             proc.kill()
             proc.wait()
-    cells = json.loads(out.stdout)
+    cells = json.loads(out)
     scored = [c for c in cells if c["S_llm"]["value"] is not None]
     assert scored and all(0 < c["n"]["value"] <= 8 for c in scored)
     assert any(c["n"]["value"] < 8 for c in scored) or len(scored) < len(cells)

@@ -28,10 +28,12 @@ import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from conftest import copy_db
+from scratch import scratch_dir
 from workbench.data.errors import InputRejected
 from workbench.data.importer import DatasetExists, ImportReport, import_dataset
 from workbench.data.jsonl import MAX_LINE_BYTES
@@ -117,6 +119,13 @@ def rejected(store, directory: Path, **kwargs) -> list[str]:
 
 
 # -- fixtures ----------------------------------------------------------------------------
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """This module's tests write files of 8 to 40 MB and whole databases they read once: on the RAM disk
+    (tests/scratch.py), removed after the test."""
+    yield from scratch_dir("test-import-")
+
 
 @pytest.fixture(scope="module")
 def holding_a_dataset(tmp_path_factory, empty_template) -> Path:

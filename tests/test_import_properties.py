@@ -40,6 +40,8 @@ from hypothesis import strategies as st
 from conftest import KG_GOLD, SAMPLE_METAQA, copy_db, every_row, write_jsonl, write_tiny_kg
 from workbench.claims.runner import ClaimsConfig, run_claims
 from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
+# Each example makes and removes a directory tree and a database: on the RAM disk (tests/scratch.py).
+from scratch import SCRATCH
 from workbench.cli import main
 from workbench.data.corpus import ChunkConfig, chunk_document
 from workbench.data.importer import import_dataset
@@ -522,7 +524,7 @@ SMALLEST = {"kb.jsonl": b'{"triple": ["a", "r", "b"]}\n', "retrieval.jsonl": Non
 @example(doc={**SMALLEST, "dirname": os.fsdecode(b"d\xff"), "placed": ("file", "file", "file")})
 @example(doc={**SMALLEST, "dirname": "data", "placed": ("file", "file", "loop")})
 def test_any_dataset_directory_imports_or_is_refused_with_file_line_field_and_nothing_written(doc, capsys, base_db):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         directory = Path(tmp) / doc["dirname"]
         directory.mkdir()
         inputs = {str(directory / fname): place(directory / fname, doc[fname], how, tmp)
@@ -608,7 +610,7 @@ def ragchecker_documents(draw) -> bytes:
          named=True, how="file", score="cover")
 def test_any_ragchecker_document_imports_or_is_refused_with_file_line_field_and_nothing_written(
         data, stem, named, how, score, capsys, base_db):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         path = Path(tmp) / f"{stem}.json"
         data = place(path, data, how, tmp)
         argv = ["import", "--from", "ragchecker", str(path), "--score", score, *(["--name", "rag"] if named else [])]
@@ -654,7 +656,7 @@ def prediction_files(draw) -> tuple[str, bool, bytes | None]:
               "file"))
 def test_any_predictions_file_imports_or_is_refused_with_file_line_field_and_nothing_written(doc, capsys, runs_db):
     run, replace, data, how = doc
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         path = Path(tmp) / "predictions.jsonl"
         data = place(path, data, how, tmp)
         argv = ["predictions", "import", str(path), run, *(["--replace"] if replace else [])]
@@ -720,7 +722,7 @@ def label_files(draw) -> tuple[bool, bytes | None]:
                      '"annotator": "ana"}\n'.encode(), "file"))
 def test_any_label_file_imports_or_is_refused_with_file_line_field_and_nothing_written(doc, capsys, runs_db):
     replace, data, how = doc
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         path = Path(tmp) / "labels.jsonl"
         data = place(path, data, how, tmp)
         argv = ["judge", "labels", "import", str(path), *(["--replace"] if replace else [])]
@@ -805,7 +807,7 @@ def one_file_and(parts: tuple[bytes, ...] = (b"b.md",), data: bytes = b"y", how:
 @example(tree=one_file_and() | {"files": {(b"a.md",): (b"", "file")}})
 def test_any_markdown_corpus_imports_its_readable_files_or_is_refused_in_one_line_and_nothing_written(
         tree, capsys, base_db):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         root = os.path.join(os.fsencode(tmp), tree["root"])
         os.mkdir(root)
         for parts, (data, how) in tree["files"].items():
@@ -898,7 +900,7 @@ def kg_directories(draw) -> dict:
 @example(doc={"kb.jsonl": b'{"triple": ["a", "r", "b"]}\n', "chunks.jsonl": None, "gold_clusters.jsonl": None,
               "dirname": os.fsdecode(b"d\xff"), "named": True, "placed": ("file", "file", "file")})
 def test_any_kg_directory_imports_or_is_refused_with_file_line_field_and_nothing_written(doc, capsys, base_db):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         directory = Path(tmp) / doc["dirname"]
         directory.mkdir()
         inputs = {str(directory / fname): place(directory / fname, doc[fname], how, tmp)
@@ -959,7 +961,7 @@ def prompt_files(draw) -> tuple[str, bytes]:
 @given(doc=prompt_files(), how=placement(15))
 def test_any_prompt_template_is_read_or_refused_naming_the_file_before_anything_runs(doc, how, capsys, base_db):
     suffix, data = doc
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         path = Path(tmp) / f"prompt{suffix}"
         data = place(path, data, how, tmp)
         try:

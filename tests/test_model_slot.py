@@ -51,11 +51,39 @@ def slot_elsewhere(tmp_path, monkeypatch) -> Path:
     return path
 
 
-def busy_elsewhere() -> bool:
-    """Whether another process holds the slot now: a fresh process's attempt, which must not wait."""
-    probe = ("import sys, threading\nfrom workbench.models import slot\nstop = threading.Event(); stop.set()\n"
-             "try:\n    slot.acquire('probe', stop=stop)\nexcept slot.ModelSlotStopped:\n    sys.exit(3)\n")
-    return subprocess.run([sys.executable, "-c", probe]).returncode == 3
+# Another process that tries the slot on request, without waiting: started once for the module (a Python process
+# importing the workbench costs a third of a second of CPU), told each time which lock file to try.
+PROBER = """
+import os, sys, threading
+from workbench.models import slot
+stop = threading.Event(); stop.set()
+for path in sys.stdin:
+    os.environ[slot.SLOT_ENV] = path.strip()
+    try:
+        slot.acquire("probe", stop=stop).release()
+    except slot.ModelSlotStopped:
+        print("busy", flush=True)
+    else:
+        print("free", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def prober():
+    """The module's probing process (see PROBER)."""
+    child = subprocess.Popen([sys.executable, "-c", PROBER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    yield child
+    child.stdin.close()
+    child.wait(timeout=30)
+
+
+def busy_elsewhere(prober) -> bool:
+    """Whether another process holds the slot now: another process's attempt, which must not wait."""
+    prober.stdin.write(f"{slot.slot_path()}\n")
+    prober.stdin.flush()
+    answer = prober.stdout.readline().strip()
+    assert answer in ("busy", "free"), answer
+    return answer == "busy"
 
 
 def test_the_slot_is_a_lock_file_per_user_in_the_temporary_directory(monkeypatch, tmp_path):
@@ -75,15 +103,15 @@ def test_a_second_process_waits_and_is_told_once_which_pid_holds_the_model():
 
         def on_wait(message):
             messages.append(message)
-            let_go(child, after=1.0)   # several polls later: the message is not repeated
+            let_go(child, after=0.4)   # eight polls later: the message is not repeated
 
-        hold = slot.acquire("the waiter", on_wait=on_wait)
+        hold = slot.acquire("the waiter", on_wait=on_wait, poll=0.05)
         assert child.stdout.readline().strip() == "released"
     try:
         assert len(messages) == 1
         pid, what = WAITING.fullmatch(messages[0]).groups()
         assert (int(pid), what) == (child.pid, "workbench claims run demo")
-        assert hold.waited >= 1.0
+        assert hold.waited >= 0.4
         # The new holder names itself for the next waiter.
         named = slot.read_holder(slot.slot_path())
         assert (named.pid, named.what) == (os.getpid(), "the waiter")
@@ -120,17 +148,17 @@ def test_a_stop_event_ends_the_wait_and_leaves_the_holder_alone():
 
 
 @pytest.mark.usefixtures("slot_elsewhere")
-def test_holders_in_one_process_share_the_slot_until_the_last_releases():
+def test_holders_in_one_process_share_the_slot_until_the_last_releases(prober):
     never_wait = threading.Event()
     never_wait.set()   # a wait would raise ModelSlotStopped instead of deadlocking the test
     first = slot.acquire("first", stop=never_wait)
     second = slot.acquire("second", stop=never_wait)
-    assert slot.held_in_process() == 2 and busy_elsewhere()
+    assert slot.held_in_process() == 2 and busy_elsewhere(prober)
     first.release()
     first.release()    # idempotent: still one holder
-    assert slot.held_in_process() == 1 and busy_elsewhere()
+    assert slot.held_in_process() == 1 and busy_elsewhere(prober)
     second.release()
-    assert slot.held_in_process() == 0 and not busy_elsewhere()
+    assert slot.held_in_process() == 0 and not busy_elsewhere(prober)
 
 
 @pytest.mark.usefixtures("slot_elsewhere")
@@ -172,7 +200,7 @@ def test_the_progress_bar_shows_the_wait_then_the_bar_at_the_rate_after_it():
 
 
 @pytest.mark.real_model
-def test_loading_the_model_waits_for_another_process_and_says_so():
+def test_loading_the_model_waits_for_another_process_and_says_so(prober):
     with holder("workbench dedup run kg") as child:
         messages = []
 
@@ -189,10 +217,10 @@ def test_loading_the_model_waits_for_another_process_and_says_so():
         never_wait.set()
         second = LlamaCppBackend(default_model_path(), "sha", n_ctx=256, n_threads=2, stop=never_wait)
         second.close()
-        assert slot.held_in_process() == 1 and busy_elsewhere()
+        assert slot.held_in_process() == 1 and busy_elsewhere(prober)
     finally:
         backend.close()
-    assert slot.held_in_process() == 0 and not busy_elsewhere()
+    assert slot.held_in_process() == 0 and not busy_elsewhere(prober)
 
 
 @pytest.mark.real_model

@@ -306,7 +306,10 @@ def test_corpus_and_kg_imports_finding_their_name_taken_meanwhile_say_so(store, 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.md").write_text("# a\ntext", encoding="utf-8")
-    another_process_before_the_write(monkeypatch, store, lambda s: import_corpus(s, HOWTOCOOK, "c"))
+    other_corpus = tmp_path / "other-corpus"     # the other process's: another corpus under the same name
+    other_corpus.mkdir()
+    (other_corpus / "b.md").write_text("# b\nother text", encoding="utf-8")
+    another_process_before_the_write(monkeypatch, store, lambda s: import_corpus(s, other_corpus, "c"))
     with pytest.raises(ChangedMeanwhile, match="dataset 'c' was created by another process"):
         import_corpus(store, corpus, "c")
 

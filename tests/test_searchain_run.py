@@ -27,24 +27,27 @@ from workbench.retrieval.runs import open_index
 from workbench.store import open_store
 from workbench.store.caches import index_cache
 
-from conftest import copy_db, new_template, wait_for_rows
+from conftest import copy_db, wait_for_rows
 from genkit import ServedModel, replay_text
 from replay import replay_llm
 
 
 @pytest.fixture(scope="module")
-def metaqa_template(tmp_path_factory) -> Path:
-    """MetaQA imported and its BM25 index built (saved beside the database), once for the module."""
-    with new_template(tmp_path_factory, "sc.db") as store:
+def indexed_template(tmp_path_factory, metaqa_template) -> Path:
+    """MetaQA (a copy of the session's import) with its BM25 index built and saved beside it, once for the module."""
+    store = open_store(copy_db(metaqa_template, tmp_path_factory.mktemp("sc") / "sc.db"))
+    try:
         open_index(store, store.conn.execute("SELECT id FROM datasets WHERE name = 'metaqa'").fetchone()[0])
+    finally:
+        store.close()
     return store.path
 
 
 @pytest.fixture
-def metaqa(tmp_path, metaqa_template):
+def metaqa(tmp_path, indexed_template):
     """This test's copy of MetaQA, with the saved BM25 index beside it (building it costs seconds a test)."""
-    db = copy_db(metaqa_template, tmp_path / "sc.db")
-    shutil.copytree(index_cache(metaqa_template), index_cache(db))
+    db = copy_db(indexed_template, tmp_path / "sc.db")
+    shutil.copytree(index_cache(indexed_template), index_cache(db))
     store = open_store(db)
     yield store
     store.close()
@@ -96,7 +99,7 @@ def test_an_interrupted_searchain_run_resumes_without_recomputing(metaqa):
     assert execute_searchain(metaqa, name, llm=replay_llm(metaqa, "chains")).jobs == 0
 
 
-def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa):
+def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa, capsys):
     """Killed after the sample's first model call: the resume serves that call from the cache. SmolLM2's
     recorded calls, served one at a time, so the kill lands mid-sample on any machine."""
     db = metaqa.path
@@ -113,9 +116,10 @@ def test_kill_9_mid_sample_then_resume_replays_the_cached_calls(tmp_path, metaqa
         before = con.execute("SELECT count(*) FROM generations").fetchone()[0]
         done_before = con.execute("SELECT count(*) FROM pipeline_samples WHERE status = 'done'").fetchone()[0]
         con.close()
-        resumed = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "searchain", "resume",
-                                  "killed", "--json"], capture_output=True, text=True, check=True)
-    result = json.loads(resumed.stdout)
+        capsys.readouterr()
+        # The resume in this process, as the command line runs it (the killed run was the other process).
+        assert main(["--db", str(db), "searchain", "resume", "killed", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
     assert result["jobs"] == 1 - done_before and result["done"] == result["jobs"]
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from conftest import SAMPLE_METAQA, copy_db, new_template
+from conftest import SAMPLE_METAQA, copy_db
 from llama_server import Canned
 from workbench.cli import main
 
@@ -39,30 +39,25 @@ def answer(request: dict) -> dict:
             "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": 4}}
 
 
-@pytest.fixture(scope="module")
-def metaqa_db(tmp_path_factory):
-    with new_template(tmp_path_factory, "metaqa.db") as store:
-        return store.path
-
-
 def ledger(db, run: str, capsys) -> list[dict]:
     assert main(["--db", str(db), "ledger", run, "--json", "--resamples", "50"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.budget(30)
-def test_a_sequential_run_on_a_ladder_says_only_what_its_intervals_prove_of_the_full_run(metaqa_db, tmp_path, capsys):
+def test_a_sequential_run_on_a_ladder_says_only_what_its_intervals_prove_of_the_full_run(metaqa_template, tmp_path,
+                                                                                         capsys):
     server = Canned(answer=answer)
     try:
         served = ["--backend", "openai", "--base-url", server.url, "--model", "m", "--concurrency", "4"]
-        full_db = copy_db(metaqa_db, tmp_path / "full.db")
+        full_db = copy_db(metaqa_template, tmp_path / "full.db")
         assert main(["--db", str(full_db), "run", "metaqa", *served, *GRID, "--name", "full"]) == 0
         full_requests = len(server.requests)
         truth = {c["cell_id"]: c["S_llm"]["value"] for c in ledger(full_db, "full", capsys)}
         top = sorted(truth.values(), reverse=True)
         assert top[0] - top[2] <= E and top[0] > top[1]           # the ladder the test is about
 
-        seq_db = copy_db(metaqa_db, tmp_path / "seq.db")
+        seq_db = copy_db(metaqa_template, tmp_path / "seq.db")
         assert main(["--db", str(seq_db), "run", "metaqa", *served, *GRID, "--stop-when", "best", "--tolerance",
                      str(E), "--name", "seq"]) == 0
         capsys.readouterr()

@@ -1,7 +1,7 @@
 """Every request to a served model has a deadline, and its up-front check asks what the run needs.
 
 ``--timeout`` bounds a request as a whole: connecting, sending, the status line, the headers and
-the body. A stand-in server that trickles its answer (one byte every 0.3 s, under any per-read
+the body. A stand-in server that trickles its answer (one byte every 0.05 s, under any per-read
 timeout) is given up at the deadline, by the backend and by every CLI verb that calls a served
 model, with one line and nothing written. The check before a run (``GET /models`` naming the
 model, then one tiny request in the model's role) keeps to one deadline of ``--timeout`` in all,
@@ -33,7 +33,8 @@ from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 
-TIMEOUT = 0.5
+# Short, so each give-up costs the suite little; a trickled byte (every 0.05 s) still comes well within it.
+TIMEOUT = 0.2
 # What a whole answer may overrun the deadline by, on a busy 2-core box: the watchdog's wake-up.
 SLACK = 1.5
 
@@ -48,7 +49,7 @@ class Trickler:
     picks a free one.
     """
 
-    def __init__(self, *, head: bool = False, every: float = 0.3, port: int = 0):
+    def __init__(self, *, head: bool = False, every: float = 0.05, port: int = 0):
         self.head, self.every = head, every
         self.requests: list[str] = []
         self._conns: list[socket.socket] = []
@@ -153,7 +154,7 @@ def test_check_gives_up_a_trickling_server_at_its_deadline(trickler):
     finally:
         backend.close()
     assert isinstance(error, ServerUnreachable), error
-    assert str(error) == f"{trickler.url}/models: no answer within 0.5 s (1 attempt; --timeout sets it)"
+    assert str(error) == f"{trickler.url}/models: no answer within {TIMEOUT:g} s (1 attempt; --timeout sets it)"
     assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + SLACK
     assert trickler.requests == ["GET /v1/models HTTP/1.1"]
 
@@ -166,7 +167,7 @@ def test_generate_gives_up_a_trickling_server_at_its_deadline(trickler):
     finally:
         backend.close()
     assert isinstance(error, ServerUnreachable), error
-    assert str(error) == f"{trickler.url}/chat/completions: no answer within 0.5 s (1 attempt; --timeout sets it)"
+    assert str(error) == f"{trickler.url}/chat/completions: no answer within {TIMEOUT:g} s (1 attempt; --timeout sets it)"
     assert elapsed < TIMEOUT + SLACK
 
 
@@ -180,7 +181,7 @@ def test_each_retry_of_a_request_has_its_own_deadline():
     finally:
         server.close()
         backend.close()
-    assert isinstance(error, ServerUnreachable) and "no answer within 0.5 s (2 attempts" in str(error)
+    assert isinstance(error, ServerUnreachable) and f"no answer within {TIMEOUT:g} s (2 attempts" in str(error)
     assert 2 * TIMEOUT * 0.9 <= elapsed < 2 * TIMEOUT + SLACK
     assert server.requests == ["POST /v1/chat/completions HTTP/1.1"] * 2
 
@@ -212,7 +213,7 @@ def test_threads_each_keep_their_own_deadline():
             t.join(5)
         backend.close()
     assert waiting == 0 and elapsed < TIMEOUT + SLACK, f"{waiting} threads still waiting after {elapsed:.1f} s"
-    assert len(errors) == 4 and all("no answer within 0.5 s" in str(e) for e in errors)
+    assert len(errors) == 4 and all(f"no answer within {TIMEOUT:g} s" in str(e) for e in errors)
 
 
 # ---------------------------------------------------------------- the check: what the run needs
@@ -251,7 +252,8 @@ class Stand:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll: close() waits for the loop's next look, half a second a test at the default poll.
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def close(self) -> None:
@@ -330,16 +332,17 @@ def test_a_model_named_without_its_ollama_tag_is_found_as_name_latest():
 
 def test_the_listing_and_the_tiny_request_share_one_deadline():
     """Each answers in 0.35 s, under a 0.5 s timeout, but not both: the check as a whole is late."""
+    timeout = 0.5   # its own: each answer must come well within it, or the listing alone would be late
     server = Stand(LISTED, chat=ONE_TOKEN, delay=0.35)
     try:
         started = time.monotonic()
         with pytest.raises(EnvironmentFault) as info:
-            check_model_options(("--model", f"{server.url}#m", GENERATOR), timeout=TIMEOUT)
+            check_model_options(("--model", f"{server.url}#m", GENERATOR), timeout=timeout)
         elapsed = time.monotonic() - started
     finally:
         server.close()
     assert f"--model: {server.url}/chat/completions: no answer within 0.5 s" in str(info.value)
-    assert elapsed < TIMEOUT + SLACK
+    assert elapsed < timeout + SLACK
 
 
 # ---------------------------------------------------------------- every verb, from the command line
@@ -405,7 +408,7 @@ def test_every_verb_gives_up_a_trickling_server_within_its_timeout_and_writes_no
     err = capsys.readouterr().err
     assert code == 1, err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and f"{server.url}/models: no answer within 0.5 s" in errors[0], err
+    assert len(errors) == 1 and f"{server.url}/models: no answer within {TIMEOUT:g} s" in errors[0], err
     assert "Traceback" not in err
     assert elapsed < 10, f"{verb} took {elapsed:.1f} s"
     assert every_row(db) == before

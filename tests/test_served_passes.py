@@ -153,14 +153,16 @@ def test_a_real_server_stopped_mid_pass_ends_it_in_one_line_and_started_again_th
         db, tmp_path, capsys):
     """``llama_cpp.server`` serving SmolLM2 is killed after its second answer: the pass ends with exit 1 and
     the project's two-line note; every stored verdict is whole. Started again on the same port, the rerun
-    judges exactly the pairs that have no answer in the cache."""
+    judges exactly the pairs that have no answer in the cache. At k 2 (six pairs): room for a kill after two, with
+    the rest to judge again, and no more real judging than that needs."""
     try:
         model = default_model_path()
     except ModelError as exc:
         pytest.skip(str(exc))
     port = free_port()
+    pairs = sum(len(cs[:2]) for cs in RANKED["bm25"].values())
     cli = [sys.executable, "-m", "workbench.cli", "--db", db, "retrieval", "judge", DATASET, "--retriever", "bm25",
-           "--k", str(K), "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2",
+           "--k", "2", "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "smollm2",
            "--concurrency", "1"]
     with serve(model, tmp_path, alias="smollm2", port=port) as server:
         proc = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -178,9 +180,9 @@ def test_a_real_server_stopped_mid_pass_ends_it_in_one_line_and_started_again_th
     assert "--retry-errors" in err[-1], err
     kept = cached_calls(db)
     rows = verdicts(db)
-    assert 2 <= kept < len(PAIRS) and sum(v[0] == "done" for v in rows.values()) == kept
+    assert pairs == 6 and 2 <= kept < pairs and sum(v[0] == "done" for v in rows.values()) == kept
     assert all(v[1:] == (None, None) for v in rows.values() if v[0] != "done")   # nothing half-written
     with serve(model, tmp_path, alias="smollm2", port=port) as again:
         assert main([*cli[3:], "--retry-errors", "--json"]) == 0
-        assert again.requests() == 1 + len(PAIRS) - kept   # the check's one token, and what was never answered
-    assert [v[0] for v in verdicts(db).values()] == ["done"] * len(PAIRS)
+        assert again.requests() == 1 + pairs - kept   # the check's one token, and what was never answered
+    assert [v[0] for v in verdicts(db).values()] == ["done"] * pairs

@@ -14,11 +14,10 @@ import json
 
 import pytest
 
-from conftest import SAMPLE_METAQA, import_films_kg
+from conftest import copy_db, import_films_kg
 from llama_server import same_logits
 from relevancekit import DATASET, tiny_db
 from workbench.cli import main
-from workbench.data.importer import import_dataset
 from workbench.kg.runner import DedupConfig, execute_dedup, plan_dedup
 from workbench.models.cached import default_llm
 from workbench.pipelines.runner import SearChainConfig, execute_searchain, plan_searchain
@@ -77,8 +76,9 @@ def test_a_claim_run_with_every_verifier_stores_the_same_verdicts_and_scores(smo
 
 
 def test_the_relevance_judge_stores_the_same_verdicts_and_p_yes(smollm2_server, tmp_path, capsys):
+    """Each question's top chunk (three pairs): the two paths agree pair by pair, as they would on more."""
     db = str(tiny_db(tmp_path / "wb.db"))
-    judge = ["--db", db, "retrieval", "judge", DATASET, "--retriever", "bm25", "--k", "2", "--json"]
+    judge = ["--db", db, "retrieval", "judge", DATASET, "--retriever", "bm25", "--k", "1", "--json"]
     assert main(judge) == 0
     served = [*judge, "--backend", "openai", "--base-url", smollm2_server.base, "--model", "smollm2"]
     assert main(served) == 0
@@ -92,7 +92,7 @@ def test_the_relevance_judge_stores_the_same_verdicts_and_p_yes(smollm2_server, 
     for model, sid, uid, relevant, score in verdicts:
         by_model.setdefault(model == smollm2_server.ref, []).append((sid, uid, relevant, score))
     local, remote = by_model[False], by_model[True]
-    assert len(remote) == 6 and [r[:3] for r in remote] == [r[:3] for r in local]
+    assert len(remote) == 3 and [r[:3] for r in remote] == [r[:3] for r in local]
     assert [r[3] for r in remote] == pytest.approx([r[3] for r in local], abs=1e-3)
     asked = smollm2_server.requests()
     assert main(served) == 0 and smollm2_server.requests() == asked
@@ -115,8 +115,16 @@ def test_a_dedup_judge_stores_the_same_verdicts(smollm2_server, store, tmp_path)
     assert execute_dedup(store, "again", llm=llm).model_calls == 0 and smollm2_server.requests() == asked
 
 
-def test_searchain_stores_the_same_chains(smollm2_server, store):
-    import_dataset(store, SAMPLE_METAQA, "metaqa")
+@pytest.fixture
+def metaqa_store(tmp_path, metaqa_template):
+    """A copy of the session's MetaQA import (importing it again costs seconds)."""
+    store = open_store(copy_db(metaqa_template, tmp_path / "metaqa.db"))
+    yield store
+    store.close()
+
+
+def test_searchain_stores_the_same_chains(smollm2_server, metaqa_store):
+    store = metaqa_store
     config = dict(hops=2, limit=1, max_rounds=1, baseline_k=0)
     local, _ = plan_searchain(store, "metaqa", SearChainConfig(**config), "local")
     remote, _ = plan_searchain(store, "metaqa", SearChainConfig(**config, model=smollm2_server.ref), "served")
@@ -138,14 +146,14 @@ def test_searchain_stores_the_same_chains(smollm2_server, store):
 # ---------------------------------------------------------------- one choice, one vector
 
 def test_nli_and_relevance_choices_through_a_served_model_equal_the_in_process_ones(smollm2_server, store):
-    """One request per pair, no free generation: the label and its probability are the local path's."""
+    """One request per pair, no free generation: the label and its probability are the local path's (a pair in
+    English, one across Chinese and English)."""
     served = smollm2_server.ref
     from workbench.claims.verify import NLI_OPTIONS, nli_messages
     from workbench.models.cached import default_llm
     from workbench.retrieval.relevance import OPTIONS, relevance_messages
 
     pairs = [("Kismet was directed by William Dieterle.", "William Dieterle directed Kismet."),
-             ("Kismet was released in 1944.", "Kismet is a film from 1950."),
              ("红烧肉要先焯水。", "The recipe says nothing about the oven.")]
     local, remote = default_llm(store), default_llm(store, served)
     try:

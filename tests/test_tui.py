@@ -21,14 +21,16 @@ from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA, copy_db
 from tui_shared_a import running
-from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run,
-                    run_from_palette, settle, settled_after, snap_app, type_text, until_loaded, wait_for)
+from tui_shared_b import from_palette, import_prompt, typed
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run, settle,
+                    settled_after, snap_app, until_loaded, wait_for)
 
 
 @pytest.fixture(scope="module")
 def looking(tmp_path_factory, swept_template):
-    """One app on a copy of the swept database for the tests that only look and navigate (none writes): each
-    walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
+    """One app on a copy of the swept database for the tests that only look and navigate: each walks it made fresh
+    (tests/tui_shared_a.py). The one write (a tag, by the quitting test) is one no other test here reads or
+    excludes. A test that writes what others would see, or needs another database, starts its own app."""
     yield from running(copy_db(swept_template, tmp_path_factory.mktemp("tui-looking") / "wb.db"))
 
 
@@ -44,7 +46,7 @@ def test_help_and_every_mode_opens_from_the_keyboard_and_the_command_palette_swi
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await wait_for(pilot, lambda: app.current_mode == "ledger")
-        await run_from_palette(pilot, app, "Go to Samples")
+        await from_palette(pilot, "Go to Samples")
         await wait_for(pilot, lambda: app.current_mode == "samples")
 
     looking.walk(walk, SIZE)
@@ -54,8 +56,8 @@ async def test_datasets_screen_imports_a_directory_and_shows_stats(tmp_path, tin
     app = WorkbenchApp(tmp_path / "new.db")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "datasets")
-        await pilot.press("i")
-        await type_text(pilot, str(tiny_dir))
+        await import_prompt(pilot)
+        await typed(pilot, str(tiny_dir))
         await pilot.press("enter")
         await pilot.press("enter")  # accept the default name
         table = app.screen.query_one("DataTable")
@@ -64,18 +66,8 @@ async def test_datasets_screen_imports_a_directory_and_shows_stats(tmp_path, tin
         assert row[0] == "tiny" and row[2] == "5" and row[4] == "3" and row[5] == "1:1 2:1" and row[6] == "bm25"
 
 
-async def test_a_failing_worker_shows_an_error_dialog_and_the_app_keeps_going(tmp_path):
-    app = WorkbenchApp(tmp_path / "new.db")
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.current_mode == "datasets")
-        await pilot.press("i")
-        await type_text(pilot, str(tmp_path / "no-such-dir"))
-        await pilot.press("enter")  # refused before the name is asked
-        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
-        assert "no-such-dir: not found" in app.screen.message
-        await pilot.press("escape")
-        await pilot.press("r")
-        await wait_for(pilot, lambda: app.current_mode == "runs")
+# A failing worker's error dialog, and the app going on after it: tests/test_tui_screens.py's
+# test_a_bad_path_is_refused_in_a_dialog_before_the_name_is_asked_and_the_app_keeps_going.
 
 
 def test_ledger_switches_budget_format_and_shows_a_paired_difference(looking):
@@ -109,7 +101,7 @@ def test_samples_page_filter_search_and_detail(looking):
         misses = screen.total
         assert 0 < misses < 300
         await pilot.press("1", "slash")
-        await type_text(pilot, "directed")
+        await typed(pilot, "directed")
         await pilot.press("enter")
         await wait_for(pilot, lambda: "search “directed”" in heading(app) and app.screen.total > 0)
         await pilot.press("enter")
@@ -175,8 +167,8 @@ async def test_flow_import_run_ledger_dissipation_tag_exclude(tmp_path):
     app = WorkbenchApp(tmp_path / "flow.db")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.current_mode == "datasets")
-        await pilot.press("i")
-        await type_text(pilot, str(SAMPLE_METAQA))
+        await import_prompt(pilot)
+        await typed(pilot, str(SAMPLE_METAQA))
         await pilot.press("enter", "enter")
         await wait_for(pilot, lambda: app.screen.query_one("DataTable").row_count == 1)
         await pilot.press("r")
@@ -249,46 +241,17 @@ async def test_deleting_a_run_asks_first(swept_db):
     assert store.count("runs") == 0 and store.count("events") == 0
 
 
-async def test_retrieval_screen_shows_curves_and_opens_a_miss(corpus_db):
-    app = WorkbenchApp(corpus_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("v")
-        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
-        assert "Recall@k" in str(app.screen.query_one("#curves").render())
-        assert "recall@5" in str(app.screen.query_one("#side").render())
-        assert app.screen.query_one("#misses").row_count == len(app.screen.report.misses) > 0
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
-        assert "Gold document" in str(app.screen.query_one("Static").render())
-        await pilot.press("escape", "c")
-        await wait_for(pilot, lambda: "chunk-level" in heading(app))
+# The Retrieval screen's curves, a miss and the next retriever: tests/test_tui_screens.py, on its shared corpus app.
 
 
-async def test_n_shows_the_next_stored_retriever_of_the_corpus(corpus_db):
-    from workbench.retrieval.runs import retrieve
-
-    store = open_store(corpus_db)
-    retrieve(store, name="bigrams", mode="bigram", k=10)         # a second retriever on the same corpus
-    store.close()
-    app = WorkbenchApp(corpus_db)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("v")
-        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
-        assert app.screen.report.retriever == "bm25" and "(n: next of 2)" in heading(app)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bigrams")
-        assert "bigrams" in heading(app)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bm25")
-
-
-async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monkeypatch):
+def test_a_write_seen_while_quitting_is_ignored_not_a_crash(looking, monkeypatch):
     # Quitting removes the screens a tick before the poll timer stops: a database write seen
     # in that tick has no screen to tell, and must not raise (CI saw ScreenStackError).
-    app = WorkbenchApp(swept_db, poll_seconds=3600)
-    async with app.run_test(size=SIZE) as pilot:
+    async def walk(pilot):
+        app = pilot.app
         await until_loaded(pilot)
-        writer = open_store(swept_db)
+        # No await from the write to the poll below: the app's own poll timer cannot see the write first.
+        writer = open_store(app.db_path)
         add_tag(writer, 1, 1, "seen-while-quitting")
         writer.close()
 
@@ -299,6 +262,8 @@ async def test_a_write_seen_while_quitting_is_ignored_not_a_crash(swept_db, monk
             m.setattr(WorkbenchApp, "screen", property(no_screens))
             app._poll()            # sees the write, finds no screen, returns
         assert app._version == app.store.data_version()
+
+    looking.walk(walk, SIZE)
 
 
 def test_a_worker_that_raises_a_bug_fails_the_wait_at_once_not_after_the_patience(looking):

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from conftest import copy_db, new_template, write_jsonl
-from tui_shared_a import running
-from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, snap_app, until_loaded, wait_for
+from tui_shared_c import camera, snap
+from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, until_loaded, wait_for
 from workbench.compare import compare_runs
 from workbench.compare.render import fmt_delta
 from workbench.data.importer import import_dataset
@@ -76,8 +76,9 @@ def compare_db(tmp_path, compare_template):
 @pytest.fixture(scope="module")
 def looking(tmp_path_factory, compare_template):
     """One app on a copy of the two scored runs for the tests that only look and navigate (none writes): each
-    walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
-    yield from running(copy_db(compare_template, tmp_path_factory.mktemp("compare-looking") / "cmp.db"))
+    walks it made fresh (tests/tui_shared_a.py); the snapshots are taken in it (tests/tui_shared_c.py). A test that
+    writes, or needs another database, starts its own."""
+    yield from camera(copy_db(compare_template, tmp_path_factory.mktemp("compare-looking") / "cmp.db"))
 
 
 def expected(db, a="sweep", b="reader"):
@@ -334,15 +335,15 @@ def test_more_than_one_differing_axis_is_a_warning(compare_db):
     assert "⚠ 2 axes differ (oracle cells, samples): a delta may come from any" in line
 
 
-def test_snapshot_compare_at_80x24(snap_compare, compare_db):
-    assert snap_compare(snap_app(compare_db), terminal_size=SMALL, run_before=settled_after(("C", "compare")))
+def test_snapshot_compare_at_80x24(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SMALL, settled_after(("C", "compare")), state="compare")
 
 
-def test_snapshot_compare_at_120x40(snap_compare, compare_db):
-    assert snap_compare(snap_app(compare_db), terminal_size=SIZE, run_before=settled_after(("C", "compare")))
+def test_snapshot_compare_at_120x40(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SIZE, settled_after(("C", "compare")), state="compare")
 
 
-def test_snapshot_flip_side_by_side_at_120x40(snap_compare, compare_db):
+def test_snapshot_flip_side_by_side_at_120x40(snapshot, request, looking):
     async def run_before(pilot):
         await settle(pilot)
         await pilot.press("C")
@@ -350,7 +351,7 @@ def test_snapshot_flip_side_by_side_at_120x40(snap_compare, compare_db):
         await pilot.press("enter", "enter")
         await settle(pilot, "FlipDetailScreen")
 
-    assert snap_compare(snap_app(compare_db), terminal_size=SIZE, run_before=run_before)
+    assert snap(snapshot, request, looking, SIZE, run_before)
 
 
 def test_the_help_lists_the_compare_keys_and_the_flip_screens():

@@ -8,7 +8,8 @@ from textual.containers import VerticalScroll
 
 from conftest import copy_db
 from tui_shared_a import running
-from tuikit import SIZE, SMALL, footer_line, palette_highlights, run_from_palette, settle, snap_app, type_text, wait_for
+from tui_shared_b import from_palette, typed
+from tuikit import SIZE, SMALL, footer_line, palette_highlights, settle, snap_app, wait_for
 from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
 
 
@@ -91,7 +92,7 @@ def test_the_empty_palette_lists_the_workbench_commands_and_starts_a_new_run(sha
                         "Open ledger of run sweep", "Help: keys"):
             assert command in prompts, command
         assert "Searchain" not in prompts
-        await type_text(pilot, "New run")
+        await typed(pilot, "New run")
         await wait_for(pilot, lambda: palette_highlights(app, "New run"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RunForm))
@@ -104,7 +105,7 @@ def test_palette_pause_with_nothing_running_says_so(shared):
     async def look(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "ledger")
-        await run_from_palette(pilot, app, "Pause run")
+        await from_palette(pilot, "Pause run")
         await wait_for(pilot, lambda: any("nothing to pause" in str(n.message) for n in app._notifications))
 
     shared.walk(look, SIZE)

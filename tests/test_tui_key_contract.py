@@ -93,7 +93,7 @@ async def pictures_of_modes(pilot) -> dict[str, tuple]:
         while len(app.screen_stack) > 1:
             await app.pop_screen()
         app.clear_notifications()
-        shown[mode] = await settle(pilot, background_workers(app))
+        shown[mode] = await settle(pilot, background_workers(app), look=True)
     return shown
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_METAQA, copy_db, write_jsonl
+from conftest import SAMPLE_METAQA, write_jsonl
 from relevancekit import DATASET, build_tiny, scripted_llm
-from tuikit import SIZE, SMALL, heading, screen_text, settled_after, snap_app, until_loaded, wait_for
+from tui_shared_c import restoring, snap
+from tuikit import SIZE, SMALL, heading, screen_text, settled_after, until_loaded, wait_for
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.importer import import_dataset
 from workbench.data.predictions import import_predictions
@@ -68,9 +70,17 @@ def claims_template(tmp_path_factory) -> Path:
     return store.path
 
 
+@pytest.fixture(scope="module")
+def labelling(tmp_path_factory, claims_template):
+    """One app for the tests on the claims database (tests/tui_shared_c.py's ``Restoring``): each writes labels."""
+    yield from restoring(claims_template, tmp_path_factory.mktemp("labels-app") / "labels.db")
+
+
 @pytest.fixture
-def claims_db(tmp_path, claims_template):
-    return copy_db(claims_template, tmp_path / "labels.db")
+def claims_app(labelling):
+    """The shared app, its database back to the template's content before the test reads it: the test's to write."""
+    labelling.restore()
+    return labelling
 
 
 def _rows(db, sql):
@@ -122,12 +132,14 @@ def _report(app) -> str:
     return str(app.screen.query_one("#report").render())
 
 
-async def test_claims_are_labelled_by_keyboard_and_the_report_follows(claims_db):
+def test_claims_are_labelled_by_keyboard_and_the_report_follows(claims_app):
+    claims_db = claims_app.db
     items = _queue(claims_db, "claims")
     keys = ["y", "n", "s", "y", "z", "n"]
     expected = _expected(items, keys)
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await _open_labels(pilot)
         assert screen.view.kind == "claims" and screen.order == "uniform"
         total = len(items)
@@ -158,30 +170,37 @@ async def test_claims_are_labelled_by_keyboard_and_the_report_follows(claims_db)
         await pilot.press("o")
         await until_loaded(pilot, "labels")
         assert screen.order == "uniform" and "one judge" in screen.view.note
+
+    claims_app.walk(walk, SIZE)
     stored = _claim_labels(claims_db)
     assert stored == {(k.cell_id, k.sid, k.idx): (label, text, ANNOTATOR, "uniform")
                       for k, (label, text) in expected.items()}
     assert len(stored) == 3 and [v[0] for v in stored.values()].count(True) == 1
 
 
-async def test_forty_quick_keys_store_exactly_the_labels_pressed(claims_db, monkeypatch):
+def test_forty_quick_keys_store_exactly_the_labels_pressed(claims_app, monkeypatch):
+    claims_db = claims_app.db
     # Six items a window: the screen asks for the next window while keys keep coming.
     monkeypatch.setattr(label_loads, "WINDOW", 6)
     items = _queue(claims_db, "claims")
     keys = (["y", "n", "s", "y", "n", "y", "z", "n", "s", "y"] * 4)[:40]
     assert len(items) >= 40
     expected = _expected(items, keys)
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         await _open_labels(pilot)
         await pilot.press(*keys)                # no wait between keys: the writes queue up behind the screen
         await until_loaded(pilot, "labels")
         assert f"labelled {len(expected)} of" in heading(app)
+
+    claims_app.walk(walk, SMALL)
     assert _claim_labels(claims_db) == {(k.cell_id, k.sid, k.idx): (label, text, ANNOTATOR, "uniform")
                                         for k, (label, text) in expected.items()}
 
 
-async def test_a_second_annotator_sees_everyones_count_then_the_human_ceiling_in_the_report(claims_db):
+def test_a_second_annotator_sees_everyones_count_then_the_human_ceiling_in_the_report(claims_app):
+    claims_db = claims_app.db
     """bo labelled the first four claims of the uniform queue (the same order for everyone), ana none: the heading
     (ana's queue) says 0 are hers, the panel 4 by everyone, bo's. Then ana labels them by keyboard, disagreeing
     once: the panel shows the two annotators' agreement, as judge report does."""
@@ -193,8 +212,9 @@ async def test_a_second_annotator_sees_everyones_count_then_the_human_ceiling_in
     for item in items:
         put_label(store, item.key, True, "bo", via="uniform", claim=item.text)
     store.close()
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await _open_labels(pilot)
         assert f"annotator {ANNOTATOR} · you labelled 0 of {len(queue)} (uniform)" in heading(app)
         await wait_for(pilot, lambda: "4 labelled by all annotators" in _report(app),
@@ -212,10 +232,12 @@ async def test_a_second_annotator_sees_everyones_count_then_the_human_ceiling_in
         panel = _report(app)
         assert f"κ {fmt_estimate(ceiling[0].agreement.kappa, 2)}" in panel and "agree 0.75" in panel
 
+    claims_app.walk(walk, SIZE)
 
-async def test_m_picks_the_run_to_label_and_the_last_line_goes_with_the_old_run(claims_db):
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_m_picks_the_run_to_label_and_the_last_line_goes_with_the_old_run(claims_app):
+    async def walk(pilot):
+        app = pilot.app
         screen = await _open_labels(pilot)
         assert screen.view.run == "talk"
         await pilot.press("y", "z")
@@ -229,11 +251,15 @@ async def test_m_picks_the_run_to_label_and_the_last_line_goes_with_the_old_run(
         await pilot.press("m")
         await wait_for(pilot, lambda: screen.loaded and screen.view.run == "talk" and screen.view.kind == "claims")
 
+    claims_app.walk(walk, SIZE)
 
-async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_db):
+
+def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_app):
+    claims_db = claims_app.db
     items = _queue(claims_db, "answers")
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await _open_labels(pilot)
         await pilot.press("t")                  # claims → dedup: this database has no dedup run
         await until_loaded(pilot, "labels")
@@ -255,6 +281,8 @@ async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_d
         side = str(app.screen.query_one("#side").render())
         assert "Human labels" in side and "accuracy (acc, 3 labelled)" in side
         assert "naive" in side and "PPI" in side
+
+    claims_app.walk(walk, SIZE)
     stored = {(cell, sid): (bool(label), annotator, via) for cell, sid, annotator, label, via
               in _rows(claims_db, "SELECT cell_id, sid, annotator, label, via FROM answer_labels")}
     assert stored == {(items[0].key.cell_id, items[0].key.sid): (True, ANNOTATOR, "uniform"),
@@ -263,11 +291,13 @@ async def test_answers_are_labelled_and_the_ledger_shows_their_ppi_line(claims_d
     assert _rows(claims_db, "SELECT count(*) FROM claim_labels") == [(0,)]
 
 
-async def test_the_end_of_the_queue_offers_the_skipped_items_again(claims_db, monkeypatch):
+def test_the_end_of_the_queue_offers_the_skipped_items_again(claims_app, monkeypatch):
+    claims_db = claims_app.db
     monkeypatch.setattr(label_loads, "WINDOW", 6)
     total = len(_queue(claims_db, "answers"))
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SMALL) as pilot:
+
+    async def walk(pilot):
+        app = pilot.app
         screen = await _open_labels(pilot)
         # Typed ahead, without waiting: claims → dedup → answers, then every answer but the skipped first.
         await pilot.press("t", "t", "s", *["y"] * (total - 1))
@@ -281,12 +311,14 @@ async def test_the_end_of_the_queue_offers_the_skipped_items_again(claims_db, mo
         await until_loaded(pilot, "labels")
         assert f"All {total} answers labelled" in str(screen.query_one("#card").render())
         assert f"labelled {total} of {total} (uniform)" in heading(app)
+
+    claims_app.walk(walk, SMALL)
     assert _rows(claims_db, "SELECT count(*), sum(label) FROM answer_labels") == [(total, total - 1)]
 
 
-async def test_empty_states_say_what_to_do(claims_db, tmp_path):
-    app = WorkbenchApp(claims_db)
-    async with app.run_test(size=SMALL) as pilot:
+def test_empty_states_say_what_to_do(claims_app, tmp_path):
+    async def walk(pilot):
+        app = pilot.app
         await until_loaded(pilot, "ledger")
         app.open_run("plain")                   # planned, never answered: no claims, no scores
         await until_loaded(pilot, "ledger")
@@ -307,12 +339,17 @@ async def test_empty_states_say_what_to_do(claims_db, tmp_path):
         await until_loaded(pilot, "labels")
         assert screen.view.kind == "dedup" and "No dedup runs yet" in str(screen.query_one("#card").render())
         assert _report(app) == ""
-    empty = WorkbenchApp(tmp_path / "empty.db")
-    async with empty.run_test(size=SMALL) as pilot:
-        await until_loaded(pilot)
-        await pilot.press("T")
-        screen = await until_loaded(pilot, "labels")
-        assert "No run selected" in str(screen.query_one("#card").render())
+
+    claims_app.walk(walk, SMALL)
+
+    async def empty():
+        async with WorkbenchApp(tmp_path / "empty.db").run_test(size=SMALL) as pilot:
+            await until_loaded(pilot)
+            await pilot.press("T")
+            screen = await until_loaded(pilot, "labels")
+            assert "No run selected" in str(screen.query_one("#card").render())
+
+    asyncio.run(empty())
 
 
 async def test_dedup_pairs_are_labelled_in_the_labels_screen_by_disagreement(judged_db):
@@ -428,11 +465,10 @@ async def test_chunk_relevance_is_labelled_by_keyboard_and_the_report_follows(re
     assert len(stored) == 3
 
 
-def test_snapshot_labels_at_80x24(snap_compare, claims_db):
-    assert snap_compare(snap_app(claims_db), terminal_size=SMALL,
-                        run_before=settled_after(("T", "labels"), ("y", "labels"), ("n", "labels")))
+def test_snapshot_labels_at_80x24(snapshot, request, claims_app):
+    assert snap(snapshot, request, claims_app, SMALL, settled_after(("T", "labels"), ("y", "labels"), ("n", "labels")))
 
 
-def test_snapshot_labels_at_120x40(snap_compare, claims_db):
-    assert snap_compare(snap_app(claims_db), terminal_size=SIZE,
-                        run_before=settled_after(("T", "labels"), ("y", "labels"), ("n", "labels"), ("e", "labels")))
+def test_snapshot_labels_at_120x40(snapshot, request, claims_app):
+    assert snap(snapshot, request, claims_app, SIZE,
+                settled_after(("T", "labels"), ("y", "labels"), ("n", "labels"), ("e", "labels")))

@@ -16,12 +16,14 @@ from workbench.tui.dialogs import ConfirmDialog
 
 from conftest import copy_db
 from tui_shared_a import running
-from tuikit import SIZE, SMALL, answered_run, footer_line, heading, open_runs, settle, snap_app, until_loaded, wait_for
+from tui_shared_c import snap
+from tuikit import SIZE, SMALL, answered_run, footer_line, heading, open_runs, settle, until_loaded, wait_for
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, swept_template):
-    """One app on a copy of the swept database for the tests that do not change it: ``shared.walk(test, size)``."""
+    """One app on a copy of the swept database for the tests that do not change it: ``shared.walk(test, size)``; the
+    snapshots are taken in it too (tests/tui_shared_c.py)."""
     yield from running(copy_db(swept_template, tmp_path_factory.mktemp("ledger") / "wb.db"))
 
 
@@ -279,11 +281,11 @@ def test_the_footer_ends_on_a_whole_key_not_a_cut_one(shared, size, last):
 
 
 # -- snapshots at 80×24 ----------------------------------------------------------------------
-def test_snapshot_small_ledger_legend_below_the_plot(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=settle)
+def test_snapshot_small_ledger_legend_below_the_plot(snapshot, request, shared):
+    assert snap(snapshot, request, shared, SMALL, settle)
 
 
-def test_snapshot_small_ledger_scrolled_to_faith(snap_compare, swept_db):
+def test_snapshot_small_ledger_scrolled_to_faith(snapshot, request, shared):
     async def scrolled(pilot):
         await settle(pilot)
         table = pilot.app.screen.query_one("#ledger")
@@ -294,4 +296,4 @@ def test_snapshot_small_ledger_scrolled_to_faith(snap_compare, swept_db):
             await settle(pilot)
         await wait_for(pilot, lambda: faith_on_screen(table), what="Faith scrolled into view")
 
-    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=scrolled)
+    assert snap(snapshot, request, shared, SMALL, scrolled)

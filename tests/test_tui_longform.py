@@ -16,7 +16,8 @@ from textual.containers import VerticalScroll
 
 from conftest import copy_db
 from tui_shared_a import running
-from tuikit import SIZE, SMALL, footer_line, settle, snap_app, until_loaded, wait_for
+from tui_shared_c import snap
+from tuikit import SIZE, SMALL, footer_line, settle, until_loaded, wait_for
 from workbench.claims.report import answer_claims
 from workbench.claims.runner import ClaimsConfig, run_claims
 from workbench.data.ragchecker import import_ragchecker
@@ -74,14 +75,9 @@ def longform_template(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, longform_template):
-    """One app on a copy of the long-form database for the tests that only read it (tests/tui_shared_a.py)."""
+    """One app on a copy of the long-form database for the tests that only read it (tests/tui_shared_a.py), the
+    snapshots included (tests/tui_shared_c.py)."""
     yield from running(copy_db(longform_template[0], tmp_path_factory.mktemp("longform-app") / "lf.db"))
-
-
-@pytest.fixture
-def longform(tmp_path, longform_template):
-    db, sids, expected = longform_template
-    return copy_db(db, tmp_path / "lf.db"), sids, expected
 
 
 # -- reading what the screen drew ----------------------------------------------------------------
@@ -360,12 +356,12 @@ def _at_claim(*keys):
     return run_before
 
 
-def test_snapshot_longform_detail_at_120x40(snap_compare, longform):
+def test_snapshot_longform_detail_at_120x40(snapshot, request, shared):
     # On the self-knowledge claim: the two lists side by side.
     keys = ["right_square_bracket"] * 3
-    assert snap_compare(snap_app(longform[0]), terminal_size=SIZE, run_before=_at_claim(*keys))
+    assert snap(snapshot, request, shared, SIZE, _at_claim(*keys))
 
 
-def test_snapshot_longform_detail_at_80x24(snap_compare, longform):
+def test_snapshot_longform_detail_at_80x24(snapshot, request, shared):
     # On the reference's first claim: the lists one under the other.
-    assert snap_compare(snap_app(longform[0]), terminal_size=SMALL, run_before=_at_claim("o"))
+    assert snap(snapshot, request, shared, SMALL, _at_claim("o"))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLE_META, copy_db
-from tui_shared_a import running
-from tuikit import SIZE, SMALL, heading, screen_text, settle, settled_after, snap_app, until_loaded, wait_for
+from tui_shared_c import camera, snap
+from tuikit import SIZE, SMALL, heading, screen_text, settle, settled_after, until_loaded, wait_for
+from tuistates import few_resamples
 from workbench.data.meta_import import import_meta
 from workbench.meta.instances import disagreements
 from workbench.meta.report import meta_report, preference_rows
@@ -45,8 +46,10 @@ def column(table, key: str) -> list[str]:
 @pytest.fixture(scope="module")
 def looking(tmp_path_factory, meta_template):
     """One app on a copy of meta set ``rc`` for the tests that only look and navigate (none writes): each walks
-    it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
-    yield from running(copy_db(meta_template, tmp_path_factory.mktemp("meta-looking") / "meta.db"))
+    it made fresh (tests/tui_shared_a.py), and the snapshots are taken in it (tests/tui_shared_c.py's ``Camera``: the
+    same screen at its second size is resized, not opened again). A test that writes, or needs another database,
+    starts its own."""
+    yield from camera(copy_db(meta_template, tmp_path_factory.mktemp("meta-looking") / "meta.db"))
 
 
 async def open_meta(pilot):
@@ -127,7 +130,8 @@ def test_the_report_lists_every_scorer_by_label_then_its_instances_worst_first_t
     looking.walk(walk, SIZE)
 
 
-async def test_m_picks_another_meta_set_and_says_so_when_there_is_one(meta_db, tmp_path):
+async def test_m_picks_another_meta_set_and_says_so_when_there_is_one(meta_db, tmp_path, monkeypatch):
+    few_resamples(monkeypatch)          # which set is shown is the subject, not its intervals
     app = WorkbenchApp(meta_db)
     async with app.run_test(size=SIZE) as pilot:
         await open_meta(pilot)
@@ -193,12 +197,21 @@ def test_the_help_lists_the_meta_keys():
         assert key in sections["Meta instance"], key
 
 
-def test_snapshot_meta_report_at_120x40(snap_compare, meta_db):
-    assert snap_compare(snap_app(meta_db), terminal_size=SIZE, run_before=settled_after(("M", "meta")))
+def test_snapshot_meta_report_at_120x40(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SIZE, settled_after(("M", "meta")), state="report")
 
 
-def test_snapshot_meta_report_at_80x24(snap_compare, meta_db):
-    assert snap_compare(snap_app(meta_db), terminal_size=SMALL, run_before=settled_after(("M", "meta")))
+def test_snapshot_meta_report_at_80x24(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SMALL, settled_after(("M", "meta")), state="report")
+
+
+async def _wrapped(pilot):
+    """The instance's responses wrapped to their panes' width once laid out, and drawn."""
+    await settle(pilot, "MetaInstanceScreen")
+    screen = pilot.app.screen
+    assert isinstance(screen, MetaInstanceScreen)
+    await wait_for(pilot, lambda: screen._drawn == screen._widths(), what="the responses wrapped to their panes")
+    await pilot.wait_for_scheduled_animations()
 
 
 def _to_instance(pilot_keys=("down", "down")):
@@ -209,19 +222,14 @@ def _to_instance(pilot_keys=("down", "down")):
         await pilot.press(*pilot_keys, "enter")
         await settle(pilot, "MetaInstancesScreen")
         await pilot.press("enter")
-        await settle(pilot, "MetaInstanceScreen")
-        screen = pilot.app.screen
-        assert isinstance(screen, MetaInstanceScreen)
-        # Wrapped to the panes' width once laid out.
-        await wait_for(pilot, lambda: screen._drawn == screen._widths(), what="the responses wrapped to their panes")
-        await pilot.wait_for_scheduled_animations()
+        await _wrapped(pilot)
 
     return run_before
 
 
-def test_snapshot_meta_instance_side_by_side_at_120x40(snap_compare, meta_db):
-    assert snap_compare(snap_app(meta_db), terminal_size=SIZE, run_before=_to_instance())
+def test_snapshot_meta_instance_side_by_side_at_120x40(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SIZE, _to_instance(), state="instance", again=_wrapped)
 
 
-def test_snapshot_meta_instance_stacked_at_80x24(snap_compare, meta_db):
-    assert snap_compare(snap_app(meta_db), terminal_size=SMALL, run_before=_to_instance())
+def test_snapshot_meta_instance_stacked_at_80x24(snapshot, request, looking):
+    assert snap(snapshot, request, looking, SMALL, _to_instance(), state="instance", again=_wrapped)

@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import Input, Select
 
 from conftest import copy_db
-from tui_shared_a import running
+from tui_shared_c import camera, snap
 from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, screen_text, settled_after, snap_app,
                     type_text, until_loaded, wait_for)
 from tuistates import GatedBackend, no_model_runs
@@ -36,8 +36,9 @@ def shared_db(tmp_path_factory, swept_template):
 
 @pytest.fixture(scope="module")
 def shared(shared_db):
-    """One app on ``shared_db`` for the form's tests (tests/tui_shared_a.py), made fresh before each."""
-    yield from running(shared_db)
+    """One app on ``shared_db`` for the form's tests (tests/tui_shared_a.py), made fresh before each; the form's
+    snapshots are taken in it (tests/tui_shared_c.py)."""
+    yield from camera(shared_db)
 
 
 def _runs(db) -> dict[str, dict[str, int]]:
@@ -158,12 +159,12 @@ def test_a_run_that_cannot_be_planned_reopens_the_form_with_the_typed_values(sha
     assert (sweep["cells"], sweep["jobs"]) == (6, 6 * 300), "the existing run is untouched"
 
 
-def test_snapshot_new_run_form_at_80x24(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), terminal_size=SMALL, run_before=_open_form)
+def test_snapshot_new_run_form_at_80x24(snapshot, request, shared):
+    assert snap(snapshot, request, shared, SMALL, _open_form)
 
 
-def test_snapshot_new_run_form_at_120x40(snap_compare, swept_db):
-    assert snap_compare(snap_app(swept_db), terminal_size=SIZE, run_before=_open_form)
+def test_snapshot_new_run_form_at_120x40(snapshot, request, shared):
+    assert snap(snapshot, request, shared, SIZE, _open_form)
 
 
 # -- a live runs list (item 7) ---------------------------------------------------------------

@@ -12,7 +12,8 @@ from textual.containers import VerticalScroll
 
 from conftest import copy_db
 from tui_shared_a import running
-from tuikit import SIZE, SMALL, footer_line, heading, screen_text, settle, settled_after, snap_app, type_text, until_loaded, wait_for
+from tui_shared_b import import_prompt, typed
+from tuikit import SIZE, SMALL, footer_line, heading, screen_text, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ErrorDialog, PromptDialog
@@ -25,9 +26,21 @@ def shared_corpus(tmp_path_factory, corpus_template):
 
 
 # -- Datasets ----------------------------------------------------------------------------------
-async def test_import_prompt_shows_a_hint_and_an_empty_enter_says_what_is_needed(tmp_path):
-    app = WorkbenchApp(tmp_path / "new.db")
-    async with app.run_test(size=SIZE) as pilot:
+@pytest.fixture(scope="module")
+def shared_empty(tmp_path_factory, empty_template):
+    """One app on an empty database for the imports that are refused (each asserts nothing was imported)."""
+    db = copy_db(empty_template, tmp_path_factory.mktemp("refused-imports") / "new.db")
+    yield from running(db)
+    store = open_store(db)
+    try:
+        assert store.count("datasets") == 0, "a refused import wrote a dataset"
+    finally:
+        store.close()
+
+
+def test_import_prompt_shows_a_hint_and_an_empty_enter_says_what_is_needed(shared_empty):
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "datasets")
         await pilot.press("i")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog))
@@ -38,30 +51,38 @@ async def test_import_prompt_shows_a_hint_and_an_empty_enter_says_what_is_needed
                        what="the prompt saying what it needs")
         assert isinstance(app.screen, PromptDialog)        # still asking, and saying for what
 
+    shared_empty.walk(look, SIZE)
 
-async def test_a_bad_path_is_refused_before_the_name_is_asked(tmp_path):
-    app = WorkbenchApp(tmp_path / "new.db")
-    async with app.run_test(size=SIZE) as pilot:
+
+def test_a_bad_path_is_refused_in_a_dialog_before_the_name_is_asked_and_the_app_keeps_going(shared_empty, tmp_path):
+    """A failing worker (the import's check of the path) shows an error dialog; Esc, and the app goes on."""
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "datasets")
-        await pilot.press("i")
-        await type_text(pilot, str(tmp_path / "no-such-dir"))
-        await pilot.press("enter")
+        await import_prompt(pilot)
+        await typed(pilot, str(tmp_path / "no-such-dir"))
+        await pilot.press("enter")  # refused before the name is asked
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
         assert app.screen.title_text == "Cannot import" and "no-such-dir: not found" in app.screen.message
         await pilot.press("escape")
         assert not isinstance(app.screen, (ErrorDialog, PromptDialog))  # no name prompt behind it
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.current_mode == "runs")
+
+    shared_empty.walk(look, SIZE)
 
 
-async def test_a_rejected_file_names_file_line_and_field_and_the_status_clears(tmp_path, tiny_dir):
+def test_a_rejected_file_names_file_line_and_field_and_the_status_clears(shared_empty, tmp_path, tiny_dir):
     bad = shutil.copytree(tiny_dir, tmp_path / "bad")
     lines = (bad / "samples.jsonl").read_text().splitlines()
     lines[1] = '{"id": "q2", "answers": ["x"], "gold_paths": []}'       # no question
     (bad / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    app = WorkbenchApp(tmp_path / "new.db")
-    async with app.run_test(size=SIZE) as pilot:
+
+    async def look(pilot):
+        app = pilot.app
         await wait_for(pilot, lambda: app.current_mode == "datasets")
-        await pilot.press("i")
-        await type_text(pilot, str(bad))
+        await import_prompt(pilot)
+        await typed(pilot, str(bad))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog) and "name" in app.screen.question)
         await pilot.press("enter")
@@ -70,6 +91,8 @@ async def test_a_rejected_file_names_file_line_and_field_and_the_status_clears(t
         assert "samples.jsonl:2:" in app.screen.message and "question" in app.screen.message
         await pilot.press("escape")
         assert "importing" not in str(app.screen.query_one("#status").render())
+
+    shared_empty.walk(look, SIZE)
 
 
 async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_dir):
@@ -174,6 +197,41 @@ def test_retrieval_arrows_move_through_the_misses_and_tab_is_in_the_footer(share
     shared_corpus.walk(look, SMALL)
     retrieval = dict(help_sections(shared_corpus.app))["Retrieval"]
     assert ("tab", "Misses/metrics") in retrieval
+
+
+def test_retrieval_screen_shows_curves_and_opens_a_miss(shared_corpus):
+    async def look(pilot):
+        app = pilot.app
+        await pilot.press("v")
+        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
+        assert "Recall@k" in str(app.screen.query_one("#curves").render())
+        assert "recall@5" in str(app.screen.query_one("#side").render())
+        assert app.screen.query_one("#misses").row_count == len(app.screen.report.misses) > 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "MissScreen")
+        assert "Gold document" in str(app.screen.query_one("Static").render())
+        await pilot.press("escape", "c")
+        await wait_for(pilot, lambda: "chunk-level" in heading(app))
+
+    shared_corpus.walk(look, SIZE)
+
+
+async def test_n_shows_the_next_stored_retriever_of_the_corpus(corpus_db):
+    from workbench.retrieval.runs import retrieve
+
+    store = open_store(corpus_db)
+    retrieve(store, name="bigrams", mode="bigram", k=10)         # a second retriever on the same corpus
+    store.close()
+    app = WorkbenchApp(corpus_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        await wait_for(pilot, lambda: app.current_mode == "retrieval" and app.screen.report is not None)
+        assert app.screen.report.retriever == "bm25" and "(n: next of 2)" in heading(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bigrams")
+        assert "bigrams" in heading(app)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.report is not None and app.screen.report.retriever == "bm25")
 
 
 def test_snapshot_retrieval_at_80x24(snap_compare, corpus_db):

@@ -11,7 +11,8 @@ from workbench.tui.screens import searchain
 
 from conftest import copy_db
 from tui_shared_a import running
-from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
+from tui_shared_c import snap
+from tuikit import SIZE, heading, settled_after, until_loaded, wait_for
 
 # chained_db (conftest): two MetaQA 2-hop questions through SearChain as SmolLM2 answered them, replayed from
 # tests/recorded/chains.jsonl (the same on every CPU), built once per session.
@@ -92,15 +93,16 @@ def _all(node):
         yield from _all(child)
 
 
-def test_snapshot_chain_tree(snap_compare, chained_db, monkeypatch):
+def test_snapshot_chain_tree(snapshot, request, looking, monkeypatch):
     """The picture waits for the tree's worker, however slow: it was once taken after a fixed delay,
-    and on a loaded machine showed an empty tree. Here the worker is slowed as such a machine would."""
+    and on a loaded machine showed an empty tree. Here the worker is slowed as such a machine would
+    (half a second: many times the few frames any fixed pause before a picture lasts)."""
     tree = searchain._tree
 
     def slow_tree(*args):
-        time.sleep(2.0)
+        time.sleep(0.5)
         return tree(*args)
 
     monkeypatch.setattr(searchain, "_tree", slow_tree)
     open_tree = settled_after(("h", "searchain"), ("enter", "ChainTreeScreen"))
-    assert snap_compare(snap_app(chained_db), terminal_size=SIZE, run_before=open_tree)
+    assert snap(snapshot, request, looking, SIZE, open_tree)

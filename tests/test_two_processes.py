@@ -12,6 +12,7 @@ and check that the -shm is still there and every later write of both sides lands
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import subprocess
 import sys
@@ -46,9 +47,19 @@ def _other_process_writes(db: Path) -> None:
     subprocess.run([sys.executable, "-c", OTHER_WRITER, str(db)], check=True, timeout=60)
 
 
-def _workbench(db: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+# The CLI's main run for several verbs in one process, each as `workbench --db DB VERB...` runs it; the last line
+# printed is their exit codes.
+CLI_CALLS = """
+import json, sys
+from workbench.cli import main
+print(json.dumps([main(argv) for argv in json.loads(sys.argv[1])]))
+"""
+
+
+def _workbench_calls(db: Path, commands: list[tuple]) -> subprocess.CompletedProcess:
+    argvs = [["--db", str(db), *map(str, command)] for command in commands]
+    return subprocess.run([sys.executable, "-c", CLI_CALLS, json.dumps(argvs)], capture_output=True, text=True,
+                          timeout=300)
 
 
 def _integrity(db: Path) -> str:
@@ -160,12 +171,11 @@ async def test_the_tui_and_the_cli_write_one_database_and_both_sides_land(answer
     app = WorkbenchApp(answered_db, poll_seconds=0.1)
     async with app.run_test(size=SIZE) as pilot:
         await until_loaded(pilot, "ledger")
-        for command in (("dedup", "import", kg, "--name", "films"), ("import", tiny_dir, "--name", "tiny")):
-            imported = await asyncio.to_thread(_workbench, answered_db, *command)
-            assert imported.returncode == 0, imported.stderr
-        verified = await asyncio.to_thread(_workbench, answered_db, "claims", "run", "talk",
-                                           "--decomposer", "rule", "--verifiers", "lexical")
-        assert verified.returncode == 0, verified.stderr
+        # One CLI process runs the three verbs one after the other (one interpreter start, not three).
+        written = await asyncio.to_thread(_workbench_calls, answered_db, [
+            ("dedup", "import", kg, "--name", "films"), ("import", tiny_dir, "--name", "tiny"),
+            ("claims", "run", "talk", "--decomposer", "rule", "--verifiers", "lexical")])
+        assert written.returncode == 0 and json.loads(written.stdout.splitlines()[-1]) == [0, 0, 0], written.stderr
         assert _sidecars(answered_db) == (True, True)      # the app's connection is still open: SQLite keeps them
 
         await pilot.press("d")                             # the CLI's import, live

@@ -103,11 +103,13 @@ def drawn(app) -> bool:
                 or screen._scroll_required or screen._dirty_widgets or screen._callbacks)
 
 
-async def settle(pilot, background: frozenset = frozenset(), timeout: float = PATIENCE) -> tuple:
-    """Wait until no load is in flight and the screen is drawn, twice in a row; return its picture.
+async def settle(pilot, background: frozenset = frozenset(), timeout: float = PATIENCE,
+                 look: bool = False) -> tuple | None:
+    """Wait until no load is in flight and the screen is drawn, twice in a row; with ``look``, return its picture.
 
-    Twice: the last callbacks may post messages that schedule more. One picture a settle: drawing
-    the whole screen costs more than anything else the walk does.
+    Twice: the last callbacks may post messages that schedule more. A picture only when asked for
+    (the key walk's before and after): drawing the whole screen costs more than anything else the
+    walk does, and the room and cursor contracts read the widgets, not the picture.
     """
     app = pilot.app
     loop = asyncio.get_running_loop()
@@ -123,7 +125,7 @@ async def settle(pilot, background: frozenset = frozenset(), timeout: float = PA
             continue
         await pilot.pause(0)             # every widget has handled what was posted to it
         if quiet(app) and drawn(app) and not busy(app, background):
-            return picture(app)
+            return picture(app) if look else None
     running = [f"{w.group}/{w.name}" for w in app.workers if not w.is_finished and w not in background]
     raise AssertionError(f"{type(app.screen).__name__} did not settle in {timeout:.0f} s (loaded: "
                          f"{getattr(app.screen, 'loaded', None)}, drawn: {drawn(app)}, workers: {running})")
@@ -232,7 +234,7 @@ class KeyWalk:
         self.said: list[str] = []
         app.notify = lambda message, *args, **kwargs: self.said.append(str(message))
         self.background = background_workers(app)
-        await self.settle()
+        await self.wait()
 
     async def walk_modes(self, modes=None) -> None:
         """Go to each mode (of ``modes``, default all) by its key and walk its screen and what its keys open."""
@@ -244,15 +246,21 @@ class KeyWalk:
                 await app.pop_screen()
                 self.shown = None
             if app.current_mode != mode:    # the screen the app opened on is walked where it stands
-                await self._press_and_check(Key(type(app).__name__, key, f"switch_mode('{mode}')"), app.current_mode)
+                await self._press_and_check(Key(type(app).__name__, key, f"switch_mode('{mode}')"), app.current_mode,
+                                            switches=True)
             assert app.current_mode == mode, f"{key} did not switch to {mode}"
             await self.walk_screen()
 
     async def settle(self) -> tuple:
         """The screen settled; its picture is kept until the walk does something (``shown = None``)."""
         if self.shown is None:
-            self.shown = await settle(self.pilot, self.background)
+            self.shown = await settle(self.pilot, self.background, look=True)
         return self.shown
+
+    async def wait(self) -> None:
+        """The screen settled, no picture taken: one is taken when a key needs it (``settle``)."""
+        if self.shown is None:
+            await settle(self.pilot, self.background)
 
     def where(self) -> str:
         return f"{self.label} · {type(self.app.screen).__name__} ({self.app.current_mode})"
@@ -332,7 +340,7 @@ class KeyWalk:
             for _ in range(presses):
                 await press(self.pilot, key.key)
                 self.shown = None
-                await self.settle()
+                await self.wait()
             return self._place()
 
         return reopen
@@ -343,25 +351,29 @@ class KeyWalk:
                      (app.run_name, app.cell_id, app.exclude_tagged, app.dataset_filter, app.focused),
                      {name: stop.is_set() for name, stop in app.executions.items()})
 
-    async def _press_and_check(self, key: Key, mode: str) -> None:
+    async def _press_and_check(self, key: Key, mode: str, switches: bool = False) -> None:
+        """Press ``key`` and check that it acted or said why. ``switches``: the key goes to another mode, which
+        is seen without a picture before it (were it not to switch, the walk fails on the mode it stands in)."""
         app = self.app
         self.said.clear()
-        before = await self.settle()
+        before = None if switches else await self.settle()
         screens, modes, exits, errors = list(app.screen_stack), app.current_mode, len(self.exits), len(app.worker_errors)
         self.shown = None
         await press(self.pilot, key.key)
         self.pressed += 1
         if app._exception is not None:
             raise AssertionError(f"{self.where()}: {key} raised {app._exception!r}") from app._exception
-        after = await self.settle()
+        await self.wait()
         bugs = [e for e in app.worker_errors[errors:] if not isinstance(e, EXPECTED_ERRORS)]
         if bugs:
             self.findings.append(f"{self.where()}: {key} raised {type(bugs[0]).__name__}: {bugs[0]}")
         said = list(self.said)
         if any("\n" in s for s in said):
             self.findings.append(f"{self.where()}: {key} said more than one line: {said!r}")
-        acted = (after != before or said or len(self.exits) > exits or app.current_mode != modes
-                 or list(app.screen_stack) != screens)
+        # What is seen without a picture first: the picture after the key is taken only when none of it holds
+        # (a key that opened a screen or switched modes is put back next: a picture of it would go unused).
+        acted = (said or len(self.exits) > exits or app.current_mode != modes or list(app.screen_stack) != screens
+                 or (before is not None and await self.settle() != before))
         if not acted:
             self.findings.append(f"{self.where()}: {key} changed nothing and said nothing")
 
@@ -382,12 +394,12 @@ class KeyWalk:
             if name in place.paused and not place.paused[name] and stop.is_set():
                 stop.clear()        # p paused it: the run goes on (the job in progress waits on the gate)
                 self.shown = None
-        await self.settle()
+        await self.wait()
         focus = place.selection[-1]
         if focus is not None and app.screen is place.stack[-1] and app.focused is not focus:
             focus.focus()
             self.shown = None
-        await self.settle()
+        await self.wait()      # the picture for the next key is taken as it is pressed
         closed = place.stack[-1] not in app.screen_stack     # a key of the screen closed it: walk_screen reopens it
         assert closed or app.screen is place.stack[-1], f"{self.where()}: the walk could not go back to {place.stack[-1]}"
 

@@ -95,6 +95,11 @@ def gguf_chat_template(path: str | Path) -> str:
     return template if isinstance(template, str) else ""
 
 
+
+# The option tokens of each (model file's sha256, option set): the vocabulary is the file's, so they hold for every
+# load of it in this process.
+_OPTION_TOKENS: dict[tuple[str, tuple[str, ...]], list[np.ndarray]] = {}
+
 class LlamaCppBackend:
     """A GGUF model loaded in this process. One generation at a time (``concurrency = 1``).
 
@@ -131,7 +136,6 @@ class LlamaCppBackend:
             raise
         self._set_up_template(chat)
         self._grammars: dict[str, object] = {}
-        self._option_tokens: dict[tuple[str, ...], list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def _set_up_template(self, chat: bool) -> None:
@@ -240,10 +244,10 @@ class LlamaCppBackend:
                       seconds=seconds)
 
     def _first_tokens(self, options: Sequence[str]) -> list[np.ndarray]:
-        """Per option, the ids of the tokens whose bytes begin it (found once per option set: one pass
-        over the vocabulary)."""
-        key = tuple(options)
-        if key not in self._option_tokens:
+        """Per option, the ids of the tokens whose bytes begin it (found once per model file and option set in
+        this process: one pass over the vocabulary, which a judge loaded again need not repeat)."""
+        key = (self.model_id, tuple(options))
+        if key not in _OPTION_TOKENS:
             if any(not o for o in options) or len({o[0] for o in options}) != len(options):
                 raise ModelError(f"{self.path}: the options {list(options)} must be non-empty and start with "
                                  "different characters")
@@ -255,8 +259,8 @@ class LlamaCppBackend:
                 # A piece of one UTF-8 byte can begin two options that share it: it decides nothing.
                 if len(begins) == 1:
                     ids[begins[0]].append(token)
-            self._option_tokens[key] = [np.array(x, dtype=np.int64) for x in ids]
-        return self._option_tokens[key]
+            _OPTION_TOKENS[key] = [np.array(x, dtype=np.int64) for x in ids]
+        return _OPTION_TOKENS[key]
 
     def _logits_processors(self):
         if self._processors is None:
