@@ -53,6 +53,17 @@ def test_an_existing_chat_run_keeps_its_name_and_is_found_again(tiny_store):
                    generation=GenerationConfig(max_tokens=8, prompt_style="completion").as_dict())
 
 
+def test_a_base_model_asked_for_chat_is_planned_as_chat(tiny_store):
+    """`--prompt-style chat` on a base model is the user's choice: only ``auto`` picks completion for it."""
+    sweep = SweepConfig(ks=(1,), budgets=(64,), formats=("score",))
+    chosen = plan_sweep(tiny_store, sweep, name="chosen",
+                        generation=GenerationConfig(model="gemma3-270m", max_tokens=8, prompt_style="chat").as_dict())
+    assert "prompt_style" not in get_run(tiny_store, chosen.run).config["generation"]     # chat, as stored
+    auto = plan_sweep(tiny_store, sweep, name="auto", generation=GenerationConfig(model="gemma3-270m",
+                                                                                  max_tokens=8).as_dict())
+    assert get_run(tiny_store, auto.run).config["generation"]["prompt_style"] == "completion"
+
+
 def test_an_unknown_prompt_style_exits_2_naming_the_flag(tiny_store, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--db", str(tiny_store.path), "run", "tiny", "--k", "1", "--budget", "64", "--prompt-style", "nonsense"])

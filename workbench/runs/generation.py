@@ -117,8 +117,12 @@ class GenerationConfig:
 
 
 def resolve_generation(generation: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``generation`` dict to plan (from :meth:`GenerationConfig.as_dict`) with ``auto`` resolved, as stored."""
-    return GenerationConfig(**generation).resolved().as_dict()
+    """A ``generation`` dict to plan (from :meth:`GenerationConfig.as_dict`) with ``auto`` resolved, as stored.
+
+    Read as stored (:meth:`GenerationConfig.from_stored`): ``as_dict`` leaves a chosen ``chat`` out, and read
+    as a new config that absence was ``auto``, which made a base model's chat run a completion run.
+    """
+    return GenerationConfig.from_stored(generation).resolved().as_dict()
 
 
 def _auto_style(backend: str, model: str) -> str:
