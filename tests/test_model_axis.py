@@ -19,7 +19,7 @@ from workbench.store.queries import get_run
 
 GRID = SweepConfig(ks=(1, 5), budgets=(64,), formats=("linear",), limit=6)
 TWO = {"smollm2-135m": GenerationConfig(model="default", max_tokens=8).as_dict(),
-       "gemma3-270m": GenerationConfig(model="gemma3-270m", max_tokens=8).as_dict()}
+       "gemma3-270m": GenerationConfig(model="gemma3-270m", max_tokens=8, prompt_style="chat").as_dict()}
 
 
 @pytest.fixture
@@ -74,3 +74,25 @@ def test_a_sequential_run_across_models_has_an_arm_per_model_even_where_their_wi
     assert status is not None and len(status.cells) == 2
     with pytest.raises(ValueError, match="compares two or more configurations"):
         plan_sweep(store, one_cell, name="alone", generation=TWO["smollm2-135m"], sequential=SequentialConfig("best"))
+
+
+def test_a_run_of_two_models_answers_each_cell_with_its_own_model_and_both_are_loaded_once(store):
+    """Each model answers only its own cells; two cells of one model on the same window cost that model one call,
+    and the same window asked of the other model is a call of its own."""
+    from seqkit import Reader
+    from workbench.runs.executor import execute
+
+    plan_sweep(store, GRID, name="pair", generations=TWO)
+    readers = {"smollm2-135m": Reader(model_id="reader-a"), "gemma3-270m": Reader(model_id="reader-b")}
+    report = execute(store, get_run(store, "pair"), backend=readers)
+    assert report.done == 4 * 6 and report.errors == 0
+    windows = dict(store.conn.execute(
+        "SELECT c.model, count(DISTINCT e.sid || ':' || e.evidence_sha256) FROM events e JOIN cells c"
+        " ON c.run_id = e.run_id AND c.cell_id = e.cell_id GROUP BY c.model").fetchall())
+    assert len(readers["smollm2-135m"].generated) == windows["smollm2-135m"]
+    assert len(readers["gemma3-270m"].generated) == windows["gemma3-270m"]
+    assert report.model_calls == sum(windows.values())
+    made_by = dict(store.conn.execute(
+        "SELECT c.model, group_concat(DISTINCT g.model_id) FROM events e JOIN cells c ON c.run_id = e.run_id"
+        " AND c.cell_id = e.cell_id JOIN generations g ON g.key = e.gen_key GROUP BY c.model").fetchall())
+    assert made_by == {"smollm2-135m": "reader-a", "gemma3-270m": "reader-b"}
