@@ -111,57 +111,33 @@ def _models(text: str) -> list[str]:
 
 
 def _run_models(args, store, gens) -> int:
-    """``run --model A,B,...``: sibling runs ``{name}-{label}`` over one grid, generated one model at a time.
-
-    Every sibling is planned before any generates, so each is a complete run of its own
-    (``workbench resume NAME`` continues it after Ctrl-C or kill -9). The siblings share
-    the grid, the samples and the evidence windows (stored once: the evidence table is
-    content-addressed). Then the first run is compared with the second.
-    """
+    """``run --model A,B,...``: one run whose grid has a model axis, every cell once per model (labelled by
+    :func:`~workbench.models.locate.model_label`): one plan, one sample order, one progress, one ``resume``
+    and, with ``--stop-when``, one decision across every (model, cell). Every model is loaded (or its server
+    asked) before the first job, and stays loaded."""
     from workbench.models.locate import model_label
     from workbench.progress import ProgressBar
     from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
-    sweep = _sweep_config(args)
     labels = [model_label(gen.model) for gen in gens]
-    names = _sibling_names(args, store, gens, labels)
-    runs = []
-    for i, (gen, name) in enumerate(zip(gens, names)):
-        result = plan_sweep(store, sweep, dataset=args.dataset, name=name, generation=gen.as_dict(),
-                            sequential=sequential_of(args),
-                            progress=None if args.json else ProgressBar("plan"))
-        run = get_run(store, result.run)
-        for warning in result.warnings if i == 0 else ():   # the siblings share the grid: said once
-            print(f"warning: {warning}", file=sys.stderr)
-        if not args.json:
-            state = "planned" if result.created else "found (same config): resuming"
-            style = run.config["generation"].get("prompt_style", "chat")
-            print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs "
-                  f"(model {labels[i]}, {style} prompts)", file=sys.stderr)
-        runs.append(run)
-    outcomes, codes = [], []
-    for i, run in enumerate(runs):
-        code, report, stats = _generate(args, store, run)
-        codes.append(code)
-        if report is not None:
-            outcomes.append({"execution": report, "run": stats})
-            _summarize(args, store, run, report, stats)
-        if code == STOPPED:
-            rest = " and ".join(f"`workbench resume {r.name}`" for r in runs[i:])
-            print(f"stopped: {rest} continue{'s' if len(runs) - i == 1 else ''}", file=sys.stderr)
-            break
-    comparison = None
-    if all(code == OK for code in codes) and len(codes) == len(runs):
-        comparison = _compare_first_two(args, store, runs)
-    elif not args.json:
-        print(f"not compared: a run did not finish; `workbench compare {runs[0].name} {runs[1].name}` compares "
-              "them once both are done", file=sys.stderr)
-    if args.json:
-        from dataclasses import asdict
-
-        emit_json({"runs": outcomes, "comparison": None if comparison is None else asdict(comparison)})
-    return next((code for code in codes if code != OK), OK)
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            first = gens[labels.index(label)].model
+            raise ValueError(f"--model: {first!r} and {gens[i].model!r} have the same label {label!r}, which names "
+                             "their cells; give each model once (GGUF files with distinct file names)")
+    sequential = sequential_of(args)
+    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
+                        generations={label: gen.as_dict() for label, gen in zip(labels, gens)},
+                        sequential=sequential, progress=None if args.json else ProgressBar("plan"))
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not args.json:
+        state = "planned" if result.created else "found (same config): resuming"
+        how = f" at most; sequential ({sequential.describe()})" if sequential is not None else ""
+        print(f"run {result.run}: {state}: {result.cells} cells ({len(gens)} models: {', '.join(labels)}), "
+              f"{result.events:,} jobs{how}", file=sys.stderr)
+    return _execute(args, store, get_run(store, result.run))
 
 
 def _sibling_names(args, store, gens, labels) -> list[str]:
