@@ -31,6 +31,7 @@ from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import Store, open_store
 import lockguard
 import modeluse
+import parsedcss
 from llama_server import Server, serve
 from outputcache import SharedOutputs, shared_root
 from replay import replay_llm
@@ -40,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_DB = REPO / ".workbench" / "demo.db"
 SAMPLE_METAQA = REPO / "sample_data" / "metaqa"
 SCRIPTS = REPO / "scripts"
+parsedcss.parse_once()
 
 
 def load_script(name: str):

@@ -20,7 +20,7 @@ from workbench.tui.dialogs import ErrorDialog
 from workbench.tui.help import HelpScreen
 
 from conftest import SAMPLE_METAQA, copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run,
                     run_from_palette, settle, settled_after, snap_app, type_text, until_loaded, wait_for)
 
@@ -29,9 +29,7 @@ from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_r
 def looking(tmp_path_factory, swept_template):
     """One app on a copy of the swept database for the tests that only look and navigate (none writes): each
     walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
-    shared = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("tui-looking") / "wb.db"))
-    yield shared
-    shared.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("tui-looking") / "wb.db"))
 
 
 def test_help_and_every_mode_opens_from_the_keyboard_and_the_command_palette_switches_screens(looking):

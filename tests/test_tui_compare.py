@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import copy_db, new_template, write_jsonl
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.compare import compare_runs
 from workbench.compare.render import fmt_delta
@@ -77,9 +77,7 @@ def compare_db(tmp_path, compare_template):
 def looking(tmp_path_factory, compare_template):
     """One app on a copy of the two scored runs for the tests that only look and navigate (none writes): each
     walks it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
-    shared = SharedApp(copy_db(compare_template, tmp_path_factory.mktemp("compare-looking") / "cmp.db"))
-    yield shared
-    shared.close()
+    yield from running(copy_db(compare_template, tmp_path_factory.mktemp("compare-looking") / "cmp.db"))
 
 
 def expected(db, a="sweep", b="reader"):

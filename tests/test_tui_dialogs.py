@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from workbench.tui.dialogs import ConfirmDialog, ErrorDialog
 
 from tuikit import SMALL, wait_for
@@ -14,9 +14,7 @@ from tuikit import SMALL, wait_for
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, swept_template):
     """One app on a copy of the swept database for the tests that do not change it (tests/tui_shared_a.py)."""
-    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("dialogs") / "wb.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("dialogs") / "wb.db"))
 
 
 LONG = ("Quit while metaqa-98a508e8 is executing? It stops after the job in progress and keeps every finished "

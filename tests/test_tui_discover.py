@@ -7,7 +7,7 @@ from textual.command import CommandPalette
 from textual.containers import VerticalScroll
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, palette_highlights, run_from_palette, settle, snap_app, type_text, wait_for
 from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
 
@@ -15,9 +15,7 @@ from workbench.tui.help import HelpScreen, help_sections, help_table, key_label
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, swept_template):
     """One app on a copy of the swept database for these tests: they only look and press keys (tests/tui_shared_a.py)."""
-    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("discover") / "wb.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("discover") / "wb.db"))
 
 
 def _help_text(app) -> str:

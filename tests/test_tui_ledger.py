@@ -15,16 +15,14 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ConfirmDialog
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, answered_run, footer_line, heading, open_runs, settle, snap_app, until_loaded, wait_for
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, swept_template):
     """One app on a copy of the swept database for the tests that do not change it: ``shared.walk(test, size)``."""
-    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("ledger") / "wb.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("ledger") / "wb.db"))
 
 
 def side(app) -> str:

@@ -15,7 +15,7 @@ from rich.cells import cell_len
 from textual.containers import VerticalScroll
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, settle, snap_app, until_loaded, wait_for
 from workbench.claims.report import answer_claims
 from workbench.claims.runner import ClaimsConfig, run_claims
@@ -75,9 +75,7 @@ def longform_template(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, longform_template):
     """One app on a copy of the long-form database for the tests that only read it (tests/tui_shared_a.py)."""
-    app = SharedApp(copy_db(longform_template[0], tmp_path_factory.mktemp("longform-app") / "lf.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(longform_template[0], tmp_path_factory.mktemp("longform-app") / "lf.db"))
 
 
 @pytest.fixture

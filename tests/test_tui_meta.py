@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLE_META, copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, heading, screen_text, settle, settled_after, snap_app, until_loaded, wait_for
 from workbench.data.meta_import import import_meta
 from workbench.meta.instances import disagreements
@@ -46,9 +46,7 @@ def column(table, key: str) -> list[str]:
 def looking(tmp_path_factory, meta_template):
     """One app on a copy of meta set ``rc`` for the tests that only look and navigate (none writes): each walks
     it made fresh (tests/tui_shared_a.py). A test that writes, or needs another database, starts its own."""
-    shared = SharedApp(copy_db(meta_template, tmp_path_factory.mktemp("meta-looking") / "meta.db"))
-    yield shared
-    shared.close()
+    yield from running(copy_db(meta_template, tmp_path_factory.mktemp("meta-looking") / "meta.db"))
 
 
 async def open_meta(pilot):

@@ -27,7 +27,7 @@ import pytest
 from textual.widgets import Input
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, until_loaded, wait_for
 from tuistates import no_model_runs
 from workbench.store import open_store
@@ -103,9 +103,7 @@ def shared_db(tmp_path_factory, swept_template):
 @pytest.fixture(scope="module")
 def shared(shared_db):
     """One app on ``shared_db`` for the scenarios that plan nothing: ``shared.walk(scenario)``."""
-    app = SharedApp(shared_db)
-    yield app
-    app.close()
+    yield from running(shared_db)
 
 
 def walk(shared, scenario) -> None:

@@ -16,7 +16,7 @@ import pytest
 from textual.widgets import Input, Select
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, screen_text, settled_after, snap_app,
                     type_text, until_loaded, wait_for)
 from tuistates import GatedBackend, no_model_runs
@@ -37,9 +37,7 @@ def shared_db(tmp_path_factory, swept_template):
 @pytest.fixture(scope="module")
 def shared(shared_db):
     """One app on ``shared_db`` for the form's tests (tests/tui_shared_a.py), made fresh before each."""
-    app = SharedApp(shared_db)
-    yield app
-    app.close()
+    yield from running(shared_db)
 
 
 def _runs(db) -> dict[str, dict[str, int]]:

@@ -12,7 +12,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.samples import QUADRANT_KEYS
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, heading, settled_after, snap_app, type_text, until_loaded, wait_for
 
 
@@ -20,9 +20,7 @@ from tuikit import SIZE, SMALL, footer_line, heading, settled_after, snap_app, t
 def looking(tmp_path_factory, swept_template):
     """One app on a copy of the swept database, for the tests that only look and navigate (no tag, no write):
     each walks it made fresh (tests/tui_shared_a.py). The tests that tag start an app of their own."""
-    shared = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("samples-looking") / "wb.db"))
-    yield shared
-    shared.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("samples-looking") / "wb.db"))
 
 
 async def open_samples(pilot, rows: int = 50):

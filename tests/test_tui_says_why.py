@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Select
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, answered_run, open_runs, screen_text, wait_for
 from tuistates import no_model_runs
 from workbench.data.importer import import_dataset
@@ -26,9 +26,7 @@ from workbench.tui.screens.runs import rate_line
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, swept_template):
     """One app on a copy of the swept database for the tests that do not change it (tests/tui_shared_a.py)."""
-    app = SharedApp(copy_db(swept_template, tmp_path_factory.mktemp("says-why") / "wb.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(swept_template, tmp_path_factory.mktemp("says-why") / "wb.db"))
 
 
 def said(app, words: str) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from textual.containers import VerticalScroll
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, heading, screen_text, settle, settled_after, snap_app, type_text, until_loaded, wait_for
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
@@ -21,9 +21,7 @@ from workbench.tui.dialogs import ErrorDialog, PromptDialog
 @pytest.fixture(scope="module")
 def shared_corpus(tmp_path_factory, corpus_template):
     """One app on a copy of corpus_db for the Retrieval tests: they only look and press keys (tests/tui_shared_a.py)."""
-    app = SharedApp(copy_db(corpus_template, tmp_path_factory.mktemp("retrieval") / "hc.db"))
-    yield app
-    app.close()
+    yield from running(copy_db(corpus_template, tmp_path_factory.mktemp("retrieval") / "hc.db"))
 
 
 # -- Datasets ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from textual.widgets import Tree
 from workbench.tui.screens import searchain
 
 from conftest import copy_db
-from tui_shared_a import SharedApp
+from tui_shared_a import running
 from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_for
 
 # chained_db (conftest): two MetaQA 2-hop questions through SearChain as SmolLM2 answered them, replayed from
@@ -21,9 +21,7 @@ from tuikit import SIZE, heading, settled_after, snap_app, until_loaded, wait_fo
 def looking(tmp_path_factory, chained_template):
     """One app on a copy of the SearChain database for the tests that only look and navigate (none writes): each
     walks it made fresh (tests/tui_shared_a.py)."""
-    shared = SharedApp(copy_db(chained_template, tmp_path_factory.mktemp("searchain-looking") / "chains.db"))
-    yield shared
-    shared.close()
+    yield from running(copy_db(chained_template, tmp_path_factory.mktemp("searchain-looking") / "chains.db"))
 
 
 def test_the_searchain_view_shows_the_report_and_a_tree_by_keyboard(looking):

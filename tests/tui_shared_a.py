@@ -12,6 +12,7 @@ scroll or notice left by the test before is seen, in whatever order the tests ru
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 from contractapp import Driver
 from tuikit import SIZE, until_loaded
@@ -38,6 +39,15 @@ class SharedApp:
 
     def close(self) -> None:
         self.driver.close()
+
+
+def running(db: Path, size=SIZE) -> Iterator[SharedApp]:
+    """A module fixture's body (``yield from running(db)``): the shared app on ``db``, closed after the module."""
+    shared = SharedApp(db, size)
+    try:
+        yield shared
+    finally:
+        shared.close()
 
 
 async def fresh(pilot, size) -> None:
