@@ -192,7 +192,7 @@ class _RunWork(PassWork):
             # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
             record_execution(self.store, self.run, gen, n_threads=self.opts.n_threads,
                              n_gpu_layers=self.opts.n_gpu_layers, concurrency=self.opts.concurrency,
-                             model_id=self.backends[label].model_id)
+                             model_id=self.backends[label].model_id, label=label)
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
         self.scorer = get_scorer(self.run.config.get("score", "acc"))
         self._use(next(iter(self.gens)))
