@@ -90,8 +90,11 @@ def test_the_k_sweep_plot_draws_one_s_llm_curve_per_model_named_in_the_legend(th
 def test_the_difference_of_two_models_cells_is_a_paired_interval(three, capsys):
     text = printed(capsys, three, "ledger", "m3", "--diff", "good/k5-b128-linear", "weak/k5-b128-linear",
                    "--term", "S_llm", "--resamples", "200")
-    assert text.startswith("S_llm(good/k5-b128-linear) − S_llm(weak/k5-b128-linear) = +0.") or \
-        text.startswith("S_llm(good/k5-b128-linear) − S_llm(weak/k5-b128-linear) = 0."), text
+    found = re.match(r"S_llm\(good/k5-b128-linear\) − S_llm\(weak/k5-b128-linear\) = \+?(-?[\d.]+) "
+                     r"\[\+?(-?[\d.]+),\+?(-?[\d.]+)\]", text)
+    assert found, text
+    value, lo, hi = map(float, found.groups())
+    assert 0 < value and lo <= value <= hi                       # the better model's cell, above the weaker's
 
 
 def test_a_stopping_rule_replays_over_every_model_and_cell_of_a_complete_run(three, capsys):
