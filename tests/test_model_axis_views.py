@@ -103,3 +103,44 @@ def test_a_stopping_rule_replays_over_every_model_and_cell_of_a_complete_run(thr
     per_cell = text.split("per cell (mean answered, how it stopped):\n")[1].splitlines()
     assert sorted(line.split()[0].split("/")[0] for line in per_cell) == sorted(MODELS * 4)
     assert "differences held   20 of 20" in text and "intervals covered  " in text
+
+
+def test_the_html_report_names_the_models_and_draws_each_ones_curve(three, capsys, tmp_path):
+    out = tmp_path / "m3.html"
+    printed(capsys, three, "report", "m3", "--out", str(out))
+    html = out.read_text(encoding="utf-8")
+    assert ">models<" in html
+    for model in MODELS:
+        assert f"{model} ({model})" in html                       # the label, then the model it names
+        assert f"S_llm {model}" in html                           # its curve, in the figure's legend
+    assert html.count('<th class="l">model</th><th class="l">K</th>') >= 2   # the ledger's tables, a row per model
+
+
+def test_exported_prompts_name_each_cells_model_in_its_cell_id(three, capsys, tmp_path):
+    out = tmp_path / "prompts.jsonl"
+    printed(capsys, three, "prompts", "export", "m3", "--out", str(out))
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 12 * 12 and {r["cell_id"].split("/")[0] for r in rows} == set(MODELS)
+
+
+def test_the_sample_detail_shows_every_models_answer_to_the_question_side_by_side(three):
+    from workbench.browse import sample_detail
+    from workbench.store import open_store
+    from workbench.store.queries import get_run, load_samples
+
+    store = open_store(three)
+    try:
+        run = get_run(store, "m3")
+        first = load_samples(store, run.dataset_id)[0]
+        detail = sample_detail(store, run, first.sid, "mid/k5-b128-linear")
+        assert [a.model for a in detail.by_model] == list(MODELS)
+        assert [a.cell_id for a in detail.by_model] == [f"{m}/k5-b128-linear" for m in MODELS]
+        assert all(a.status == "done" and a.prediction is not None for a in detail.by_model)
+    finally:
+        store.close()
+
+
+def test_the_runs_list_gives_the_run_once_with_its_models_prompt_style(three, capsys):
+    runs = json.loads(printed(capsys, three, "runs", "--json"))
+    [run] = [r for r in runs if r["name"] == "m3"]
+    assert run["prompt_style"] == "chat"

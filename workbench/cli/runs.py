@@ -333,14 +333,16 @@ def _run_summary(report, stats) -> str:
 
 def cmd_runs(args) -> int:
     """List the runs with their progress and, for runs with a model, their prompt style."""
+    from workbench.runs.generation import stored_generations
     from workbench.store.queries import get_run, list_runs
 
     store = store_of(args)
     rows = list_runs(store)
     for row in rows:
-        gen = get_run(store, row["name"]).config.get("generation")
+        gens = stored_generations(get_run(store, row["name"]).config)
         # A stored chat config leaves the field out (see GenerationConfig.as_dict); a sweep has no model.
-        row["prompt_style"] = gen.get("prompt_style", "chat") if gen else None
+        styles = list(dict.fromkeys(g.get("prompt_style", "chat") for g in gens.values()))
+        row["prompt_style"] = ",".join(styles) if styles else None
     return list_rows(rows, as_json=args.json,
                      empty="no runs yet: `workbench sweep --k ... --budget ... --format ...`", line=_run_line)
 

@@ -15,6 +15,7 @@ from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
 from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
+from workbench.runs.generation import stored_generations
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -84,7 +85,7 @@ def _ledger(store, run_name, exclude: bool, resamples: int, full: int, readers: 
             return None
         stats = reader.stats
     has_labels = bool(label_count(store.conn, "answer", run.id) or label_count(store.conn, "claim", run.id))
-    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None, stats,
+    return LedgerView(report, run_names(store, run.dataset_id), tags, bool(stored_generations(run.config)), stats,
                       has_labels)
 
 

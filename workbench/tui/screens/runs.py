@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Header, ProgressBar, Static
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
-from workbench.runs.executor import ExecReport, execute, generation_of
+from workbench.runs.executor import ExecReport, execute, generations_of
 from workbench.runs.sequential import sequential_status, stopped_lines, summary_line
 from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
@@ -351,7 +351,7 @@ class RunsScreen(WorkbenchScreen):
                 return
             run = get_run(store, name)
             try:
-                generation_of(run)
+                generations_of(run)
             except BadInput as exc:   # a run this window cannot execute (no model): said, no bar started
                 self.post_message(Loaded("refused", (name, str(exc))))
                 return
