@@ -144,3 +144,18 @@ def test_the_runs_list_gives_the_run_once_with_its_models_prompt_style(three, ca
     runs = json.loads(printed(capsys, three, "runs", "--json"))
     [run] = [r for r in runs if r["name"] == "m3"]
     assert run["prompt_style"] == "chat"
+
+
+def test_the_progress_line_names_the_model_answering(metaqa_template, tmp_path, capsys):
+    db = copy_db(metaqa_template, tmp_path / "wb.db")
+    server = Canned(answer=answer, models=MODELS)
+    try:
+        capsys.readouterr()
+        assert main(["--db", str(db), "run", "metaqa", "--backend", "openai", "--base-url", server.url,
+                     "--model", ",".join(MODELS), "--k", "1", "--budget", "32", "--format", "linear",
+                     "--answer-format", "text", "--limit", "3"]) == 0
+    finally:
+        server.close()
+    progress = capsys.readouterr().err
+    for model in MODELS:
+        assert f"· {model} answering ·" in progress

@@ -117,6 +117,7 @@ def _run_models(args, store, gens) -> int:
     asked) before the first job, and stays loaded."""
     from workbench.models.locate import model_label
     from workbench.progress import ProgressBar
+    from workbench.runs.executor import check_models_fit
     from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
@@ -126,6 +127,8 @@ def _run_models(args, store, gens) -> int:
             first = gens[labels.index(label)].model
             raise ValueError(f"--model: {first!r} and {gens[i].model!r} have the same label {label!r}, which names "
                              "their cells; give each model once (GGUF files with distinct file names)")
+    # Kept loaded together for the whole run: refused now, before the plan is written, if they do not fit.
+    check_models_fit(dict(zip(labels, gens)))
     sequential = sequential_of(args)
     result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
                         generations={label: gen.as_dict() for label, gen in zip(labels, gens)},
@@ -277,12 +280,16 @@ def _generate(args, store, run):
     from workbench.runs.executor import execute, run_stats
 
     bar = ProgressBar("run")
+    answering = [None]
 
     def show(p):
-        # The run overall, as the TUI and `workbench runs` count it (errors are not done).
+        # The run overall, as the TUI and `workbench runs` count it (errors are not done). In a run of several
+        # models, the one answering now, drawn as soon as it changes.
         bar(p.done, p.total, p.completion_tokens,
-            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
-            already=p.run_done - p.done, overall=p.run_total)
+            (f" · {p.model} answering" if p.model else "")
+            + f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
+            already=p.run_done - p.done, overall=p.run_total, force=p.model != answering[0])
+        answering[0] = p.model
 
     with StopOnSigint() as interrupt:
         try:

@@ -23,6 +23,8 @@ from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, Prompt, PromptError
 from workbench.models.cached import prompt_key
 from workbench.models.check import GENERATOR, check_model_options
+from workbench.models.fit import check_fit, footprint
+from workbench.models.locate import resolve_model
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
@@ -52,6 +54,7 @@ class Progress:
     elapsed: float
     already_done: int = 0   # the run's jobs that were done before this execution started
     run_jobs: int = 0       # every job of the run
+    model: str | None = None  # in a run of several models, the one answering now (its label)
 
     @property
     def run_done(self) -> int:
@@ -106,6 +109,14 @@ def generations_of(run: Run) -> dict[str | None, GenerationConfig]:
     return {None: generation_of(run)}
 
 
+def check_models_fit(gens: Mapping[str | None, GenerationConfig]) -> None:
+    """Refuse, before anything is written, local models of one run that do not fit in memory together (each one
+    is kept loaded for the whole execution: :mod:`workbench.models.fit`)."""
+    local = [(label, gen) for label, gen in gens.items() if gen.backend == "llamacpp"]
+    if len(local) > 1:
+        check_fit([footprint(str(label), resolve_model(gen.model), gen.n_ctx) for label, gen in local])
+
+
 #: A backend for a run of one model, or one per model label (what tests and the TUI's workers pass in).
 Backends = Union[Backend, Mapping[str, Backend], None]
 
@@ -155,7 +166,7 @@ class _RunWork(PassWork):
         self.backends: dict[str | None, Backend] = dict(given)
         # The model each cell is answered by (None in a run of one model): a step's jobs go to their model.
         self.model_of = {cid: cell.model for cid, cell in run_cells(store, run.id).items()}
-        self.gen, self.backend = next(iter(gens.values())), None
+        self.label, self.gen, self.backend = next(iter(gens)), next(iter(gens.values())), None
         self.sequential = sequential_config(run)
         self.place = (0, 0)   # (the run's jobs done before this execution, all its jobs)
         self.driver: Driver | None = None
@@ -167,7 +178,7 @@ class _RunWork(PassWork):
 
         def tick(done: int, total: int, r: ExecReport) -> None:
             progress(Progress(done, total, r.model_calls, r.cache_hits, r.errors, r.completion_tokens, r.seconds,
-                              *self.place))
+                              *self.place, model=self.label))
 
         return tick
 
@@ -184,6 +195,7 @@ class _RunWork(PassWork):
                   for label, gen in self.gens.items() if label not in self.backends]
         if checks:
             check_model_options(*checks, timeout=self.opts.timeout)
+            check_models_fit({label: gen for label, gen in self.gens.items() if label not in self.backends})
 
     def setup(self) -> None:
         for label, gen in self.gens.items():
@@ -199,7 +211,7 @@ class _RunWork(PassWork):
 
     def _use(self, label: str | None) -> None:
         """Answer with model ``label`` from now on: its settings, its backend, its answer schema."""
-        self.gen, self.backend = self.gens[label], self.backends[label]
+        self.label, self.gen, self.backend = label, self.gens[label], self.backends[label]
         self.schema, self.sampling = schema_for(self.gen.answer_format), self.gen.sampling
 
     def close(self) -> None:
