@@ -159,3 +159,35 @@ def test_the_progress_line_names_the_model_answering(metaqa_template, tmp_path, 
     progress = capsys.readouterr().err
     for model in MODELS:
         assert f"· {model} answering ·" in progress
+
+
+def test_compare_takes_two_models_of_one_run_as_two_runs_and_names_their_difference(three, capsys):
+    text = printed(capsys, three, "compare", "m3/good", "m3/weak", "--terms", "S_vis,S_llm", "--resamples", "200")
+    assert text.startswith("compare A = m3/good with B = m3/weak · dataset metaqa · 12 samples in both")
+    assert "generation.model" in text and '"good" → "weak"' in text      # the one axis that differs: the model
+    s_vis = text.split("\nS_vis\n")[1].split("\n\n")[0]
+    assert [line.split()[0] for line in s_vis.splitlines()[2:]] == ["k1-b32-linear", "k5-b32-linear",
+                                                                    "k1-b128-linear", "k5-b128-linear"]
+    assert all("+0.000 [+0.000,+0.000]" in line for line in s_vis.splitlines()[2:])   # the same evidence
+    s_llm = text.split("\nS_llm\n")[1].split("\n\n")[0]
+    assert all(" -0." in line or " +0.000" in line for line in s_llm.splitlines()[2:])  # weak never better
+
+
+def test_compare_refuses_a_model_the_run_does_not_have(three, capsys):
+    assert main(["--db", str(three), "compare", "m3/good", "m3/huge"]) == 2
+    assert "run 'm3' has no model 'huge' (its models: good, mid, weak)" in capsys.readouterr().err
+
+
+def test_a_dry_run_of_several_models_counts_each_models_part_of_the_one_run(three, capsys):
+    manifest = json.loads(printed(capsys, three, "runs", "show", "m3", "--json"))
+    url = manifest["manifest"]["models"]["good"]["generation"]["base_url"]     # the stand-in's (a dry run asks no server)
+    served = ["--backend", "openai", "--base-url", url, "--model", ",".join(MODELS),
+              "--answer-format", "text", "--k", "1,5", "--budget", "32,128", "--format", "linear", "--limit", "12"]
+    parts = json.loads(printed(capsys, three, "run", "metaqa", *served, "--name", "m3", "--dry-run", "--json"))
+    assert [p["model_label"] for p in parts["dry_run"]] == list(MODELS)
+    assert all(p["run"] == "m3" and p["exists"] and p["run_jobs"] == 4 * 12 and p["jobs"] == 0
+               for p in parts["dry_run"])
+    text = printed(capsys, three, "run", "metaqa", *served, "--name", "fresh", "--dry-run")
+    for model in MODELS:
+        assert f"dry run of run fresh, the part model {model} answers (not planned yet)" in text
+    assert text.count("  jobs            48") == 3

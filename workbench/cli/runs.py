@@ -45,7 +45,8 @@ def _sweep_config(args):
 
 
 def cmd_run(args) -> int:
-    """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run per model."""
+    """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run whose
+    grid has a model axis."""
     from workbench.errors import BadInput
     from workbench.models.check import GENERATOR, check_model_options
     from workbench.runs.generation import GenerationConfig
@@ -115,18 +116,12 @@ def _run_models(args, store, gens) -> int:
     :func:`~workbench.models.locate.model_label`): one plan, one sample order, one progress, one ``resume``
     and, with ``--stop-when``, one decision across every (model, cell). Every model is loaded (or its server
     asked) before the first job, and stays loaded."""
-    from workbench.models.locate import model_label
     from workbench.progress import ProgressBar
     from workbench.runs.executor import check_models_fit
     from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
-    labels = [model_label(gen.model) for gen in gens]
-    for i, label in enumerate(labels):
-        if label in labels[:i]:
-            first = gens[labels.index(label)].model
-            raise ValueError(f"--model: {first!r} and {gens[i].model!r} have the same label {label!r}, which names "
-                             "their cells; give each model once (GGUF files with distinct file names)")
+    labels = _labels(gens)
     # Kept loaded together for the whole run: refused now, before the plan is written, if they do not fit.
     check_models_fit(dict(zip(labels, gens)))
     sequential = sequential_of(args)
@@ -143,39 +138,38 @@ def _run_models(args, store, gens) -> int:
     return _execute(args, store, get_run(store, result.run))
 
 
-def _sibling_names(args, store, gens, labels) -> list[str]:
-    """The run names of ``run --model A,B,...``: ``{base}-{label}`` per model."""
-    from workbench.data.fields import check_name
-    from workbench.errors import BadInput
-    from workbench.runs.sweep import sibling_base_name
+def _labels(gens) -> list[str]:
+    """The label of each model of ``run --model A,B,...`` (its cells' prefix); two models of one label are refused."""
+    from workbench.models.locate import model_label
 
+    labels = [model_label(gen.model) for gen in gens]
     for i, label in enumerate(labels):
         if label in labels[:i]:
             first = gens[labels.index(label)].model
-            raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
-                             "give each model once (GGUF files with distinct file names)")
-    base = args.name or sibling_base_name(store, _sweep_config(args), [gen.as_dict() for gen in gens],
-                                          dataset=args.dataset, sequential=sequential_of(args))
-    names = []
-    for label in labels:
-        try:
-            names.append(check_name(f"{base}-{label}", "run name"))
-        except BadInput as exc:
-            raise ValueError(f"--model: {exc}") from None
-    return names
+            raise ValueError(f"--model: {first!r} and {gens[i].model!r} have the same label {label!r}, which names "
+                             "their cells; give each model once (GGUF files with distinct file names)")
+    return labels
 
 
 def _dry_runs(args, store, gens) -> int:
     """``run --dry-run``: what each run would do (jobs, unique prompts, tokens, cache hits, ETA); nothing written."""
-    from workbench.models.locate import model_label
     from workbench.models.registry import ExecOptions
     from workbench.runs.dry_run import as_dict, dry_run
+    from workbench.runs.sweep import models_run_name
 
-    names = [args.name] if len(gens) == 1 else _sibling_names(args, store, gens, [model_label(g.model) for g in gens])
     opts = ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, concurrency=args.concurrency,
                        timeout=args.timeout, on_wait=say)
-    results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
-                       retry_errors=args.retry_errors) for gen, name in zip(gens, names)]
+    if len(gens) == 1:
+        results = [dry_run(store, _sweep_config(args), gens[0], dataset=args.dataset, name=args.name, opts=opts,
+                           retry_errors=args.retry_errors)]
+    else:   # one run of several models: each model's part of it
+        labels = _labels(gens)
+        models = {label: gen.as_dict() for label, gen in zip(labels, gens)}
+        name = args.name or models_run_name(store, _sweep_config(args), models, dataset=args.dataset,
+                                            sequential=sequential_of(args))
+        results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
+                           retry_errors=args.retry_errors, model_label=label, run_models=models)
+                   for label, gen in zip(labels, gens)]
     if args.json:
         emit_json({"dry_run": [as_dict(r) for r in results]})
     else:
@@ -189,7 +183,8 @@ def _dry_runs(args, store, gens) -> int:
 def dry_run_lines(r) -> list[str]:
     """A dry run as text: the counts, then the ETA and where its speed comes from."""
     state = "planned already; its jobs left" if r.exists else "not planned yet"
-    lines = [f"dry run of run {r.run} ({state}); nothing was generated or written",
+    part = f", the part model {r.model_label} answers" if r.model_label else ""
+    lines = [f"dry run of run {r.run}{part} ({state}); nothing was generated or written",
              f"  jobs            {r.jobs:,}" + ("" if r.jobs == r.run_jobs else f" of the run's {r.run_jobs:,}")]
     if r.error:   # nothing past the job count could be worked out
         return [*lines, f"  not counted     {r.error}", *(f"note: {note}" for note in r.notes)]
@@ -231,22 +226,6 @@ def _duration(seconds: float) -> str:
         return f"{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
-
-
-def _compare_first_two(args, store, runs):
-    """Print run 2 against run 1 (``workbench compare``'s text, unless --json) and return the Comparison, or None."""
-    from workbench.compare import compare_runs, render_comparison
-
-    try:
-        comparison = compare_runs(store, runs[0].name, runs[1].name)
-    except ValueError as exc:   # the runs cannot be paired (e.g. no sample both answered)
-        print(f"not compared: {exc}", file=sys.stderr)
-        return None
-    if not args.json:
-        print(render_comparison(comparison))
-        for other in runs[2:]:
-            print(f"note: compare the others with `workbench compare {runs[0].name} {other.name}`", file=sys.stderr)
-    return comparison
 
 
 def cmd_resume(args) -> int:
@@ -440,7 +419,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--model", default="default",
                    help="GGUF path, 'default' (SmolLM2-135M-Instruct Q4_1) or 'gemma3-270m' (Gemma 3 270M base, "
                         "the models extra); with --backend openai: the model name. Several, comma-separated "
-                        "(e.g. default,gemma3-270m): one run per model, NAME-LABEL, then the first two compared")
+                        "(e.g. default,gemma3-270m): one run whose grid has a model axis, every cell once per model "
+                        "(cell ids LABEL/k5-b128-linear), each model kept loaded; with --stop-when, one decision "
+                        "across every (model, cell)")
     p.add_argument("--prompt-style", choices=("auto", "chat", "completion"), default="auto",
                    help="chat: the GGUF's chat template; completion: plain text and an answer cue, for base "
                         "models; auto (default): completion for base models (gemma3-270m, a GGUF without a chat "

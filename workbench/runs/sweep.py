@@ -92,15 +92,12 @@ def _resolve(store: Store, config: SweepConfig, dataset: str | None) -> tuple[Sw
     return SweepConfig(**{**asdict(config), "retriever": retriever}), ds, notes
 
 
-def sibling_base_name(store: Store, config: SweepConfig, generations: Sequence[dict], *,
-                      dataset: str | None = None, sequential: SequentialConfig | None = None) -> str:
-    """The default name shared by the sibling runs of several models (``run --model A,B``).
-
-    Each sibling is planned as ``{base}-{label}``. The hash covers the grid and every
-    model's settings, so the same command finds the same siblings again.
-    """
+def models_run_name(store: Store, config: SweepConfig, generations: dict[str, dict], *,
+                    dataset: str | None = None, sequential: SequentialConfig | None = None) -> str:
+    """The default name :func:`plan_sweep` gives the run of several models ``generations`` (label → settings):
+    what a dry run of ``run --model A,B`` names, before anything is planned."""
     config, ds, _ = _resolve(store, config, dataset)
-    identity = {**asdict(config), "generations": [resolve_generation(g) for g in generations]}
+    identity = {**asdict(config), "generations": {label: resolve_generation(g) for label, g in generations.items()}}
     if sequential is not None:
         identity["sequential"] = sequential.as_dict()
     return default_name(ds.name, identity, RUN_NAME_DIGITS)
@@ -250,15 +247,17 @@ class SweepPreview:
 
 
 def preview_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
-                  generation: dict | None = None) -> SweepPreview:
+                  generation: dict | None = None, generations: dict[str, dict] | None = None) -> SweepPreview:
     """The run :func:`plan_sweep` would plan (or find), computed in memory: nothing is written.
 
-    A name taken by another config is refused exactly as :func:`plan_sweep` refuses it.
+    A name taken by another config is refused exactly as :func:`plan_sweep` refuses it. With
+    ``generations`` (a run of several models) the jobs are one model's part: the grid once.
     """
     if generation is not None:
         generation = resolve_generation(generation)
     config, ds, notes = _resolve(store, config, dataset)
-    identity = {**asdict(config), "generation": generation}
+    identity = ({**asdict(config), "generations": {label: resolve_generation(g) for label, g in generations.items()}}
+                if generations else {**asdict(config), "generation": generation})
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
     found = _find_run(store.conn, name)
     if found is not None:
