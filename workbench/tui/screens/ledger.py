@@ -238,10 +238,17 @@ class LedgerScreen(WorkbenchScreen):
             self._draw_plot(plot, width, height)
         table = self.query_one(DataTable)
         cursor, scrolled = table.cursor_row, table.scroll_x
+        several = any("model" in r for r in report.rows)
+        if several != (len(table.columns) > len(COLUMNS)):
+            # A run of several models: a row per (model, cell), the model first and kept in view with K, B, format.
+            table.clear(columns=True)
+            table.add_columns(*(("model",) if several else ()), *COLUMNS)
+            table.fixed_columns = 3 + several
         table.clear()
         for r in report.rows:
             mark = "● " if r["cell_id"] in self.marked else ""
-            table.add_row(f"{mark}{r['k']}", str(r["budget"]), r["format"], fmt_number(r["n"], 0),
+            first = [f"{mark}{r['model']}", str(r["k"])] if several else [f"{mark}{r['k']}"]
+            table.add_row(*first, str(r["budget"]), r["format"], fmt_number(r["n"], 0),
                           *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]),
                           _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:
