@@ -95,7 +95,7 @@ def serve(model: Path, log_dir: Path, *, alias: str | None = None, n_ctx: int = 
 
 class Canned:
     """A loopback server answering each POST with the next canned ``(status, JSON body)`` (a dict alone is a 200),
-    or with ``answer(request)`` when given; ``GET /models`` lists one model, ``m``, and the check's one-token request
+    or with ``answer(request)`` when given; ``GET /models`` lists ``models`` (one, ``m``, unless given), and the check's one-token request
     (:data:`~workbench.models.openai_http.PROBE_MESSAGES`) is answered apart, never recorded. ``port`` 0 picks a free one.
 
     Each answer waits ``delay`` seconds first (``delay(request_number)`` when callable). It records the requests
@@ -103,7 +103,7 @@ class Canned:
     """
 
     def __init__(self, *bodies, port: int = 0, answer: Callable[[dict], object] | None = None,
-                 delay: float | Callable[[int], float] = 0.0):
+                 delay: float | Callable[[int], float] = 0.0, models: tuple[str, ...] = ("m",)):
         self.bodies, self.requests, self.answered, self.most = list(bodies), [], 0, 0
         self._lock, self._running = threading.Lock(), 0
         outer = self
@@ -118,7 +118,7 @@ class Canned:
                 self.wfile.write(raw)
 
             def do_GET(self):
-                self.send(200, {"data": [{"id": "m"}]})
+                self.send(200, {"data": [{"id": name} for name in models]})
 
             def do_POST(self):
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -37,33 +37,32 @@ def _events(store, name):
 
 
 @pytest.mark.real_model
-def test_two_models_make_sibling_runs_over_the_same_jobs_then_a_comparison(tiny_store, capsys):
+def test_two_models_make_one_run_over_the_same_jobs_with_each_models_prompt_style(tiny_store, capsys):
     """Also Gemma's generation with plain completion prompts (once a test of its own, which ran the same two jobs
-    through Gemma again): its sibling run is that pass."""
+    through Gemma again): its cells of the run are that pass."""
     argv = ["--db", str(tiny_store.path), "run", "tiny", "--limit", "2", "--k", "1", "--budget", "64",
             "--format", "score", "--max-tokens", "8", "--n-ctx", "1024", "--model", "default,gemma3-270m",
             "--name", "pair", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["run"]["run"] for r in out["runs"]] == ["pair-smollm2-135m", "pair-gemma3-270m"]
-    assert all(r["run"]["done"] == r["run"]["jobs"] == 2 for r in out["runs"])
-    assert (out["comparison"]["run_a"], out["comparison"]["run_b"]) == ("pair-smollm2-135m", "pair-gemma3-270m")
-    a, b = _events(tiny_store, "pair-smollm2-135m"), _events(tiny_store, "pair-gemma3-270m")
+    assert out["run"]["run"] == "pair" and out["run"]["done"] == out["run"]["jobs"] == 4
+    events = _events(tiny_store, "pair")
+    smollm, gemma = ([row for row in events if row[0].startswith(f"{label}/")] for label in ("smollm2-135m",
+                                                                                             "gemma3-270m"))
     # The same cells, samples and evidence windows: only the model differs.
-    assert [row[:3] for row in a] == [row[:3] for row in b] and len(a) == 2
-    assert {row[3] for row in a + b} == {"done"}
-    styles = [get_run(tiny_store, n).config["generation"].get("prompt_style", "chat") for n in
-              ("pair-smollm2-135m", "pair-gemma3-270m")]
+    assert [(row[0].split("/")[1], *row[1:3]) for row in smollm] == [(row[0].split("/")[1], *row[1:3]) for row in gemma]
+    assert len(smollm) == 2 and {row[3] for row in events} == {"done"}
+    config = get_run(tiny_store, "pair").config
+    styles = [config["generations"][label].get("prompt_style", "chat") for label in ("smollm2-135m", "gemma3-270m")]
     assert styles == ["chat", "completion"]   # Gemma's prompt style: auto, resolved and recorded at planning
-    gemma = out["runs"][1]["execution"]
-    assert (gemma["done"], gemma["errors"], gemma["fatal"]) == (2, 0, None), gemma
-    # Both jobs generated through Gemma (what it wrote, even whether it stopped at once, is the CPU's).
-    rows = tiny_store.conn.execute("SELECT g.output, e.prompt_tokens, g.model_id FROM events e JOIN generations g"
-                                   " ON g.key = e.gen_key WHERE e.run_id = ?",
-                                   (get_run(tiny_store, "pair-gemma3-270m").id,)).fetchall()
-    assert len(rows) == 2 and all(isinstance(output, str) and tokens > 0 for output, tokens, _ in rows)
-    assert gemma["model_calls"] + gemma["cache_hits"] == 2
-    # The same command again finds both siblings, with nothing left to generate.
+    execution = out["execution"]
+    assert (execution["done"], execution["errors"], execution["fatal"]) == (4, 0, None), execution
+    # Both of Gemma's jobs generated through Gemma (what it wrote, even whether it stopped at once, is the CPU's).
+    rows = tiny_store.conn.execute("SELECT g.output, e.prompt_tokens FROM events e JOIN generations g"
+                                   " ON g.key = e.gen_key WHERE e.run_id = ? AND e.cell_id LIKE 'gemma3-270m/%'",
+                                   (get_run(tiny_store, "pair").id,)).fetchall()
+    assert len(rows) == 2 and all(isinstance(output, str) and tokens > 0 for output, tokens in rows)
+    # The same command again finds the run, with nothing left to generate.
     assert main(argv) == 0
     again = json.loads(capsys.readouterr().out)
-    assert [r["execution"]["jobs"] for r in again["runs"]] == [0, 0]
+    assert again["execution"]["jobs"] == 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.evidence import Unit, get_tokenizer, order_units, render_line
+from workbench.runs.generation import stored_generations
 from workbench.runs.prompt import PromptTemplate
 from workbench.runs.sweep import oracle_path
 from workbench.store.db import Store
@@ -112,6 +113,17 @@ class EvidenceLine:
 
 
 @dataclass
+class ModelAnswer:
+    """One model's answer to a sample in one cell: what the Sample detail shows side by side."""
+
+    model: str
+    cell_id: str
+    status: str
+    prediction: str | None
+    score: float | None
+
+
+@dataclass
 class SampleDetail:
     """Everything the sample-detail screen shows for one sample in one cell."""
 
@@ -126,6 +138,8 @@ class SampleDetail:
     tags: list[str] = field(default_factory=list)
     note: str = ""
     claims: dict[str, Any] | None = None    # the latest claim run's verdicts on this answer (claims.report)
+    # A run of several models: every model's answer to this question in a cell of the same K, B and format.
+    by_model: list[ModelAnswer] = field(default_factory=list)
 
 
 def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetail:
@@ -158,7 +172,8 @@ def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetai
     units = _units(store, run.dataset_id, gold | set(ranked))
     gold_paths = [[render_line(units[u]) for u in path] for path in sample.gold_paths]
     evidence = _evidence_lines(run, sample, event, units, gold, ranked)
-    gen = run.config.get("generation")
+    model = store.conn.execute("SELECT model FROM cells WHERE run_id = ? AND cell_id = ?", (run.id, cell_id)).fetchone()
+    gen = stored_generations(run.config).get(model[0] if model else None)
     template = (PromptTemplate(gen["system"], gen["user"], gen["answer_format"]) if gen else PromptTemplate())
     output = None
     if event["gen_key"]:
@@ -169,7 +184,22 @@ def sample_detail(store: Store, run: Run, sid: int, cell_id: str) -> SampleDetai
     return SampleDetail(sample, cell_id, cells, gold_paths, evidence, event,
                         template.messages(event["window"], sample.question), output,
                         tags_of(store, run.dataset_id, sid), note_of(store, run.dataset_id, sid),
-                        answer_claims(store, run, cell_id, sid))
+                        answer_claims(store, run, cell_id, sid), _answers_by_model(store, run, sid, cell_id))
+
+
+def _answers_by_model(store: Store, run: Run, sid: int, cell_id: str) -> list[ModelAnswer]:
+    """Each model's answer to ``sid`` in the cells of ``cell_id``'s K, B, format (and shuffle), in the run's
+    model order; empty for a run of one model."""
+    models = list(stored_generations(run.config))
+    if len(models) < 2:
+        return []
+    rows = store.conn.execute(
+        "SELECT c.model, e.cell_id, e.status, e.prediction, e.score FROM cells c"
+        " JOIN cells here ON here.run_id = c.run_id AND here.cell_id = ?"
+        " JOIN events e ON e.run_id = c.run_id AND e.cell_id = c.cell_id AND e.sid = ?"
+        " WHERE c.run_id = ? AND c.kind = here.kind AND c.budget = here.budget AND c.format = here.format"
+        " AND c.k IS here.k AND c.shuffle IS here.shuffle", (cell_id, sid, run.id)).fetchall()
+    return sorted((ModelAnswer(*row) for row in rows), key=lambda a: models.index(a.model))
 
 
 def _ranked(store: Store, run: Run, sid: int) -> list[int]:

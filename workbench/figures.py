@@ -38,17 +38,18 @@ def _estimate(est: Any) -> tuple[float | None, float | None, float | None]:
     return float(est), None, None
 
 
-def _series(ax, xs: Sequence[int], ests: Sequence[Any], term: str, label: str) -> bool:
+def _series(ax, xs: Sequence[int], ests: Sequence[Any], term: str, label: str, *, color: str | None = None,
+            dodge: float | None = None) -> bool:
     """One line with its interval bars; False if the term has no defined point."""
     points = [(x, *_estimate(e)) for x, e in zip(xs, ests)]
     points = [(x, v, lo, hi) for x, v, lo, hi in points if v is not None]
     if not points:
         return False
-    x = [p[0] + DODGE.get(term, 0.0) for p in points]
+    x = [p[0] + (DODGE.get(term, 0.0) if dodge is None else dodge) for p in points]
     y = [p[1] for p in points]
     low = [p[1] - p[2] if p[2] is not None else 0.0 for p in points]
     high = [p[3] - p[1] if p[3] is not None else 0.0 for p in points]
-    ax.errorbar(x, y, yerr=[low, high], label=label, color=COLORS.get(term), marker="o", markersize=3,
+    ax.errorbar(x, y, yerr=[low, high], label=label, color=color or COLORS.get(term), marker="o", markersize=3,
                 capsize=3, linewidth=1.5, linestyle=STYLES.get(term, "-"))
     return True
 
@@ -58,6 +59,9 @@ def main_figure(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, title:
     picked = sorted((r for r in rows if r["budget"] == budget and r["format"] == fmt), key=lambda r: r["k"])
     if not picked:
         raise ValueError(f"no cells with budget {budget} and format {fmt!r} in this ledger")
+    models = list(dict.fromkeys(r["model"] for r in picked if "model" in r))
+    if models:
+        return _models_figure(picked, models, budget=budget, fmt=fmt, title=title)
     xs = list(range(1, len(picked) + 1))  # evenly spaced K positions: K grids are usually geometric
     fig = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = fig.add_subplot()
@@ -76,6 +80,35 @@ def main_figure(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, title:
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     ax.grid(alpha=0.25)
     ax.set_title(title or f"Dissipation ledger: B={budget} tokens, format={fmt} (95% CI)", fontsize=11)
+    return fig
+
+
+# Each model's S_llm in a run of several models, in the run's model order.
+MODEL_COLORS = ("tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:olive", "tab:gray", "black")
+
+
+def _models_figure(picked: Sequence[dict[str, Any]], models: list[str], *, budget: int, fmt: str,
+                   title: str | None) -> Figure:
+    """The K sweep of a run of several models: S_set and S_vis (every model's) once, then each model's S_llm."""
+    first = [r for r in picked if r["model"] == models[0]]
+    xs = list(range(1, len(first) + 1))
+    fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for term in ("S_set", "S_vis"):
+        _series(ax, xs, [r[term] for r in first], term, term)
+    for i, model in enumerate(models):
+        ests = [r["S_llm"] for r in sorted((r for r in picked if r["model"] == model), key=lambda r: r["k"])]
+        _series(ax, xs, ests, "S_llm", f"S_llm {model}", color=MODEL_COLORS[i % len(MODEL_COLORS)],
+                dodge=0.02 + 0.03 * i)
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(xs, [str(r["k"]) for r in first])
+    ax.set_xlabel("K (top-K retrieved)")
+    ax.set_ylabel("share of samples")
+    fig.legend(handles=ax.get_legend_handles_labels()[0], loc="outside lower center", ncols=4, fontsize=8,
+               frameon=False)
+    ax.grid(alpha=0.25)
+    ax.set_title(title or f"Dissipation ledger: B={budget} tokens, format={fmt}, {len(models)} models (95% CI)",
+                 fontsize=11)
     return fig
 
 

@@ -23,10 +23,13 @@ PLAIN_MARKERS = {"S_set": "o", "S_vis": "x", "S_llm": "+", "D_rate": ".", "Acc_s
 # colours of the others, and the legend drawn below a small plot must match the lines.
 COLORS = {"S_set": "blue+", "S_vis": "green+", "S_llm": "red+", "D_rate": "cyan+", "Acc_struct": "blue+",
           "Acc_linear": "green+", "L_struct": "red+"}
+# A run of several models: each model's S_llm curve in its own colour and character, in the run's model order.
+MODEL_COLORS = ("red+", "magenta+", "yellow+", "cyan+", "white", "red", "magenta", "yellow")
+MODEL_MARKERS = ("+", "*", "#", "@", "%", "&", "$", "=")
 # Below this size plotext's legend (drawn inside the plot, top left) hides the curves: put it underneath.
 LEGEND_INSIDE_MIN = (60, 16)
 _colors = False
-_legend: list[tuple[str, str]] | None = None    # (term, label) to draw below the plot, or None: plotext's
+_legend: list[tuple[str, str | None, str]] | None = None  # (character, colour, label) below the plot, or None: plotext's
 _size = (0, 0)                                  # the plotsize of the figure being built
 # Rows of a figure that are not the plot's canvas: the title, the two frame lines, the x ticks and the x label.
 FRAME_ROWS = 5
@@ -43,13 +46,15 @@ def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: st
     points = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if not points:
         return False
-    marker = "braille" if _colors else PLAIN_MARKERS.get(term, "*")
-    if term in COLORS:
-        kwargs["color"] = COLORS[term]
+    plain = kwargs.pop("marker", PLAIN_MARKERS.get(term, "*"))
+    marker = "braille" if _colors else plain
+    kwargs.setdefault("color", COLORS.get(term))
+    if kwargs["color"] is None:
+        del kwargs["color"]
     if _legend is None:
         kwargs["label"] = label
     elif label is not None:
-        _legend.append((term, label))
+        _legend.append((plain, kwargs.get("color"), label))
     plt.plot([p[0] for p in points], [p[1] for p in points], marker=marker, **kwargs)
     return True
 
@@ -158,11 +163,11 @@ def _finish(colors: bool) -> str:
 
 def _legend_line(width: int) -> str:
     """``⣿ S_set  ⣿ S_vis …`` in the lines' colours (``o S_set  x S_vis …`` without colour), in ``width``."""
-    items = [("⣿" if _colors else PLAIN_MARKERS.get(term, "*"), term, label) for term, label in _legend or []]
+    items = [("⣿" if _colors else plain, color, label) for plain, color, label in _legend or []]
     sep = "  "
     if len(" " + sep.join(f"{m} {label}" for m, _, label in items)) > width > 0:
-        sep, items = " ", [(m, t, _compact(label)) for m, t, label in items]
-    parts = [f"{plt.colorize(m, COLORS[t]) if _colors and t in COLORS else m} {label}" for m, t, label in items]
+        sep, items = " ", [(m, c, _compact(label)) for m, c, label in items]
+    parts = [f"{plt.colorize(m, c) if _colors and c else m} {label}" for m, c, label in items]
     return " " + sep.join(parts)
 
 
@@ -180,10 +185,16 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
     """Sweep K at fixed ``budget`` and ``fmt``; rows are ledger rows (cell dicts).
 
     D_rate is on the right axis, with as many intervals as the left one: its ticks sit on the same rows.
+    Rows of a run of several models (each names its ``model``) give one S_llm curve per model, named in
+    the legend, over the S_set and S_vis every model shares; D_rate is then left to the ledger.
     """
     picked = sorted((r for r in rows if r["budget"] == budget and r["format"] == fmt), key=lambda r: r["k"])
     if not picked:
         raise ValueError(f"no cells with budget {budget} and format {fmt!r} in this ledger")
+    models = list(dict.fromkeys(r["model"] for r in picked if "model" in r))
+    if models:
+        return _models_plot(picked, models, budget=budget, fmt=fmt, width=width, height=height, colors=colors,
+                            title=title)
     ks = [r["k"] for r in picked]
     xs = list(range(1, len(ks) + 1))  # evenly spaced K positions: K grids are usually geometric
     _begin(width, height, colors)
@@ -201,6 +212,30 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
     plt.xlabel("K (top-K retrieved)")
     # plotext drops a title wider than the plot: a narrow plot gets the short one.
     long = f"Dissipation ledger: B={budget} tokens, format={fmt}"
+    plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
+    return _finish(colors)
+
+
+def _models_plot(picked: Sequence[dict[str, Any]], models: list[str], *, budget: int, fmt: str, width: int,
+                 height: int, colors: bool, title: str | None) -> str:
+    """The K sweep of a run of several models: S_set and S_vis once, then each model's S_llm."""
+    by_model = {m: [r for r in picked if r["model"] == m] for m in models}
+    first = by_model[models[0]]
+    ks = [r["k"] for r in first]
+    xs = list(range(1, len(ks) + 1))
+    _begin(width, height, colors)
+    series = {term: [_value(r[term]) for r in first] for term in ("S_set", "S_vis")}
+    for m in models:
+        series[f"S_llm {m}"] = [_value(r["S_llm"]) for r in sorted(by_model[m], key=lambda r: r["k"])]
+    hidden = _hidden(series, _row_axis([]))
+    for i, (name, ys) in enumerate(series.items()):
+        term, model_at = name.split(" ", 1)[0], i - 2
+        style = {} if model_at < 0 else {"color": MODEL_COLORS[model_at % len(MODEL_COLORS)],
+                                         "marker": MODEL_MARKERS[model_at % len(MODEL_MARKERS)]}
+        _line(xs, ys, term, label=_label(name, name, hidden), **style)
+    plt.xticks(xs, [str(k) for k in ks])
+    plt.xlabel("K (top-K retrieved)")
+    long = f"Dissipation ledger: B={budget} tokens, format={fmt}, {len(models)} models"
     plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
     return _finish(colors)
 

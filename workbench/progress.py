@@ -31,11 +31,12 @@ class ProgressBar:
         self.stream.flush()
 
     def __call__(self, done: int, total: int, tokens: int | None = None, extra: str = "", *,
-                 already: int = 0, overall: int | None = None) -> None:
+                 already: int = 0, overall: int | None = None, force: bool = False) -> None:
         """Draw ``done`` of ``total`` for this execution; ``already`` of ``overall`` place it in a resumed run.
 
         The bar and the count show the run overall (a resume of 2 remaining jobs of 24 reads
-        23/24, not 1/2), while the rate and ETA come from this execution's own work.
+        23/24, not 1/2), while the rate and ETA come from this execution's own work. ``force``
+        draws now, however recently the bar was drawn (what ``extra`` says has changed).
         """
         now = time.monotonic()
         if self._waited:
@@ -44,7 +45,7 @@ class ProgressBar:
             self.start = max(self.start, min(model_slot.taken_at() or self.start, now))
             if self.tty:
                 write_control(self.stream, "\r\x1b[K")
-        if done < total and now - self.last < (0.1 if self.tty else 5.0):
+        if done < total and not force and now - self.last < (0.1 if self.tty else 5.0):
             return
         self.last = now
         elapsed = max(now - self.start, 1e-9)

@@ -31,6 +31,7 @@ from workbench.compare.report import compare_runs
 from workbench.judges.report import (AGREEMENT_COLUMNS, ESTIMATE_COLUMNS, METRIC, agreement_cells, estimate_cells,
                                      judge_report)
 from workbench.meta.report import PREFERENCE_COLUMNS, preference_cells, preference_rows
+from workbench.runs.generation import stored_generations
 from workbench.runs.manifest import manifest_lines
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.runs.sequential import summary_line, versus_words
@@ -101,9 +102,11 @@ def _count(est: Any) -> str:
 
 
 def _run_section(run: Run, report: LedgerReport, manifest: str) -> str:
-    gen = run.config.get("generation") or {}
+    gens = stored_generations(run.config)
+    models = (", ".join(f"{label} ({g['model']})" if label else g["model"] for label, g in gens.items())
+              if gens else "no model (a sweep without generation)")
     facts = [("dataset", run.dataset), ("retriever", run.retriever or DASH),
-             ("model", gen.get("model", "no model (a sweep without generation)")),
+             ("model" if len(gens) < 2 else "models", models),
              ("score", report.score), ("jobs", f"{report.jobs_done:,} of {report.jobs_total:,} done"),
              ("intervals", f"95% Poisson bootstrap, {report.resamples:,} resamples, seed {report.seed}"),
              ("planned", run.created_at)]
@@ -134,14 +137,16 @@ def _manifest_block(store: Store, run: Run) -> str:
 def _ledger_section(report: LedgerReport) -> str:
     key = lambda r: (r["format"], r["budget"], r["k"])  # noqa: E731
     rows = sorted(report.rows, key=key)
-    cells = lambda r: [_e(r["k"]), _e(r["budget"]), _e(r["format"])]  # noqa: E731
+    several = any("model" in r for r in rows)      # a run of several models: a row per (model, cell)
+    head = ["model", "K", "B", "format"] if several else ["K", "B", "format"]
+    cells = lambda r: ([_e(r["model"])] if several else []) + [_e(r["k"]), _e(r["budget"]), _e(r["format"])]  # noqa: E731
     out = ["<h2>Ledger</h2>", "<h3>Retrieval and interface</h3>",
-           _table(["K", "B", "format", *RETRIEVAL_TERMS],
+           _table([*head, *RETRIEVAL_TERMS],
                   [cells(r) + [_count(r["n"])] + [_est(r[t], 1 if t in ("K_eff", "evidence_tokens") else 3)
-                                                  for t in RETRIEVAL_TERMS[1:]] for r in rows], left=3),
+                                                  for t in RETRIEVAL_TERMS[1:]] for r in rows], left=len(head)),
            "<h3>Reasoning, dissipation and leakage</h3>",
-           _table(["K", "B", "format", *REASONING_TERMS], [cells(r) + [_est(r[t]) for t in REASONING_TERMS]
-                                                         for r in rows], left=3)]
+           _table([*head, *REASONING_TERMS], [cells(r) + [_est(r[t]) for t in REASONING_TERMS]
+                                                         for r in rows], left=len(head))]
     if report.sequential is not None:
         s = report.sequential
         best = s.config.rule == "best"
@@ -155,16 +160,16 @@ def _ledger_section(report: LedgerReport) -> str:
                                       + (f" = {q['same_as']}" if q.get("same_as") else ""))]
                        + ([_e(versus_words(s, r["cell_id"]) or DASH)] if best else []))
         out += [f"<h3>Sequential ({_e(s.config.describe())})</h3><p class=\"meta\">{_e(summary_line(s))}</p>",
-                _table(["K", "B", "format", "answered", "full-run S_llm", "stopped"]
-                       + (["settled on"] if best else []), seq, left=3)]
+                _table([*head, "answered", "full-run S_llm", "stopped"]
+                       + (["settled on"] if best else []), seq, left=len(head))]
     if report.claims:
         cfg = report.claims["config"]
         out += [f"<h3>Claims</h3><p class=\"meta\">claim run {report.claims['claim_run']}: "
                 f"{_e(cfg.get('decomposer'))} decomposer, verifiers {_e(', '.join(cfg.get('verifiers', [])))}; "
                 f"{report.claims['done']} of {report.claims['jobs']} answers verified</p>",
-                _table(["K", "B", "format", "answers", *LEDGER_METRICS],
+                _table([*head, "answers", *LEDGER_METRICS],
                        [cells(r) + [_e(r.get("claims_n", 0))] + [_est(r.get(m)) for m in LEDGER_METRICS]
-                        for r in rows], left=3)]
+                        for r in rows], left=len(head))]
     if report.oracle:
         out += ["<h3>Oracle controls (only p*)</h3>",
                 _table(["B", "n", "Acc_struct", "Acc_linear", "L_struct", "p* visible"],

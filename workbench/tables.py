@@ -51,17 +51,26 @@ def ledger_tables(report) -> str:
         parts[0] += (f"\npartial: {report.jobs_done:,} of {report.jobs_total:,} jobs done; a cell with any "
                      "score reports every term over its scored samples (n)")
     head = ["K", "B", "format", "n"]
-    parts.append("Retrieval and interface\n" + table(
-        head + ["S_set", "S_vis", "L_iface", "K_eff", "tokens", "trunc"],
-        [[str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0), fmt_estimate(r["S_set"]),
-          fmt_estimate(r["S_vis"]), fmt_estimate(r["L_iface"]), fmt_number(r["K_eff"]),
-          fmt_number(r["evidence_tokens"]), fmt_number(r["truncated"], 2)] for r in report.rows]))
+    several = any("model" in r for r in report.rows)
+    windows = _one_row_per_window(report.rows) if several else report.rows
+    shared = ""
+    if windows is None:      # the models answered different samples (a sequential run): a row each
+        windows, shared = report.rows, " (per model: each cell's terms are over the samples it answered)"
+    elif several:
+        shared = " (shared by every model: each was shown the same evidence in a cell of the same K, B and format)"
+    by = ["model"] if windows is report.rows and several else []
+    parts.append(f"Retrieval and interface{shared}\n" + table(
+        by + head + ["S_set", "S_vis", "L_iface", "K_eff", "tokens", "trunc"],
+        [([r["model"]] if by else []) + [str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0),
+          fmt_estimate(r["S_set"]), fmt_estimate(r["S_vis"]), fmt_estimate(r["L_iface"]), fmt_number(r["K_eff"]),
+          fmt_number(r["evidence_tokens"]), fmt_number(r["truncated"], 2)] for r in windows], left=len(by) + 3))
     if any(getattr(r["S_llm"], "value", None) is not None for r in report.rows):
+        by = ["model"] if several else []
         parts.append("Reasoning, dissipation and leakage\n" + table(
-            head + ["S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak"],
-            [[str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0)]
+            by + head + ["S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak"],
+            [([r["model"]] if several else []) + [str(r["k"]), str(r["budget"]), r["format"], fmt_number(r["n"], 0)]
              + [fmt_estimate(r[t]) for t in ("S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak")]
-             for r in report.rows]))
+             for r in report.rows], left=len(by) + 3))
     else:
         parts.append("Reasoning terms (S_llm, Acc_hit, Acc_miss, D_rate, D_mass, L_leak): — until predictions "
                      "exist (`workbench prompts export` → your generator → `workbench predictions import`).")
@@ -84,11 +93,29 @@ def ledger_tables(report) -> str:
     return "\n\n".join(parts)
 
 
+def _one_row_per_window(rows: list[dict]) -> list[dict] | None:
+    """The first row of each (K, B, format) of a run of several models, whose retrieval and interface terms do
+    not depend on the model answering it; None when the models' cells of one window were scored over different
+    samples (a sequential run), so that their terms differ."""
+    first: dict[tuple, dict] = {}
+    for row in rows:
+        window = (row["k"], row["budget"], row["format"])
+        seen = first.setdefault(window, row)
+        if any(_value(seen[t]) != _value(row[t]) for t in ("n", "S_set", "S_vis", "K_eff", "evidence_tokens")):
+            return None
+    return list(first.values())
+
+
+def _value(est: Any):
+    return getattr(est, "value", est)
+
+
 def sequential_table(report) -> str:
     """A sequential run's cells: samples answered, the interval for the full run's S_llm valid at any stopping
     time, why each stopped and when, and (``best``) the difference it was settled on."""
     s = report.sequential
     best = s.config.rule == "best"
+    several = any("model" in r for r in report.rows)
     rows = []
     for r in report.rows:
         seq = r["sequential"]
@@ -98,9 +125,11 @@ def sequential_table(report) -> str:
             stopped += f" (round {seq['stopped_at_round']:,})"
         if seq.get("same_as"):
             stopped += f" = {seq['same_as']}"
-        rows.append([str(r["k"]), str(r["budget"]), r["format"], f"{seq['answered']:,}/{seq['of']:,}", interval,
-                     stopped] + ([s.versus_cell(r["cell_id"])] if best else []))
-    head = ["K", "B", "format", "answered", "full-run S_llm", "stopped"] + (["settled on (this − that)"] if best else [])
+        rows.append(([r["model"]] if several else []) + [str(r["k"]), str(r["budget"]), r["format"],
+                     f"{seq['answered']:,}/{seq['of']:,}", interval, stopped]
+                    + ([s.versus_cell(r["cell_id"])] if best else []))
+    head = (["model"] * several + ["K", "B", "format", "answered", "full-run S_llm", "stopped"]
+            + (["settled on (this − that)"] if best else []))
     state = f"decided at round {s.rounds:,}" if s.done else f"round {s.rounds:,}, still asking"
     winner = f"; best {s.winner}" if s.winner else ""
     calls = f"{s.calls_used:,} of {s.calls_full:,} model calls" + (f" ({s.calls_used / s.calls_full:.2f})"
@@ -110,7 +139,7 @@ def sequential_table(report) -> str:
               f"{s.config.alpha:g}" if best else f"each at level 1 − {s.cell_alpha:.2g}, so all at once at 1 − "
               f"{s.config.alpha:g}")
     return (f"Sequential: {state}{winner}; {calls}. Confidence sequences for the full run's values over all "
-            f"{s.population:,} samples, valid at any stopping time ({levels})\n" + table(head, rows))
+            f"{s.population:,} samples, valid at any stopping time ({levels})\n" + table(head, rows, left=3 + several))
 
 
 def claims_table(report) -> str:

@@ -14,6 +14,7 @@ from workbench.cli.types import comma_separated
 EPILOG = """\
 examples:
   workbench compare demo demo-gemma3-270m
+  workbench compare models/smollm2-135m models/gemma3-270m   # two models of one run
   workbench compare imported bm25 --cells k5-b128-linear --terms S_set,S_vis,S_llm
   workbench compare a b --map k5-b128-linear=k5-b256-linear
   workbench compare base candidate --fail-on-regression S_llm:0.05 --json > compare.json
@@ -46,8 +47,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p = subparsers.add_parser("compare", parents=[parents.db], epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               help="compare run B with run A: paired differences, p-values, flips by stage")
-    p.add_argument("run_a", metavar="RUN_A", help="the baseline run")
-    p.add_argument("run_b", metavar="RUN_B", help="the run compared with it (B − A is reported)")
+    p.add_argument("run_a", metavar="RUN_A", help="the baseline run, or RUN/MODEL: the part of a run of several "
+                                                  "models that MODEL (its label) answers")
+    p.add_argument("run_b", metavar="RUN_B", help="the run compared with it (B − A is reported), or RUN/MODEL")
     p.add_argument("--cells", type=comma_separated, help="only these cells of A (comma-separated; default: all "
                                                           "aligned)")
     p.add_argument("--terms", type=comma_separated,

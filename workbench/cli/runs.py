@@ -45,7 +45,8 @@ def _sweep_config(args):
 
 
 def cmd_run(args) -> int:
-    """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run per model."""
+    """Plan a run with a model (or find it) and generate its pending jobs; with ``--model A,B``, one run whose
+    grid has a model axis."""
     from workbench.errors import BadInput
     from workbench.models.check import GENERATOR, check_model_options
     from workbench.runs.generation import GenerationConfig
@@ -111,92 +112,64 @@ def _models(text: str) -> list[str]:
 
 
 def _run_models(args, store, gens) -> int:
-    """``run --model A,B,...``: sibling runs ``{name}-{label}`` over one grid, generated one model at a time.
-
-    Every sibling is planned before any generates, so each is a complete run of its own
-    (``workbench resume NAME`` continues it after Ctrl-C or kill -9). The siblings share
-    the grid, the samples and the evidence windows (stored once: the evidence table is
-    content-addressed). Then the first run is compared with the second.
-    """
-    from workbench.models.locate import model_label
+    """``run --model A,B,...``: one run whose grid has a model axis, every cell once per model (labelled by
+    :func:`~workbench.models.locate.model_label`): one plan, one sample order, one progress, one ``resume``
+    and, with ``--stop-when``, one decision across every (model, cell). Every model is loaded (or its server
+    asked) before the first job, and stays loaded."""
     from workbench.progress import ProgressBar
+    from workbench.runs.executor import check_models_fit
     from workbench.runs.sweep import plan_sweep
     from workbench.store.queries import get_run
 
-    sweep = _sweep_config(args)
+    labels = _labels(gens)
+    # Kept loaded together for the whole run: refused now, before the plan is written, if they do not fit.
+    check_models_fit(dict(zip(labels, gens)))
+    sequential = sequential_of(args)
+    result = plan_sweep(store, _sweep_config(args), dataset=args.dataset, name=args.name,
+                        generations={label: gen.as_dict() for label, gen in zip(labels, gens)},
+                        sequential=sequential, progress=None if args.json else ProgressBar("plan"))
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not args.json:
+        state = "planned" if result.created else "found (same config): resuming"
+        how = f" at most; sequential ({sequential.describe()})" if sequential is not None else ""
+        print(f"run {result.run}: {state}: {result.cells} cells ({len(gens)} models: {', '.join(labels)}), "
+              f"{result.events:,} jobs{how}", file=sys.stderr)
+    return _execute(args, store, get_run(store, result.run))
+
+
+def _labels(gens) -> list[str]:
+    """The label of each model of ``run --model A,B,...`` (its cells' prefix); two models of one label are refused."""
+    from workbench.models.locate import model_label
+
     labels = [model_label(gen.model) for gen in gens]
-    names = _sibling_names(args, store, gens, labels)
-    runs = []
-    for i, (gen, name) in enumerate(zip(gens, names)):
-        result = plan_sweep(store, sweep, dataset=args.dataset, name=name, generation=gen.as_dict(),
-                            sequential=sequential_of(args),
-                            progress=None if args.json else ProgressBar("plan"))
-        run = get_run(store, result.run)
-        for warning in result.warnings if i == 0 else ():   # the siblings share the grid: said once
-            print(f"warning: {warning}", file=sys.stderr)
-        if not args.json:
-            state = "planned" if result.created else "found (same config): resuming"
-            style = run.config["generation"].get("prompt_style", "chat")
-            print(f"run {result.run}: {state}: {result.cells} cells, {result.events:,} jobs "
-                  f"(model {labels[i]}, {style} prompts)", file=sys.stderr)
-        runs.append(run)
-    outcomes, codes = [], []
-    for i, run in enumerate(runs):
-        code, report, stats = _generate(args, store, run)
-        codes.append(code)
-        if report is not None:
-            outcomes.append({"execution": report, "run": stats})
-            _summarize(args, store, run, report, stats)
-        if code == STOPPED:
-            rest = " and ".join(f"`workbench resume {r.name}`" for r in runs[i:])
-            print(f"stopped: {rest} continue{'s' if len(runs) - i == 1 else ''}", file=sys.stderr)
-            break
-    comparison = None
-    if all(code == OK for code in codes) and len(codes) == len(runs):
-        comparison = _compare_first_two(args, store, runs)
-    elif not args.json:
-        print(f"not compared: a run did not finish; `workbench compare {runs[0].name} {runs[1].name}` compares "
-              "them once both are done", file=sys.stderr)
-    if args.json:
-        from dataclasses import asdict
-
-        emit_json({"runs": outcomes, "comparison": None if comparison is None else asdict(comparison)})
-    return next((code for code in codes if code != OK), OK)
-
-
-def _sibling_names(args, store, gens, labels) -> list[str]:
-    """The run names of ``run --model A,B,...``: ``{base}-{label}`` per model."""
-    from workbench.data.fields import check_name
-    from workbench.errors import BadInput
-    from workbench.runs.sweep import sibling_base_name
-
     for i, label in enumerate(labels):
         if label in labels[:i]:
             first = gens[labels.index(label)].model
-            raise ValueError(f"--model: {first!r} and {gens[i].model!r} would both be runs named …-{label}; "
-                             "give each model once (GGUF files with distinct file names)")
-    base = args.name or sibling_base_name(store, _sweep_config(args), [gen.as_dict() for gen in gens],
-                                          dataset=args.dataset, sequential=sequential_of(args))
-    names = []
-    for label in labels:
-        try:
-            names.append(check_name(f"{base}-{label}", "run name"))
-        except BadInput as exc:
-            raise ValueError(f"--model: {exc}") from None
-    return names
+            raise ValueError(f"--model: {first!r} and {gens[i].model!r} have the same label {label!r}, which names "
+                             "their cells; give each model once (GGUF files with distinct file names)")
+    return labels
 
 
 def _dry_runs(args, store, gens) -> int:
     """``run --dry-run``: what each run would do (jobs, unique prompts, tokens, cache hits, ETA); nothing written."""
-    from workbench.models.locate import model_label
     from workbench.models.registry import ExecOptions
     from workbench.runs.dry_run import as_dict, dry_run
+    from workbench.runs.sweep import models_run_name
 
-    names = [args.name] if len(gens) == 1 else _sibling_names(args, store, gens, [model_label(g.model) for g in gens])
     opts = ExecOptions(n_threads=args.threads, n_gpu_layers=args.n_gpu_layers, concurrency=args.concurrency,
                        timeout=args.timeout, on_wait=say)
-    results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
-                       retry_errors=args.retry_errors) for gen, name in zip(gens, names)]
+    if len(gens) == 1:
+        results = [dry_run(store, _sweep_config(args), gens[0], dataset=args.dataset, name=args.name, opts=opts,
+                           retry_errors=args.retry_errors)]
+    else:   # one run of several models: each model's part of it
+        labels = _labels(gens)
+        models = {label: gen.as_dict() for label, gen in zip(labels, gens)}
+        name = args.name or models_run_name(store, _sweep_config(args), models, dataset=args.dataset,
+                                            sequential=sequential_of(args))
+        results = [dry_run(store, _sweep_config(args), gen, dataset=args.dataset, name=name, opts=opts,
+                           retry_errors=args.retry_errors, model_label=label, run_models=models)
+                   for label, gen in zip(labels, gens)]
     if args.json:
         emit_json({"dry_run": [as_dict(r) for r in results]})
     else:
@@ -210,7 +183,8 @@ def _dry_runs(args, store, gens) -> int:
 def dry_run_lines(r) -> list[str]:
     """A dry run as text: the counts, then the ETA and where its speed comes from."""
     state = "planned already; its jobs left" if r.exists else "not planned yet"
-    lines = [f"dry run of run {r.run} ({state}); nothing was generated or written",
+    part = f", the part model {r.model_label} answers" if r.model_label else ""
+    lines = [f"dry run of run {r.run}{part} ({state}); nothing was generated or written",
              f"  jobs            {r.jobs:,}" + ("" if r.jobs == r.run_jobs else f" of the run's {r.run_jobs:,}")]
     if r.error:   # nothing past the job count could be worked out
         return [*lines, f"  not counted     {r.error}", *(f"note: {note}" for note in r.notes)]
@@ -254,22 +228,6 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _compare_first_two(args, store, runs):
-    """Print run 2 against run 1 (``workbench compare``'s text, unless --json) and return the Comparison, or None."""
-    from workbench.compare import compare_runs, render_comparison
-
-    try:
-        comparison = compare_runs(store, runs[0].name, runs[1].name)
-    except ValueError as exc:   # the runs cannot be paired (e.g. no sample both answered)
-        print(f"not compared: {exc}", file=sys.stderr)
-        return None
-    if not args.json:
-        print(render_comparison(comparison))
-        for other in runs[2:]:
-            print(f"note: compare the others with `workbench compare {runs[0].name} {other.name}`", file=sys.stderr)
-    return comparison
-
-
 def cmd_resume(args) -> int:
     """Continue a run's pending jobs (and failed ones with --retry-errors)."""
     from workbench.store.queries import get_run
@@ -301,12 +259,16 @@ def _generate(args, store, run):
     from workbench.runs.executor import execute, run_stats
 
     bar = ProgressBar("run")
+    answering = [None]
 
     def show(p):
-        # The run overall, as the TUI and `workbench runs` count it (errors are not done).
+        # The run overall, as the TUI and `workbench runs` count it (errors are not done). In a run of several
+        # models, the one answering now, drawn as soon as it changes.
         bar(p.done, p.total, p.completion_tokens,
-            f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
-            already=p.run_done - p.done, overall=p.run_total)
+            (f" · {p.model} answering" if p.model else "")
+            + f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
+            already=p.run_done - p.done, overall=p.run_total, force=p.model != answering[0])
+        answering[0] = p.model
 
     with StopOnSigint() as interrupt:
         try:
@@ -357,14 +319,16 @@ def _run_summary(report, stats) -> str:
 
 def cmd_runs(args) -> int:
     """List the runs with their progress and, for runs with a model, their prompt style."""
+    from workbench.runs.generation import stored_generations
     from workbench.store.queries import get_run, list_runs
 
     store = store_of(args)
     rows = list_runs(store)
     for row in rows:
-        gen = get_run(store, row["name"]).config.get("generation")
+        gens = stored_generations(get_run(store, row["name"]).config)
         # A stored chat config leaves the field out (see GenerationConfig.as_dict); a sweep has no model.
-        row["prompt_style"] = gen.get("prompt_style", "chat") if gen else None
+        styles = list(dict.fromkeys(g.get("prompt_style", "chat") for g in gens.values()))
+        row["prompt_style"] = ",".join(styles) if styles else None
     return list_rows(rows, as_json=args.json,
                      empty="no runs yet: `workbench sweep --k ... --budget ... --format ...`", line=_run_line)
 
@@ -455,7 +419,9 @@ def register(subparsers, parents: SharedParents) -> None:
     p.add_argument("--model", default="default",
                    help="GGUF path, 'default' (SmolLM2-135M-Instruct Q4_1) or 'gemma3-270m' (Gemma 3 270M base, "
                         "the models extra); with --backend openai: the model name. Several, comma-separated "
-                        "(e.g. default,gemma3-270m): one run per model, NAME-LABEL, then the first two compared")
+                        "(e.g. default,gemma3-270m): one run whose grid has a model axis, every cell once per model "
+                        "(cell ids LABEL/k5-b128-linear), each model kept loaded; with --stop-when, one decision "
+                        "across every (model, cell)")
     p.add_argument("--prompt-style", choices=("auto", "chat", "completion"), default="auto",
                    help="chat: the GGUF's chat template; completion: plain text and an answer cue, for base "
                         "models; auto (default): completion for base models (gemma3-270m, a GGUF without a chat "

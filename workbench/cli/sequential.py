@@ -110,8 +110,9 @@ def replay_ledger(args, store) -> int:
         lines.append(f"  differences held   {s.differences_covered:,} of {s.replays:,}: every stop's versus interval "
                      f"held the full run's difference")
     lines.append("  per cell (mean answered, how it stopped):")
+    wide = max(map(len, cells), default=0)
     for cell, answered, stopped in zip(cells, s.answered_mean, s.stopped):
-        lines.append(f"    {cell}  {answered:,.1f} of {s.population:,}  "
+        lines.append(f"    {cell:<{wide}}  {answered:,.1f} of {s.population:,}  "
                      + ", ".join(f"{why} {n:,}" for why, n in stopped.items()))
     print("\n".join(lines))
     return OK

@@ -55,6 +55,9 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _as_run_reads_it(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config with its generation settings as the executor reads them (e.g. no prompt_style = chat)."""
+    if config.get("generations"):      # several models: each one's settings
+        return {**config, "generations": {label: asdict(GenerationConfig.from_stored(g))
+                                          for label, g in config["generations"].items()}}
     if not config.get("generation"):   # a sweep: no model, no generation settings
         return dict(config)
     return {**config, "generation": asdict(GenerationConfig.from_stored(config["generation"]))}

@@ -29,7 +29,7 @@ evidence and answered differently).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -42,7 +42,7 @@ from workbench.metrics.stats import Estimate, check_bootstrap_args, mean_and_res
 from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays, undefined_terms
 from workbench.runs.sequential import sequential_status, summary_line
 from workbench.store.db import Store
-from workbench.store.queries import get_run, load_samples
+from workbench.store.queries import Run, get_run, load_samples
 
 DEFAULT_TERMS: tuple[str, ...] = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate")
 COMPARABLE_TERMS: tuple[str, ...] = tuple(t for t in TERMS if t != "n")
@@ -119,11 +119,12 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
     unknown = [t for t in terms if t not in COMPARABLE_TERMS]
     if unknown:
         raise ValueError(f"--terms: {unknown[0]!r} is not a ledger term; choose from {', '.join(COMPARABLE_TERMS)}")
-    run_a, run_b = get_run(store, a), get_run(store, b)
+    (run_a, model_a), (run_b, model_b) = _run_part(store, a), _run_part(store, b)
     check_same_dataset(run_a, run_b)
     score = score or run_a.config.get("score", "acc")
-    arrays_a = load_run_arrays(store, run_a, score=score)
-    arrays_b = load_run_arrays(store, run_b, score=score)
+    arrays_a = _model_part(load_run_arrays(store, run_a, score=score), model_a)
+    arrays_b = _model_part(load_run_arrays(store, run_b, score=score), model_b)
+    run_a, run_b = _as_one_model(run_a, model_a), _as_one_model(run_b, model_b)
     order_a, order_b = _ledger_order(arrays_a), _ledger_order(arrays_b)
     if not cells and not cell_map:   # by default the retrieval cells; oracle cells when asked for by name
         order_a = [c for c in order_a if arrays_a.cells[c].kind == "retrieval"]
@@ -141,7 +142,8 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
             cell.terms[term] = TermDelta(None, None, Estimate(None, None, None), None, None)
     claims_a, claims_b = latest_claim_run(store, run_a), latest_claim_run(store, run_b)
     if claims_a is not None and claims_b is not None:
-        _attach_claims(store, out, claims_a.id, claims_b.id, common, resamples, seed, alpha)
+        _attach_claims(store, out, claims_a.id, claims_b.id, common, resamples, seed, alpha,
+                       prefixes=(f"{model_a}/" if model_a else "", f"{model_b}/" if model_b else ""))
         _adjust(out, alpha)
     differences = config_differences(run_a, run_b)
     sequential = {}
@@ -171,6 +173,38 @@ def compare_cells(pairs: dict[tuple[str, str], tuple[CellArrays, CellArrays]], s
            for i, ((ca, cb), (pa, pb)) in enumerate(zip(pairs, aligned))]
     _adjust(out, alpha)
     return out
+
+
+def _run_part(store: Store, name: str) -> tuple[Run, str | None]:
+    """``RUN`` (a run), or ``RUN/MODEL`` (one model's part of a run of several models): the run and the label."""
+    run_name, _, label = name.partition("/")
+    run = get_run(store, run_name)
+    if not label:
+        return run, None
+    labels = list(run.config.get("generations") or ())
+    if label not in labels:
+        raise ValueError(f"{name!r}: run {run_name!r} has " + (f"no model {label!r} (its models: {', '.join(labels)})"
+                                                               if labels else "one model: name the run alone"))
+    return run, label
+
+
+def _model_part(arrays: RunArrays, label: str | None) -> RunArrays:
+    """The cells model ``label`` answers, by their ids without the label (aligned as another run's would be)."""
+    if label is None:
+        return arrays
+    prefix = f"{label}/"
+    keep = [cid for cid in arrays.cells if cid.startswith(prefix)]
+    return RunArrays(arrays.run, {cid[len(prefix):]: arrays.cells[cid].for_model(None) for cid in keep},
+                     {cid[len(prefix):]: arrays.arrays[cid] for cid in keep}, arrays.score_name, arrays.sids)
+
+
+def _as_one_model(run: Run, label: str | None) -> Run:
+    """``run`` as if it had been run with model ``label`` alone: named ``RUN/LABEL``, with that model's settings
+    (so that the configurations' differences are the models')."""
+    if label is None:
+        return run
+    config = {k: v for k, v in run.config.items() if k != "generations"}
+    return replace(run, name=f"{run.name}/{label}", config={**config, "generation": run.config["generations"][label]})
 
 
 def _ledger_order(arrays: RunArrays) -> list[str]:
@@ -251,12 +285,13 @@ def _flips(a: CellArrays, b: CellArrays, sample_ids: np.ndarray) -> dict[str, di
 
 
 def _attach_claims(store: Store, cells: list[CellDelta], claim_a: int, claim_b: int, common: np.ndarray,
-                   resamples: int, seed: int, alpha: float) -> None:
-    """The claim metrics of each cell pair, on the samples verified in both runs."""
+                   resamples: int, seed: int, alpha: float, prefixes: tuple[str, str] = ("", "")) -> None:
+    """The claim metrics of each cell pair, on the samples verified in both runs (``prefixes``: the model labels
+    that the cell ids of a model's part of a run lost, as ``label/``)."""
     values_a, values_b = claim_values(store, claim_a), claim_values(store, claim_b)
     shared = set(int(s) for s in common)
     for cell in cells:
-        va, vb = values_a.get(cell.cell_a, {}), values_b.get(cell.cell_b, {})
+        va, vb = values_a.get(prefixes[0] + cell.cell_a, {}), values_b.get(prefixes[1] + cell.cell_b, {})
         sids = sorted(shared & set(va) & set(vb))
         cell.claim_samples = len(sids)
         for metric in CLAIM_METRICS:

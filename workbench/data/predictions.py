@@ -19,7 +19,7 @@ from workbench.data.infile import check_input
 from workbench.data.jsonl import read_jsonl
 from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
-from workbench.runs.generation import GenerationConfig
+from workbench.runs.generation import GenerationConfig, stored_generations
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store
 from workbench.store.queries import Run, load_samples
@@ -39,19 +39,22 @@ def export_prompts(store: Store, run: Run, out: TextIO, template: PromptTemplate
     ``prompt`` as text, which for a ``completion`` run is exactly the text its model continued
     (the answer cue included), and for a ``chat`` run the messages flattened.
     """
-    gen = run.config.get("generation")
-    config = GenerationConfig.from_stored(gen) if gen else None
-    style = config.prompt_style if config is not None else "chat"
-    if template is None:
-        template = config.template if config is not None else PromptTemplate()
-    as_text = template.completion if style == "completion" else template.text
+    # Each cell is prompted as its model is (a run of several models has settings per model).
+    prompting = {}
+    for label, gen in stored_generations(run.config).items() or [(None, None)]:
+        config = GenerationConfig.from_stored(gen) if gen else None
+        style = config.prompt_style if config is not None else "chat"
+        chosen = template or (config.template if config is not None else PromptTemplate())
+        prompting[label] = (style, chosen, chosen.completion if style == "completion" else chosen.text)
     samples = {s.sid: s for s in load_samples(store, run.dataset_id)}
     count = 0
-    for cell_id, sid, evidence in store.conn.execute(
-            "SELECT e.cell_id, e.sid, v.text FROM events e JOIN evidence v ON v.sha256 = e.evidence_sha256"
+    for cell_id, sid, evidence, model in store.conn.execute(
+            "SELECT e.cell_id, e.sid, v.text, c.model FROM events e JOIN evidence v ON v.sha256 = e.evidence_sha256"
+            " JOIN cells c ON c.run_id = e.run_id AND c.cell_id = e.cell_id"
             " WHERE e.run_id = ? ORDER BY e.cell_id, e.sid", (run.id,)):
         sample = samples[sid]
-        messages = template.messages(evidence, sample.question)
+        style, template_of_cell, as_text = prompting[model]
+        messages = template_of_cell.messages(evidence, sample.question)
         out.write(json.dumps({"sample_id": sample.id, "cell_id": cell_id, "prompt_style": style, "messages": messages,
                               "prompt": as_text(evidence, sample.question)}, ensure_ascii=False) + "\n")
         count += 1

@@ -80,6 +80,7 @@ class DryRun:
     speed: Speed | None
     notes: list[str] = field(default_factory=list)
     error: str | None = None              # why the prompts could not be rendered (e.g. a missing model file)
+    model_label: str | None = None        # in a run of several models, whose part of the run this is
 
 
 class VocabOnlyBackend(LlamaCppBackend):
@@ -109,24 +110,35 @@ class VocabOnlyBackend(LlamaCppBackend):
 
 def dry_run(store: Store, config: SweepConfig, gen: GenerationConfig, *, dataset: str | None = None,
             name: str | None = None, opts: ExecOptions | None = None, retry_errors: bool = False,
-            probe: bool = True) -> DryRun:
+            probe: bool = True, model_label: str | None = None,
+            run_models: dict[str, dict] | None = None) -> DryRun:
     """What ``workbench run`` with these settings would do now; nothing is generated or written.
 
     ``probe`` allows measuring the model's speed (loading it) when the database holds no
-    earlier generations of this model file; without it the ETA is then unknown.
+    earlier generations of this model file; without it the ETA is then unknown. In a run of
+    several models (``run_models``: label → settings), the part model ``gen``, labelled
+    ``model_label``, answers: its cells only.
     """
     with writes_refused(store):
-        return _dry_run(store, config, gen.resolved(), dataset, name, opts or ExecOptions(), retry_errors, probe)
+        return _dry_run(store, config, gen.resolved(), dataset, name, opts or ExecOptions(), retry_errors, probe,
+                        model_label, run_models)
 
 
 def _dry_run(store: Store, config: SweepConfig, gen: GenerationConfig, dataset, name, opts: ExecOptions,
-             retry_errors: bool, probe: bool) -> DryRun:
-    preview = preview_sweep(store, config, dataset=dataset, name=name, generation=gen.as_dict())
+             retry_errors: bool, probe: bool, model_label: str | None = None,
+             run_models: dict[str, dict] | None = None) -> DryRun:
+    preview = preview_sweep(store, config, dataset=dataset, name=name,
+                            **({"generations": run_models} if run_models else {"generation": gen.as_dict()}))
     notes = [*preview.notes, *(f"warning: {w}" for w in preview.warnings)]
     if preview.exists:
         run = get_run(store, preview.run)
         jobs = load_jobs(store, run, job_statuses(retry_errors))
         run_jobs = run_stats(store, run)["jobs"]
+        if model_label is not None:     # this model's cells of the run
+            mine = lambda cell_id: cell_id.startswith(f"{model_label}/")  # noqa: E731
+            jobs = [job for job in jobs if mine(job[0].cell_id)]
+            run_jobs = store.conn.execute("SELECT count(*) FROM events WHERE run_id = ? AND cell_id LIKE ?",
+                                          (run.id, f"{model_label}/%")).fetchone()[0]
         notes.append(f"run {preview.run} is planned already: counting the jobs it has left")
     else:
         prefix = "T" if preview.dataset.unit_kind == "triple" else "C"
@@ -137,6 +149,7 @@ def _dry_run(store: Store, config: SweepConfig, gen: GenerationConfig, dataset, 
                    jobs=len(jobs), unique_prompts=0, cache_hits=0, to_generate=0, too_long=0, prompt_tokens=None,
                    unique_prompt_tokens=None, eval_tokens=None, eta_seconds=None, eta_max_seconds=None, speed=None,
                    notes=notes)
+    blank.model_label = model_label
     if not jobs:
         blank.eta_seconds = blank.eta_max_seconds = 0.0
         return blank
@@ -149,7 +162,9 @@ def _dry_run(store: Store, config: SweepConfig, gen: GenerationConfig, dataset, 
         samples = {s.sid: s for s in load_samples(store, preview.dataset.id)}
         failed: list[str] = []
         groups = group_prompts(gen, backend, samples, jobs, on_error=lambda job, exc: failed.append(str(exc)))
-        return _count(store, preview, gen, opts, backend, path, groups, run_jobs, len(jobs), failed, notes, probe)
+        result = _count(store, preview, gen, opts, backend, path, groups, run_jobs, len(jobs), failed, notes, probe)
+        result.model_label = model_label
+        return result
     finally:
         backend.close()
 

@@ -16,18 +16,21 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Union
 
 from workbench.errors import BadInput
 from workbench.metrics.scoring import get_scorer
 from workbench.models.base import Backend, Generation, ModelError, Prompt, PromptError
 from workbench.models.cached import prompt_key
 from workbench.models.check import GENERATOR, check_model_options
+from workbench.models.fit import check_fit, footprint
+from workbench.models.locate import resolve_model
 from workbench.models.registry import ExecOptions, make_backend
 from workbench.runs.generation import GenerationConfig
 from workbench.passes import Driver, PassReport, PassWork, drive
 from workbench.passes.inflight import in_flight
 from workbench.runs.answers import parse_output, schema_for, score_answer
+from workbench.runs.cells import run_cells
 from workbench.runs.manifest import record_execution
 from workbench.runs.sequential import SKIPPED, run_rounds, sequential_config, sequential_status
 from workbench.store.db import Store, utcnow
@@ -51,6 +54,7 @@ class Progress:
     elapsed: float
     already_done: int = 0   # the run's jobs that were done before this execution started
     run_jobs: int = 0       # every job of the run
+    model: str | None = None  # in a run of several models, the one answering now (its label)
 
     @property
     def run_done(self) -> int:
@@ -96,9 +100,30 @@ def generation_of(run: Run) -> GenerationConfig:
     return GenerationConfig.from_stored(stored)
 
 
+def generations_of(run: Run) -> dict[str | None, GenerationConfig]:
+    """The generation config of each model ``run`` executes with, by the label its cells name: ``{None: config}``
+    for a run of one model; :class:`RunHasNoModel` when it was planned without one."""
+    several = run.config.get("generations")
+    if several:
+        return {label: GenerationConfig.from_stored(stored) for label, stored in several.items()}
+    return {None: generation_of(run)}
+
+
+def check_models_fit(gens: Mapping[str | None, GenerationConfig]) -> None:
+    """Refuse, before anything is written, local models of one run that do not fit in memory together (each one
+    is kept loaded for the whole execution: :mod:`workbench.models.fit`)."""
+    local = [(label, gen) for label, gen in gens.items() if gen.backend == "llamacpp"]
+    if len(local) > 1:
+        check_fit([footprint(str(label), resolve_model(gen.model), gen.n_ctx) for label, gen in local])
+
+
+#: A backend for a run of one model, or one per model label (what tests and the TUI's workers pass in).
+Backends = Union[Backend, Mapping[str, Backend], None]
+
+
 def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_errors: bool = False,
             stop: threading.Event | None = None, progress: Callable[[Progress], None] | None = None,
-            backend: Backend | None = None, wait: bool = False,
+            backend: Backends = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None) -> ExecReport:
     """Run every pending job of ``run`` (and failed ones with ``retry_errors``).
 
@@ -111,8 +136,11 @@ def execute(store: Store, run: Run, *, opts: ExecOptions | None = None, retry_er
     :class:`~workbench.store.lease.LeaseHeld`, or with ``wait`` waits for it (``on_wait``
     hears why) and then runs whatever the other left pending. A run planned without a model
     raises :class:`RunHasNoModel` before anything is touched.
+
+    A run whose grid has a model axis loads every model before the first job and keeps them
+    loaded; each step's jobs are answered model by model.
     """
-    work = _RunWork(store, run, generation_of(run), opts or ExecOptions(), backend)
+    work = _RunWork(store, run, generations_of(run), opts or ExecOptions(), backend)
     return drive(store, f"run:{run.name}", work, ExecReport(run=run.name), retry_errors=retry_errors, stop=stop,
                  progress=work.progress_of(progress), wait=wait, on_wait=on_wait)
 
@@ -131,8 +159,14 @@ def load_jobs(store: Store, run: Run, statuses: tuple[str, ...]) -> list[tuple[_
 class _RunWork(PassWork):
     """A run's jobs (its events), grouped by prompt; all SQLite writes happen on the calling thread."""
 
-    def __init__(self, store: Store, run: Run, gen: GenerationConfig, opts: ExecOptions, backend: Backend | None):
-        self.store, self.run, self.gen, self.opts, self.backend = store, run, gen, opts, backend
+    def __init__(self, store: Store, run: Run, gens: dict[str | None, GenerationConfig], opts: ExecOptions,
+                 backend: Backends):
+        self.store, self.run, self.gens, self.opts = store, run, gens, opts
+        given = backend if isinstance(backend, Mapping) else {None: backend} if backend is not None else {}
+        self.backends: dict[str | None, Backend] = dict(given)
+        # The model each cell is answered by (None in a run of one model): a step's jobs go to their model.
+        self.model_of = {cid: cell.model for cid, cell in run_cells(store, run.id).items()}
+        self.label, self.gen, self.backend = next(iter(gens)), next(iter(gens.values())), None
         self.sequential = sequential_config(run)
         self.place = (0, 0)   # (the run's jobs done before this execution, all its jobs)
         self.driver: Driver | None = None
@@ -144,7 +178,7 @@ class _RunWork(PassWork):
 
         def tick(done: int, total: int, r: ExecReport) -> None:
             progress(Progress(done, total, r.model_calls, r.cache_hits, r.errors, r.completion_tokens, r.seconds,
-                              *self.place))
+                              *self.place, model=self.label))
 
         return tick
 
@@ -156,24 +190,33 @@ class _RunWork(PassWork):
         return jobs
 
     def check_models(self) -> None:
-        """The run's recorded model loads (or its server answers within ``--timeout``) before a job is touched."""
-        if self.backend is None:
-            check_model_options(("the run's model", self.gen.model_ref, GENERATOR), timeout=self.opts.timeout)
+        """Every model of the run loads (or its server answers within ``--timeout``) before a job is touched."""
+        checks = [(f"the run's model{'' if label is None else f' {label}'}", gen.model_ref, GENERATOR)
+                  for label, gen in self.gens.items() if label not in self.backends]
+        if checks:
+            check_model_options(*checks, timeout=self.opts.timeout)
+            check_models_fit({label: gen for label, gen in self.gens.items() if label not in self.backends})
 
     def setup(self) -> None:
-        self.backend = self.backend or make_backend(self.gen.backend_spec, self.opts, self.store)
-        # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
-        record_execution(self.store, self.run, self.gen, n_threads=self.opts.n_threads,
-                         n_gpu_layers=self.opts.n_gpu_layers, concurrency=self.opts.concurrency,
-                         model_id=self.backend.model_id)
+        for label, gen in self.gens.items():
+            if label not in self.backends:
+                self.backends[label] = make_backend(gen.backend_spec, self.opts, self.store)
+            # What this execution runs on (host, threads, builds, the model's sha256) joins the run's manifest.
+            record_execution(self.store, self.run, gen, n_threads=self.opts.n_threads,
+                             n_gpu_layers=self.opts.n_gpu_layers, concurrency=self.opts.concurrency,
+                             model_id=self.backends[label].model_id, label=label)
         self.samples = {s.sid: s for s in load_samples(self.store, self.run.dataset_id)}
         self.scorer = get_scorer(self.run.config.get("score", "acc"))
-        self.schema = schema_for(self.gen.answer_format)
-        self.sampling = self.gen.sampling
+        self._use(next(iter(self.gens)))
+
+    def _use(self, label: str | None) -> None:
+        """Answer with model ``label`` from now on: its settings, its backend, its answer schema."""
+        self.label, self.gen, self.backend = label, self.gens[label], self.backends[label]
+        self.schema, self.sampling = schema_for(self.gen.answer_format), self.gen.sampling
 
     def close(self) -> None:
-        if self.backend is not None:
-            self.backend.close()
+        for backend in self.backends.values():
+            backend.close()
 
     def describe(self, job: _Job) -> str:
         return f"{self.samples[job.sid].id} / {job.cell_id}"
@@ -203,7 +246,17 @@ class _RunWork(PassWork):
                    on_halt=halt)
 
     def _process(self, jobs) -> None:
-        """Commit the groups the cache already answers, then generate the others."""
+        """Model by model (in the run's order), commit the groups the cache already answers, then generate the others."""
+        by_model: dict[str | None, list] = {label: [] for label in self.gens}
+        for item in jobs:
+            by_model[self.model_of[item[0].cell_id]].append(item)
+        for label, part in by_model.items():
+            if part and not self.driver.stopping():
+                self._use(label)
+                self._process_model(part)
+
+    def _process_model(self, jobs) -> None:
+        """Commit the groups the cache already answers, then generate the others (all for the model in use)."""
         pending: list[tuple[str, list[_Job], object]] = []
         for key, (prompt, members) in self._group(jobs).items():
             cached = self._cached(key)

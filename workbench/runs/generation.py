@@ -125,6 +125,15 @@ def resolve_generation(generation: Mapping[str, Any]) -> dict[str, Any]:
     return GenerationConfig.from_stored(generation).resolved().as_dict()
 
 
+def stored_generations(config: Mapping[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """A run's stored generation settings by the model label its cells name: ``{None: settings}`` for a run of
+    one model, ``{label: settings}`` for a run of several, ``{}`` for a sweep planned without a model."""
+    several = config.get("generations")
+    if several:
+        return dict(several)
+    return {None: config["generation"]} if config.get("generation") else {}
+
+
 def _auto_style(backend: str, model: str) -> str:
     """What ``auto`` means for ``model`` (see :meth:`GenerationConfig.resolved`)."""
     if backend != "llamacpp":

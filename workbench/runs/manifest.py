@@ -73,7 +73,8 @@ def plan_manifest(store: Store, *, name: str, dataset_id: int, dataset_name: str
     units_sha, n_units = units_digest(store, dataset_id)
     generation = identity.get("generation")
     gen = GenerationConfig.from_stored(generation) if generation is not None else None
-    local = gen is not None and gen.backend == "llamacpp"
+    several = {label: GenerationConfig.from_stored(g) for label, g in (identity.get("generations") or {}).items()}
+    local = any(g.backend == "llamacpp" for g in ([gen] if gen is not None else several.values()))
     return {
         "manifest_version": MANIFEST_VERSION,
         "recorded": recorded,
@@ -89,6 +90,10 @@ def plan_manifest(store: Store, *, name: str, dataset_id: int, dataset_name: str
         "prompt": None if gen is None else prompt_facts(gen),
         "generation": None if gen is None else generation_facts(gen),
         "model": None if gen is None else model_part(gen, lambda path: _model_sha256(store, path)),
+        # A run of several models: each one's prompt, settings and file, by the label its cells name.
+        **({"models": {label: {"prompt": prompt_facts(g), "generation": generation_facts(g),
+                               "model": model_part(g, lambda path: _model_sha256(store, path))}
+                       for label, g in several.items()}} if several else {}),
         "llama_cpp": llama_build() if local else None,
         "host": host_facts(),
         "executions": [],
@@ -292,13 +297,14 @@ def host_facts() -> dict[str, Any]:
 
 # -- executions ------------------------------------------------------------------------------------
 def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int | None, n_gpu_layers: int,
-                     concurrency: int, model_id: str) -> dict[str, Any]:
+                     concurrency: int, model_id: str, label: str | None = None) -> dict[str, Any]:
     """Add this execution (host, threads, GPU layers, builds, the model's sha256) to the run's manifest.
 
     Called once the model is loaded, under the run's lease. A run planned before manifests
     were recorded gets its manifest now (``recorded`` says so). An execution identical to
     the previous one (a resume on the same machine and builds) counts up that entry
-    instead of adding another. Returns the manifest as written.
+    instead of adding another. In a run of several models, each model's execution is recorded under its
+    ``label``. Returns the manifest as written.
     """
     local = gen.backend == "llamacpp"
     try:
@@ -308,7 +314,7 @@ def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int
         base = plan_manifest(store, name=run.name, dataset_id=run.dataset_id, dataset_name=run.dataset,
                              identity=identity,
                              recorded="at its first execution (planned before manifests were recorded)")
-    model = base.get("model") or {}
+    model = _described(base, label) or {}
     # A perturbed test run (WORKBENCH_PERTURB_LOGITS) ran the same file: its mark is recorded beside the sha.
     model_id, perturbed = split_model_id(model_id) if local else (model_id, None)
     if local and (model.get("error") or model.get("sha256") != model_id):
@@ -322,23 +328,35 @@ def record_execution(store: Store, run, gen: GenerationConfig, *, n_threads: int
              "n_gpu_layers": n_gpu_layers if local else None,
              "concurrency": None if local else concurrency,
              "workbench": workbench_build(), "llama_cpp": llama_build() if local else None,
-             "model_sha256": model_id, **({"perturbed": perturbed} if perturbed else {})}
+             "model_sha256": model_id, **({"perturbed": perturbed} if perturbed else {}),
+             **({"model_label": label} if label is not None else {})}
 
     def change(stored: dict[str, Any] | None) -> dict[str, Any]:
         manifest = stored if stored is not None else base
-        if fresh is not None and "error" in (manifest.get("model") or {"error": 1}):
-            manifest["model"] = fresh
+        if fresh is not None and "error" in (_described(manifest, label) or {"error": 1}):
+            if label is None:
+                manifest["model"] = fresh
+            else:
+                manifest["models"][label]["model"] = fresh
         elif fresh is not None:
             entry["model"] = fresh
         runs = manifest.setdefault("executions", [])
-        if runs and _same_setting(runs[-1], entry):
-            runs[-1]["times"] = runs[-1].get("times", 1) + 1
-            runs[-1]["last_started_at"] = now
+        same = [e for e in runs if e.get("model_label") == label]
+        if same and _same_setting(same[-1], entry):
+            same[-1]["times"] = same[-1].get("times", 1) + 1
+            same[-1]["last_started_at"] = now
         else:
             runs.append(entry)
         return manifest
 
     return update_manifest(store, run.id, change)
+
+
+def _described(manifest: dict[str, Any], label: str | None) -> dict[str, Any] | None:
+    """The manifest's description of the model file of ``label`` (None: the run's one model)."""
+    if label is None:
+        return manifest.get("model")
+    return ((manifest.get("models") or {}).get(label) or {}).get("model")
 
 
 _TIMES = ("started_at", "last_started_at", "times")
@@ -367,37 +385,52 @@ def manifest_lines(manifest: dict[str, Any]) -> list[str]:
              f"  tokenizer   {_tokenizer_text(m['tokenizer'])}",
              f"  scorer      {m['scorer']}"]
     prompt, gen, model = m.get("prompt"), m.get("generation"), m.get("model")
-    if gen is None:
+    several = m.get("models") or {}
+    if several:
+        lines.append(f"  models      {len(several)}, each with its own prompt, settings and file: "
+                     + ", ".join(several))
+        for label, part in several.items():
+            lines.append(f"  [{label}]")
+            lines += _generation_lines(part["prompt"], part["generation"], part["model"])
+    elif gen is None:
         lines.append("  model       none: a sweep (no generation)")
     else:
-        s = gen["sampling"]
-        lines += [f"  prompt      {prompt['style']}, {prompt['answer_format']} answers",
-                  f"    template  sha256 {prompt['template_sha256']}",
-                  "    schema    " + (f"sha256 {prompt['schema_sha256']}" if prompt.get("schema_sha256")
-                                       else "none (free text)"),
-                  f"  generation  {gen['backend']}" + (f" at {gen['base_url']}" if gen.get("base_url") else "")
-                  + f", n_ctx {gen['n_ctx']}, max_tokens {s['max_tokens']}, temperature {s['temperature']:g}, "
-                  f"top_p {s['top_p']:g}, top_k {s['top_k']}, repeat_penalty {s['repeat_penalty']:g}, seed {s['seed']}"]
-        lines += _model_lines(model)
+        lines += _generation_lines(prompt, gen, model)
     if m.get("llama_cpp"):
         lines += _llama_lines(m["llama_cpp"], "  llama.cpp   ")
     lines.append(f"  planned on  {_host_text(m['host'])}")
     executions = m.get("executions") or []
-    if not executions and gen is not None:
+    if not executions and (gen is not None or several):
         lines.append("  executed    not yet")
     for i, e in enumerate(executions, 1):
         times = f" (×{e['times']}, last {e['last_started_at']})" if e.get("times", 1) > 1 else ""
         how = (f"{e['n_threads']} threads, {e['n_gpu_layers']} GPU layers" if e.get("n_threads") is not None
                else f"concurrency {e.get('concurrency')}")
         where = "the same host" if e.get("host") == m["host"] else _host_text(e["host"])
-        lines.append(f"  execution {i} {e['started_at']}{times}: {how} on {where}")
-        if model and model.get("sha256") and e.get("model_sha256") != model.get("sha256"):
+        label = e.get("model_label")
+        lines.append(f"  execution {i} {e['started_at']}{times}: " + (f"[{label}] " if label else "")
+                     + f"{how} on {where}")
+        described = _described(m, label)
+        if described and described.get("sha256") and e.get("model_sha256") != described.get("sha256"):
             lines.append(f"    model sha256 {e.get('model_sha256')}: NOT the file described above")
         if e.get("llama_cpp") and e["llama_cpp"] != m.get("llama_cpp"):
             lines += _llama_lines(e["llama_cpp"], "    llama.cpp ")
         if e.get("workbench") and e["workbench"] != wb:
             lines.append(f"    workbench {e['workbench'].get('version')}, git {e['workbench'].get('git_commit')}")
     return lines
+
+
+def _generation_lines(prompt: dict[str, Any], gen: dict[str, Any], model: dict[str, Any] | None) -> list[str]:
+    """The prompt, generation settings and model file of one model, as ``runs show`` prints them."""
+    s = gen["sampling"]
+    return [f"  prompt      {prompt['style']}, {prompt['answer_format']} answers",
+            f"    template  sha256 {prompt['template_sha256']}",
+            "    schema    " + (f"sha256 {prompt['schema_sha256']}" if prompt.get("schema_sha256")
+                                 else "none (free text)"),
+            f"  generation  {gen['backend']}" + (f" at {gen['base_url']}" if gen.get("base_url") else "")
+            + f", n_ctx {gen['n_ctx']}, max_tokens {s['max_tokens']}, temperature {s['temperature']:g}, "
+            f"top_p {s['top_p']:g}, top_k {s['top_k']}, repeat_penalty {s['repeat_penalty']:g}, seed {s['seed']}",
+            *_model_lines(model)]
 
 
 def _model_lines(model: dict[str, Any] | None) -> list[str]:

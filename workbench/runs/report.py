@@ -124,6 +124,11 @@ def cell_sort_key(cell: Cell):
     return (cell.format, cell.budget, cell.k or 0, cell.shuffle if cell.shuffle is not None else -1)
 
 
+def _model_rank(models: list[str], cell: Cell) -> int:
+    """Where ``cell``'s model comes in the run's ``--model`` order (0 in a run of one model)."""
+    return models.index(cell.model) if cell.model in models else 0
+
+
 def ledger_reader(store: Store, run: Run, *, score: str | None = None, resamples: int = DEFAULT_RESAMPLES,
                   seed: int = 0, persist_every: int = 1, persist: bool = True) -> LedgerReader:
     """A reader of the run's incremental ledger state keeping at least ``resamples`` replicates.
@@ -175,8 +180,11 @@ def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: i
     report.exclude_tags = list(exclude_tags)
     retrieval = {cid: c for cid, c in cells.items() if c.kind == "retrieval"}
     ledger = ledger_from_states({cid: cell_state(cid) for cid in retrieval})
-    for cid, cell in sorted(retrieval.items(), key=lambda kv: cell_sort_key(kv[1])):
-        report.rows.append({"cell_id": cid, "k": cell.k, "budget": cell.budget, "format": cell.format,
+    models = list(run.config.get("generations") or ())
+    for cid, cell in sorted(retrieval.items(), key=lambda kv: (cell_sort_key(kv[1]), _model_rank(models, kv[1]))):
+        # A run of several models names each cell's model; a run of one keeps its rows as they were.
+        named = {"model": cell.model} if cell.model is not None else {}
+        report.rows.append({"cell_id": cid, **named, "k": cell.k, "budget": cell.budget, "format": cell.format,
                             **{t: Estimate(None, None, None) if t in undefined else ledger[cid][t]
                                for t in TERMS}})
     report.sequential = sequential_status(store, run)

@@ -282,17 +282,19 @@ class _Events:
 
     def __init__(self, store: Store, run: Run, cells: list[str]):
         self.index = {c: i for i, c in enumerate(cells)}
-        self.rows: dict[tuple[int, str], tuple[str, float | None, str]] = {}
-        for cid, sid, status, score, sha in store.conn.execute(
-                "SELECT cell_id, sid, status, score, evidence_sha256 FROM events WHERE run_id = ?", (run.id,)):
+        self.rows: dict[tuple[int, str], tuple[str, float | None, tuple[str | None, str]]] = {}
+        for cid, sid, status, score, sha, model in store.conn.execute(
+                "SELECT e.cell_id, e.sid, e.status, e.score, e.evidence_sha256, c.model FROM events e"
+                " JOIN cells c ON c.run_id = e.run_id AND c.cell_id = e.cell_id WHERE e.run_id = ?", (run.id,)):
             if cid in self.index:
-                self.rows[(sid, cid)] = (status, score, sha)
-        self.shas: dict[str, int] = {}
+                self.rows[(sid, cid)] = (status, score, (model, sha))
+        self.prompts: dict[tuple[str | None, str], int] = {}
 
     def group(self, sid: int, cid: str) -> int:
-        """The prompt group of a job: same sample and same evidence window, same prompt (within one run)."""
-        sha = self.rows[(sid, cid)][2]
-        return self.shas.setdefault(sha, len(self.shas))
+        """The prompt group of a job: same sample, same evidence window and same model, same call (within one
+        run; in a run of several models, one window is a call of each model)."""
+        prompt = self.rows[(sid, cid)][2]
+        return self.prompts.setdefault(prompt, len(self.prompts))
 
     def groups(self, sids: Sequence[int], cells: Sequence[str]) -> np.ndarray:
         """The prompt groups of ``sids`` × ``cells`` (a cell with no job on a sample: a group of its own)."""

@@ -92,44 +92,51 @@ def _resolve(store: Store, config: SweepConfig, dataset: str | None) -> tuple[Sw
     return SweepConfig(**{**asdict(config), "retriever": retriever}), ds, notes
 
 
-def sibling_base_name(store: Store, config: SweepConfig, generations: Sequence[dict], *,
-                      dataset: str | None = None, sequential: SequentialConfig | None = None) -> str:
-    """The default name shared by the sibling runs of several models (``run --model A,B``).
-
-    Each sibling is planned as ``{base}-{label}``. The hash covers the grid and every
-    model's settings, so the same command finds the same siblings again.
-    """
+def models_run_name(store: Store, config: SweepConfig, generations: dict[str, dict], *,
+                    dataset: str | None = None, sequential: SequentialConfig | None = None) -> str:
+    """The default name :func:`plan_sweep` gives the run of several models ``generations`` (label → settings):
+    what a dry run of ``run --model A,B`` names, before anything is planned."""
     config, ds, _ = _resolve(store, config, dataset)
-    identity = {**asdict(config), "generations": [resolve_generation(g) for g in generations]}
+    identity = {**asdict(config), "generations": {label: resolve_generation(g) for label, g in generations.items()}}
     if sequential is not None:
         identity["sequential"] = sequential.as_dict()
     return default_name(ds.name, identity, RUN_NAME_DIGITS)
 
 
 def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
-               generation: dict | None = None, sequential: SequentialConfig | None = None,
+               generation: dict | None = None, generations: dict[str, dict] | None = None,
+               sequential: SequentialConfig | None = None,
                progress: Callable[[int, int], None] | None = None) -> SweepResult:
     """Plan (or find, if identical) a run and write its retrieval/interface events (its jobs).
 
     ``generation`` (a model's settings, :meth:`GenerationConfig.as_dict`) is stored with the
     config: a run that generates. Its prompt style ``auto`` is resolved here, so every
-    planner (CLI, TUI) records the style the run uses. ``sequential`` makes it a sequential run
-    (:mod:`workbench.runs.sequential`): its settings join the config and its samples' seeded
-    order is stored with it.
+    planner (CLI, TUI) records the style the run uses. ``generations`` (label → settings, two or
+    more) makes the model an axis of the grid: every cell once per model, one sample order, one run.
+    ``sequential`` makes it a sequential run (:mod:`workbench.runs.sequential`): its settings join
+    the config and its samples' seeded order is stored with it.
     """
     if generation is not None:
         generation = resolve_generation(generation)
+    models: tuple[str, ...] = ()
+    if generations is not None:
+        if generation is not None or len(generations) < 2:
+            raise ValueError("a run of several models takes two or more in `generations`, and no `generation`")
+        generations = {label: resolve_generation(g) for label, g in generations.items()}
+        models = tuple(generations)
     if sequential is not None:
         sequential.validate()
         if config.oracle:
             raise ValueError("--stop-when: a sequential run weighs its grid cells; the oracle controls (--oracle) "
                              "would be asked on every sample: run them in a run of their own")
-        if generation is None:
+        if generation is None and not models:
             raise ValueError("--stop-when: a sequential run asks a model (`workbench run`, not `sweep`)")
     config, ds, notes = _resolve(store, config, dataset)
     retriever = config.retriever
     tokenizer = get_tokenizer(config.tokenizer)
-    identity = {**asdict(config), "generation": generation}
+    # A run of one model keeps the identity (and the default name) it always had.
+    identity = ({**asdict(config), "generations": generations} if models
+                else {**asdict(config), "generation": generation})
     if sequential is not None:    # absent otherwise: every other run's identity (and name) is as it was
         identity["sequential"] = sequential.as_dict()
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
@@ -149,13 +156,17 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
         stored = {**identity, "warnings": warnings} if warnings else identity
         run_id = conn.execute(
             "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (name, ds.id, retriever, canonical_json(stored), (generation or {}).get("model"), utcnow())).lastrowid
+            (name, ds.id, retriever, canonical_json(stored), _models_column(generation, generations),
+             utcnow())).lastrowid
         insert_manifest(conn, run_id, manifest)
-        cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles)
+        cells = grid(config.ks, config.budgets, config.formats, oracle=config.oracle, shuffles=config.shuffles,
+                     models=models)
         conn.executemany(
-            "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle) for c in cells])
-        events = _write_events(_EventWriter(conn, run_id), config, samples, units, ranked, tokenizer, progress)
+            "INSERT INTO cells (run_id, cell_id, kind, k, budget, format, shuffle, model)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(run_id, c.cell_id, c.kind, c.k, c.budget, c.format, c.shuffle, c.model) for c in cells])
+        events = _write_events(_EventWriter(conn, run_id, models=models), config, samples, units, ranked, tokenizer,
+                               progress)
         if sequential is not None:
             if sequential.rule == "best":
                 _refuse_one_arm(conn, run_id)
@@ -173,15 +184,23 @@ def plan_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None,
     return SweepResult(name, ds.name, retriever, n_cells, n_events, created=False, notes=notes, warnings=warnings)
 
 
+def _models_column(generation: dict | None, generations: dict[str, dict] | None) -> str | None:
+    """``runs.model``: the model's reference, or every model's, comma-separated (what a listing shows)."""
+    if generations:
+        return ",".join(g["model"] for g in generations.values())
+    return (generation or {}).get("model")
+
+
 def _refuse_one_arm(conn, run_id: int) -> None:
     """``best`` compares configurations: a grid of one cell, or of cells whose prompts are the same on every sample
     (one arm: :func:`~workbench.runs.stopping.arms_of`), has nothing to compare. Raised inside the plan's
     transaction, so nothing is written."""
-    rows = conn.execute("SELECT e.cell_id, e.sid, e.evidence_sha256 FROM events e JOIN cells c ON c.run_id = e.run_id"
-                        " AND c.cell_id = e.cell_id WHERE e.run_id = ? AND c.kind = 'retrieval'", (run_id,)).fetchall()
+    rows = conn.execute("SELECT e.cell_id, e.sid, c.model, e.evidence_sha256 FROM events e JOIN cells c"
+                        " ON c.run_id = e.run_id AND c.cell_id = e.cell_id WHERE e.run_id = ? AND c.kind = 'retrieval'",
+                        (run_id,)).fetchall()
     windows: dict[str, list] = {}
-    for cell, sid, sha in sorted(rows):
-        windows.setdefault(cell, []).append((sid, sha))
+    for cell, sid, model, sha in sorted(rows, key=lambda r: (r[0], r[1])):
+        windows.setdefault(cell, []).append((sid, model, sha))     # two models on one window: two prompts
     arms = {tuple(w) for w in windows.values()}
     if len(arms) < 2:
         what = ("one cell" if len(windows) == 1
@@ -228,15 +247,17 @@ class SweepPreview:
 
 
 def preview_sweep(store: Store, config: SweepConfig, *, dataset: str | None = None, name: str | None = None,
-                  generation: dict | None = None) -> SweepPreview:
+                  generation: dict | None = None, generations: dict[str, dict] | None = None) -> SweepPreview:
     """The run :func:`plan_sweep` would plan (or find), computed in memory: nothing is written.
 
-    A name taken by another config is refused exactly as :func:`plan_sweep` refuses it.
+    A name taken by another config is refused exactly as :func:`plan_sweep` refuses it. With
+    ``generations`` (a run of several models) the jobs are one model's part: the grid once.
     """
     if generation is not None:
         generation = resolve_generation(generation)
     config, ds, notes = _resolve(store, config, dataset)
-    identity = {**asdict(config), "generation": generation}
+    identity = ({**asdict(config), "generations": {label: resolve_generation(g) for label, g in generations.items()}}
+                if generations else {**asdict(config), "generation": generation})
     name = name or default_name(ds.name, identity, RUN_NAME_DIGITS)
     found = _find_run(store.conn, name)
     if found is not None:
@@ -313,19 +334,28 @@ def _oracle_events(writer, config: SweepConfig, sample, gold, units, tokenizer) 
             writer.add(Cell("oracle", budget, fmt, shuffle=m), sample.sid, h_set, target, window)
 
 
+def per_model(cell: Cell, models: tuple[str, ...]) -> list[Cell]:
+    """``cell`` as each of ``models`` answers it (itself in a run of one model): the interface half of an
+    event (the evidence window, H_set, H_vis) is the same for every model, so it is computed once."""
+    return [cell.for_model(m) for m in models] if models else [cell]
+
+
 class _EventCollector:
     """:class:`_EventWriter`'s interface, kept in memory: the jobs a plan would write (a dry run)."""
 
-    def __init__(self):
+    def __init__(self, models: tuple[str, ...] = ()):
         self.jobs: list[tuple[str, int, list[int], str]] = []
         self.texts: dict[str, str] = {}
         self.count = 0
+        self.models = models
 
     def add(self, cell: Cell, sid: int, h_set: int, gold, window) -> None:
         sha = hashlib.sha256(window.text.encode("utf-8")).hexdigest()
         self.texts[sha] = window.text
-        self.jobs.append((cell.cell_id, sid, [int(label[1:]) for label in window.visible], sha))
-        self.count += 1
+        visible = [int(label[1:]) for label in window.visible]
+        for answered in per_model(cell, self.models):
+            self.jobs.append((answered.cell_id, sid, visible, sha))
+            self.count += 1
 
     def flush(self) -> None:
         pass
@@ -339,8 +369,9 @@ class _EventWriter:
 
     _COLUMNS = "run_id, cell_id, sid, h_set, h_vis, k_eff, evidence_tokens, truncated, evidence_sha256, visible"
 
-    def __init__(self, conn, run_id: int, answers: dict[int, tuple[str, float | None]] | None = None):
-        self.conn, self.run_id, self.answers = conn, run_id, answers
+    def __init__(self, conn, run_id: int, answers: dict[int, tuple[str, float | None]] | None = None,
+                 models: tuple[str, ...] = ()):
+        self.conn, self.run_id, self.answers, self.models = conn, run_id, answers, models
         self.rows: list[tuple] = []
         self.texts: dict[str, str] = {}
         self.count = 0
@@ -352,10 +383,12 @@ class _EventWriter:
         visible = [int(label[1:]) for label in window.visible]
         sha = hashlib.sha256(window.text.encode("utf-8")).hexdigest()
         self.texts[sha] = window.text
-        row = (self.run_id, cell.cell_id, sid, h_set, _hit(gold, set(visible)), window.k_eff,
-               window.tokens, int(window.truncated), sha, json.dumps(visible))
-        self.rows.append(row if self.answers is None else row + self.answers[sid])
-        self.count += 1
+        h_vis, shown = _hit(gold, set(visible)), json.dumps(visible)
+        for answered in per_model(cell, self.models):
+            row = (self.run_id, answered.cell_id, sid, h_set, h_vis, window.k_eff, window.tokens,
+                   int(window.truncated), sha, shown)
+            self.rows.append(row if self.answers is None else row + self.answers[sid])
+            self.count += 1
         if len(self.rows) >= 20_000:
             self.flush()
 

@@ -56,7 +56,23 @@ def render_head(d) -> str:
     out += render_window(d)
     out += ["", "[b]Prompt[/b]", *render_prompt(d)]
     out += ["", *render_answer(d)]
+    out += render_models(d)
     return "\n".join(out)
+
+
+def render_models(d) -> list[str]:
+    """In a run of several models: each model's answer to this question in this K, B and format, one line each
+    (▸ the model of the cell shown); nothing for a run of one model."""
+    if not d.by_model:
+        return []
+    wide = max(len(a.model) for a in d.by_model)
+    out = ["", "[b]Every model's answer[/b]  [dim](K, B and format of this cell; ←/→ to open another)[/dim]"]
+    for a in d.by_model:
+        mark = "▸" if a.cell_id == d.cell_id else " "
+        score = "—" if a.score is None else f"{a.score:.2f}"
+        answer = escape(a.prediction) if a.prediction else f"[dim]({a.status})[/dim]"
+        out.append(f"  {mark} {escape(a.model):<{wide}}  score {score}  {answer}")
+    return out
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from workbench import plots
 from workbench.claims.report import LEDGER_METRICS
 from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
+from workbench.runs.generation import stored_generations
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
@@ -84,7 +85,7 @@ def _ledger(store, run_name, exclude: bool, resamples: int, full: int, readers: 
             return None
         stats = reader.stats
     has_labels = bool(label_count(store.conn, "answer", run.id) or label_count(store.conn, "claim", run.id))
-    return LedgerView(report, run_names(store, run.dataset_id), tags, run.config.get("generation") is not None, stats,
+    return LedgerView(report, run_names(store, run.dataset_id), tags, bool(stored_generations(run.config)), stats,
                       has_labels)
 
 
@@ -237,10 +238,17 @@ class LedgerScreen(WorkbenchScreen):
             self._draw_plot(plot, width, height)
         table = self.query_one(DataTable)
         cursor, scrolled = table.cursor_row, table.scroll_x
+        several = any("model" in r for r in report.rows)
+        if several != (len(table.columns) > len(COLUMNS)):
+            # A run of several models: a row per (model, cell), the model first and kept in view with K, B, format.
+            table.clear(columns=True)
+            table.add_columns(*(("model",) if several else ()), *COLUMNS)
+            table.fixed_columns = 3 + several
         table.clear()
         for r in report.rows:
             mark = "● " if r["cell_id"] in self.marked else ""
-            table.add_row(f"{mark}{r['k']}", str(r["budget"]), r["format"], fmt_number(r["n"], 0),
+            first = [f"{mark}{r['model']}", str(r["k"])] if several else [f"{mark}{r['k']}"]
+            table.add_row(*first, str(r["budget"]), r["format"], fmt_number(r["n"], 0),
                           *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]),
                           _value(r.get("faithfulness")), key=r["cell_id"])
         if report.rows:

@@ -16,11 +16,14 @@ from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState
 
+from workbench.errors import BadInput
 from workbench.models.base import ModelError
 from workbench.models.check import GENERATOR, check_model
+from workbench.models.locate import model_label
 from workbench.models.registry import served_model
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.cells import grid
+from workbench.runs.executor import check_models_fit
 from workbench.runs.prompt import load_template
 from workbench.runs.sequential import DEFAULT_ALPHA, DEFAULT_PRECISION, DEFAULT_TOLERANCE, SequentialConfig
 from workbench.runs.sweep import SweepConfig
@@ -94,14 +97,34 @@ def configs_from_form(form: dict):
         template = load_template(form["prompt_file"], form["answer_format"]) if form["prompt_file"] else None
     except ValueError as exc:
         raise FormError("prompt_file", f"{FIELDS['prompt_file']}: {exc}") from None
-    gen = GenerationConfig(model=form["model"], max_tokens=max_tokens[0] if max_tokens else 0,
-                           answer_format=form["answer_format"],
-                           **({"system": template.system, "user": template.user} if template else {}))
+    gens = [GenerationConfig(model=model, max_tokens=max_tokens[0] if max_tokens else 0,
+                             answer_format=form["answer_format"],
+                             **({"system": template.system, "user": template.user} if template else {}))
+            for model in model_specs(form["model"])]
     try:
-        gen.validate()
+        for gen in gens:
+            gen.validate()
     except ValueError as exc:
         raise form_error(str(exc)) from None
-    return sweep, gen
+    labels = [model_label(gen.model) for gen in gens]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise FormError("model", f"{FIELDS['model']}: {gens[labels.index(label)].model!r} and {gens[i].model!r} "
+                                     f"have the same label {label!r}, which names their cells: give each model once")
+    return sweep, gens
+
+
+def model_specs(field: str) -> list[str]:
+    """The models the model field names: one, or several comma-separated (a run whose grid has a model axis)."""
+    return [part.strip() for part in field.split(",") if part.strip()] or ["default"]
+
+
+def run_models(gens: list[GenerationConfig]) -> dict:
+    """``plan_sweep``'s model settings for the form's models: ``generation`` for one, ``generations`` by label for
+    several."""
+    if len(gens) == 1:
+        return {"generation": gens[0].as_dict()}
+    return {"generations": {model_label(gen.model): gen.as_dict() for gen in gens}}
 
 
 def sequential_from_form(form: dict) -> SequentialConfig | None:
@@ -135,14 +158,21 @@ def sequential_from_form(form: dict) -> SequentialConfig | None:
     return config
 
 
-def check_form_model(spec: str, *, timeout: float | None = None) -> Path | str:
-    """The core's check of the model field (a GGUF's path, or a served model's reference); ``FormError`` names the
-    field with the refusal. Its header read, then loaded once by llama.cpp and freed (cached per file), or its
-    server asked within ``timeout`` seconds: blocking, so the form runs it in a worker, never on the UI thread."""
+def check_form_model(spec: str, *, timeout: float | None = None) -> Path | str | tuple[Path | str, ...]:
+    """The core's check of the model field (a GGUF's path, or a served model's reference; several, comma-separated,
+    give a tuple); ``FormError`` names the field with the refusal. Each header read, then loaded once by llama.cpp
+    and freed (cached per file), or its server asked within ``timeout`` seconds; several local models must fit in
+    memory together (they stay loaded for the run). Blocking, so the form runs it in a worker, never on the UI
+    thread."""
+    specs = model_specs(spec)
     try:
-        return check_model(spec, GENERATOR, timeout=timeout)
-    except ModelError as exc:
-        raise FormError("model", f"{FIELDS['model']}: {exc}") from None
+        checked = tuple(check_model(one, GENERATOR, timeout=timeout) for one in specs)
+        local = [one for one in specs if not _served(one)]
+        if len(specs) > 1:
+            check_models_fit({model_label(one): GenerationConfig(model=one) for one in local})
+    except (ModelError, BadInput) as exc:
+        raise FormError("model", f"{FIELDS['model']}: {str(exc).removeprefix('--model: ')}") from None
+    return checked if len(checked) > 1 else checked[0]
 
 
 def describe_plan(form: dict, samples: int, model: Path | str | FormError | None = None, *,
@@ -155,18 +185,23 @@ def describe_plan(form: dict, samples: int, model: Path | str | FormError | None
     errors); ``checking``: the answer is not in yet, and the line says so. With neither, the
     model is checked here, blocking (what a caller off the UI thread may do; the form never does).
     """
-    sweep, gen = configs_from_form(form)
+    sweep, gens = configs_from_form(form)
     sequential = sequential_from_form(form)
+    labels = tuple(model_label(gen.model) for gen in gens) if len(gens) > 1 else ()
     if checking:
         said = CHECKING
     else:
         # A model that cannot serve blocks Start before the run is planned, as the CLI refuses it before writing.
-        model = check_form_model(gen.model) if model is None else model
+        model = check_form_model(form["model"]) if model is None else model
         if isinstance(model, FormError):
             raise model
-        name = model.name.removesuffix(".gguf") if isinstance(model, Path) else model
-        said = "model " + esc(name + (" (default)" if gen.model == "default" else ""))
-    cells = set(grid(sweep.ks, sweep.budgets, sweep.formats, oracle=sweep.oracle, shuffles=sweep.shuffles))
+        if labels:
+            said = f"{len(labels)} models " + esc(", ".join(labels))
+        else:
+            name = model.name.removesuffix(".gguf") if isinstance(model, Path) else model
+            said = "model " + esc(name + (" (default)" if gens[0].model == "default" else ""))
+    cells = set(grid(sweep.ks, sweep.budgets, sweep.formats, oracle=sweep.oracle, shuffles=sweep.shuffles,
+                     models=labels))
     oracle = sum(c.kind == "oracle" for c in cells)
     n = min(sweep.limit, samples) if sweep.limit else samples
     return (f"{len(cells)} cells" + (f" ({oracle} oracle)" if oracle else "")

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Header, ProgressBar, Static
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
-from workbench.runs.executor import ExecReport, execute, generation_of
+from workbench.runs.executor import ExecReport, execute, generations_of
 from workbench.runs.sequential import sequential_status, stopped_lines, summary_line
 from workbench.runs.sweep import plan_sweep
 from workbench.store.lease import HOST, Holder, LeaseHeld, live_holders
@@ -23,7 +23,8 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ConfirmDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded, RunFinished, RunProgress
-from workbench.tui.screens.run_form import FormError, RunForm, configs_from_form, form_error, sequential_from_form
+from workbench.tui.screens.run_form import (FormError, RunForm, configs_from_form, form_error, run_models,
+                                             sequential_from_form)
 from workbench.tui.widgets import KeyFooter, welcome
 
 NO_RUN = """\
@@ -261,12 +262,12 @@ class RunsScreen(WorkbenchScreen):
         if not form:
             return
         try:
-            sweep, gen = configs_from_form(form)
+            sweep, gens = configs_from_form(form)
             sequential = sequential_from_form(form)
         except FormError as exc:
             self._reopen_form(form, exc)
             return
-        self.execute_run(form["dataset"], (sweep, sequential), gen, form["name"] or None, form)
+        self.execute_run(form["dataset"], (sweep, sequential), gens, form["name"] or None, form)
 
     def _reopen_form(self, form: dict, error: FormError) -> None:
         """A run that could not be planned: the form again, with what was typed and the reason."""
@@ -330,9 +331,9 @@ class RunsScreen(WorkbenchScreen):
                              confirmed)
 
     @work(thread=True, exit_on_error=False, group="execute")
-    def execute_run(self, dataset, plan, gen, name, form: dict | None = None) -> None:
-        """Plan (given ``plan``: the grid and the stopping settings or None) and execute a run; progress comes back
-        as messages."""
+    def execute_run(self, dataset, plan, gens, name, form: dict | None = None) -> None:
+        """Plan (given ``plan``: the grid and the stopping settings or None; ``gens``: the form's models) and execute
+        a run; progress comes back as messages."""
         store = self.app.open_store()
         stop = threading.Event()
         registered = False
@@ -340,7 +341,7 @@ class RunsScreen(WorkbenchScreen):
             if plan is not None:
                 try:
                     grid, sequential = plan
-                    name = plan_sweep(store, grid, dataset=dataset, name=name, generation=gen.as_dict(),
+                    name = plan_sweep(store, grid, dataset=dataset, name=name, **run_models(gens),
                                       sequential=sequential).run
                 except (ValueError, LookupError) as exc:
                     self.app.call_from_thread(self._reopen_form, form, form_error(str(exc)))
@@ -351,7 +352,7 @@ class RunsScreen(WorkbenchScreen):
                 return
             run = get_run(store, name)
             try:
-                generation_of(run)
+                generations_of(run)
             except BadInput as exc:   # a run this window cannot execute (no model): said, no bar started
                 self.post_message(Loaded("refused", (name, str(exc))))
                 return
