@@ -84,7 +84,8 @@ def test_two_models_with_one_label_are_refused_before_anything_is_planned(tiny_s
     code = main(["--db", str(tiny_store.path), "run", "tiny", "--k", "1", "--budget", "64",
                  "--model", "default,smollm2-135m"])
     assert code == 2
-    assert "--model: 'default' and 'smollm2-135m' would both be runs named …-smollm2-135m" in capsys.readouterr().err
+    assert ("--model: 'default' and 'smollm2-135m' have the same label 'smollm2-135m', which names their cells"
+            in capsys.readouterr().err)
     assert tiny_store.count("runs") == 0
 
 

@@ -41,8 +41,9 @@ class KeyFooter(Footer):
     def compose(self) -> ComposeResult:
         # Each key made compact as the footer is before it is mounted: a key starts roomy-or-compact by its own
         # default and is then restyled to the footer's (its data binding), one stylesheet pass per key per build.
+        # The palette's key is not bound to the footer (Footer.compose): it keeps its own default.
         for widget in super().compose():
-            if isinstance(widget, FooterKey):
+            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
                 widget.set_reactive(FooterKey.compact, self.compact)
                 widget.set_class(self.compact, "-compact", update=False)
             yield widget
