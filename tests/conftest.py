@@ -95,11 +95,13 @@ def pytest_runtest_setup(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest files first (their order within a file kept): those that run a real model, then those
-    that drive the TUI (a few seconds a test), then the rest, mostly short. Under `just test`'s
-    one-worker-per-file scheduling a long file started last keeps one worker busy while the other has
-    nothing left to do: with the TUI's files last, the suite's last 74 s on 2 workers ran on one."""
-    heavy = {item.path for item in items if item.get_closest_marker(modeluse.MARKER)}
+    """The longest files first (their order within a file kept): those that run a real model or hold a test
+    whose subject needs more than the usual budget (``@pytest.mark.budget``), then those that drive the TUI
+    (a few seconds a test), then the rest, mostly short. Under `just test`'s one-worker-per-file scheduling a
+    long file started last keeps one worker busy while the other has nothing left to do: with the TUI's files
+    last, the suite's last 74 s on 2 workers ran on one."""
+    heavy = {item.path for item in items
+             if item.get_closest_marker(modeluse.MARKER) or item.get_closest_marker("budget")}
     items.sort(key=lambda item: (item.path not in heavy, not item.path.name.startswith("test_tui")))
 
 

@@ -72,6 +72,8 @@ def site(tmp_path_factory, shots):
     return out, done.stdout + done.stderr
 
 
+# The module's site: the pictures of the app drawn by chromium, then mkdocs' strict build (about 20 s together).
+@pytest.mark.budget(30)
 def test_the_strict_build_has_no_warning(site):
     _, printed = site
     assert not [line for line in printed.splitlines() if line.startswith(("WARNING", "ERROR"))], printed
