@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import copy_db, tiny_dir
 from workbench.data.importer import import_dataset
 from workbench.models.locate import cached_file_sha256, default_model_path
@@ -33,3 +35,17 @@ def hashed_tiny_template(directory: Path) -> Path:
 def open_copy(template: Path, tmp_path: Path) -> Store:
     """This test's own store: a copy of ``template`` in ``tmp_path``."""
     return open_store(copy_db(template, tmp_path / "wb.db"))
+
+
+@pytest.fixture(scope="module")
+def tiny_template(tmp_path_factory) -> Path:
+    """The tiny dataset with the default model's sha256 remembered, built once per module that imports this."""
+    return hashed_tiny_template(tmp_path_factory.mktemp("tiny-hashed"))
+
+
+@pytest.fixture
+def tiny_store(tmp_path, tiny_template):
+    """The tiny dataset imported as ``tiny`` (conftest's), in a copy of ``tiny_template``."""
+    store = open_copy(tiny_template, tmp_path)
+    yield store
+    store.close()

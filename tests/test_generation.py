@@ -30,30 +30,19 @@ from workbench.store.queries import get_run
 
 from conftest import copy_db, wait_for_rows
 from genkit import ServedModel, Stderr
-from hashed_tiny import hashed_tiny_template, open_copy
+import hashed_tiny
 from model_shared import TINY_GENERATION, TINY_GRID, tiny_answered
 from oneparser import one_parser  # noqa: F401  (autouse: this module's CLI calls parse with one tree)
 from seqkit import Reader
+
+# The tiny dataset with the default model's sha256 already remembered (tests/hashed_tiny.py).
+tiny_template, tiny_store = hashed_tiny.tiny_template, hashed_tiny.tiny_store
 
 
 def _plan(store, name, *, ks=TINY_GRID.ks, budgets=TINY_GRID.budgets, formats=TINY_GRID.formats, limit=None, **gen):
     cfg = SweepConfig(ks=ks, budgets=budgets, formats=formats, limit=limit)
     plan_sweep(store, cfg, name=name, generation=GenerationConfig(**{**TINY_GENERATION, **gen}).as_dict())
     return get_run(store, name)
-
-
-@pytest.fixture(scope="module")
-def tiny_template(tmp_path_factory) -> Path:
-    """The tiny dataset with the default model's sha256 remembered (tests/hashed_tiny.py), built once."""
-    return hashed_tiny_template(tmp_path_factory.mktemp("tiny-hashed"))
-
-
-@pytest.fixture
-def tiny_store(tmp_path, tiny_template):
-    """The tiny dataset imported as ``tiny`` (conftest's), in a copy of ``tiny_template``."""
-    store = open_copy(tiny_template, tmp_path)
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -34,7 +34,10 @@ from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import get_run
 
 from conftest import tiny_dir
-from hashed_tiny import hashed_tiny_template, open_copy
+import hashed_tiny
+
+# The tiny dataset with the default model's sha256 already remembered (tests/hashed_tiny.py).
+tiny_template, tiny_store = hashed_tiny.tiny_template, hashed_tiny.tiny_store
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = SweepConfig(ks=(1, 2), budgets=(256,), formats=("score",))
@@ -61,20 +64,6 @@ def _cpuinfo_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     raise AssertionError("no model name in /proc/cpuinfo")
-
-
-@pytest.fixture(scope="module")
-def tiny_template(tmp_path_factory) -> Path:
-    """The tiny dataset with the default model's sha256 remembered (tests/hashed_tiny.py), built once."""
-    return hashed_tiny_template(tmp_path_factory.mktemp("tiny-hashed"))
-
-
-@pytest.fixture
-def tiny_store(tmp_path, tiny_template):
-    """The tiny dataset imported as ``tiny`` (conftest's), in a copy of ``tiny_template``."""
-    store = open_copy(tiny_template, tmp_path)
-    yield store
-    store.close()
 
 
 # -- the GGUF reader, on the real file (reading the header is not loading the model) ---------------

@@ -41,9 +41,10 @@ class SharedApp:
         self.driver.close()
 
 
-def running(db: Path, size=SIZE) -> Iterator[SharedApp]:
-    """A module fixture's body (``yield from running(db)``): the shared app on ``db``, closed after the module."""
-    shared = SharedApp(db, size)
+def running(db: Path, size=SIZE, kind=SharedApp) -> Iterator[SharedApp]:
+    """A module fixture's body (``yield from running(db)``): the shared app (a ``kind``) on ``db``, closed after the
+    module."""
+    shared = kind(db, size)
     try:
         yield shared
     finally:

@@ -22,7 +22,7 @@ from pytest_textual_snapshot import PseudoApp, PseudoConsole, SVGImageExtension,
 from rich.console import Console
 
 from conftest import copy_db
-from tui_shared_a import SharedApp, fresh
+from tui_shared_a import SharedApp, fresh, running
 from tuikit import SIZE, settle, until_loaded
 from tuistates import restore
 from workbench.tui.messages import DataChanged
@@ -94,11 +94,7 @@ class Camera(SharedApp):
 
 def camera(db: Path, size=SIZE) -> Iterator[Camera]:
     """A module fixture's body (``yield from camera(db)``): a ``Camera`` on ``db``, closed after the module."""
-    shared = Camera(db, size)
-    try:
-        yield shared
-    finally:
-        shared.close()
+    return running(db, size, Camera)
 
 
 class Restoring(SharedApp):
