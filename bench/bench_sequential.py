@@ -1,7 +1,8 @@
 """Benchmark: what stopping when decided saves, against what any valid rule can do (``run --stop-when``).
 
 For each recorded complete run in ``sample_data/recorded/`` (fixed answers, the same on every
-CPU; see its README), the benchmark plans the run's grid over ``sample_data/metaqa`` in a
+CPU; see its README; ``two-models`` is a grid with a model axis: two local models, one decision
+across every (model, cell)), the benchmark plans the run's grid over ``sample_data/metaqa`` in a
 temporary database, imports the answers (``predictions import``, as a user brings theirs) and
 replays three rules over them in R seeded random orders, at α = 0.05 and each tolerance
 E ∈ {0.02, 0.05, 0.1}:
@@ -28,8 +29,8 @@ answers of the same questions and cells): on this CPU the model gives the record
 replay of the live run's own order predicts it exactly; on another CPU the answers (and the calls)
 may differ a little, as any two orders' do.
 
-Run: ``python bench/bench_sequential.py [--replays 1000] [--live]`` (about a quarter of an hour on
-2 cores; ``--live`` adds the model's time). Prints one JSON line per (recording, E, rule), then the
+Run: ``python bench/bench_sequential.py [--replays 1000] [--recording NAME] [--live]`` (about a quarter of
+an hour on 2 cores for every recording; ``--live`` adds the model's time). Prints one JSON line per (recording, E, rule), then the
 table the README and docs/sequential.md show.
 """
 
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.data.importer import import_dataset  # noqa: E402
 from workbench.data.predictions import import_predictions  # noqa: E402
+from workbench.models.locate import model_label  # noqa: E402
 from workbench.runs.generation import GenerationConfig  # noqa: E402
 from workbench.runs.replay import replay, replay_outcomes  # noqa: E402
 from workbench.runs.sequential import complete_answers, read_order, sequential_status  # noqa: E402
@@ -69,6 +71,9 @@ RECORDINGS = {
                   "max_tokens": 32},
     "served-wide": {"file": "served-wide-answers.jsonl", "ks": (1, 5, 20), "budgets": (16, 64, 256),
                     "max_tokens": 32},
+    # The model as an axis: two local models, each over the same cells, one decision across every (model, cell).
+    "two-models": {"file": "two-models-answers.jsonl", "ks": (1, 5, 20), "budgets": (64, 128), "max_tokens": 48,
+                   "models": ("default", "gemma3-270m"), "limit": 100},
 }
 TOLERANCES = (0.02, 0.05, 0.1)
 PRECISION = 0.05
@@ -80,8 +85,14 @@ GOAL_RATIO = 1.10
 def load(store, name: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Plan recording ``name``'s grid and import its answers: its cells, scores and prompt groups."""
     spec = RECORDINGS[name]
-    plan_sweep(store, SweepConfig(ks=spec["ks"], budgets=spec["budgets"], formats=("linear",)), dataset="metaqa",
-               name=name, generation=GenerationConfig(max_tokens=spec["max_tokens"]).as_dict())
+    grid = SweepConfig(ks=spec["ks"], budgets=spec["budgets"], formats=("linear",), limit=spec.get("limit"))
+    if "models" in spec:
+        plan_sweep(store, grid, dataset="metaqa", name=name,
+                   generations={model_label(m): GenerationConfig(model=m, max_tokens=spec["max_tokens"]).as_dict()
+                                for m in spec["models"]})
+    else:
+        plan_sweep(store, grid, dataset="metaqa", name=name,
+                   generation=GenerationConfig(max_tokens=spec["max_tokens"]).as_dict())
     import_predictions(store, get_run(store, name), RECORDED / spec["file"])
     return complete_answers(store, get_run(store, name))
 
@@ -148,6 +159,8 @@ def oracle(scores: np.ndarray, groups: np.ndarray, tolerance: float, seed: int, 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=1000)
+    parser.add_argument("--recording", action="append", choices=sorted(RECORDINGS),
+                        help="replay only this recording (repeatable; default: every one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--live", action="store_true", help="also one live run with the default model")
     parser.add_argument("--live-limit", type=int, default=60, help="the live run's questions (default 60)")
@@ -160,7 +173,8 @@ def main(argv=None) -> int:
         db = Path(tmp) / "bench.db"
         store = open_store(db)
         import_dataset(store, DATA / "metaqa", "metaqa")
-        loaded = {name: load(store, name) for name in RECORDINGS if (RECORDED / RECORDINGS[name]["file"]).exists()}
+        loaded = {name: load(store, name) for name in args.recording or RECORDINGS
+                  if (RECORDED / RECORDINGS[name]["file"]).exists()}
         store.close()
         for name, (cells, scores, groups) in loaded.items() if args.replaying else ():
             R = args.replays

@@ -41,8 +41,8 @@ def text(widget) -> str:
 class Checker:
     """What the screen on top must show, given the keys pressed so far in this example."""
 
-    def __init__(self, pilot):
-        self.pilot, self.app = pilot, pilot.app
+    def __init__(self, pilot, run: str = "demo"):
+        self.pilot, self.app, self.run = pilot, pilot.app, run
         self.opened_cell: str | None = None     # the cell highlighted on the Ledger when s/enter opened Samples
         self.opened_sample: str | None = None   # the sample highlighted on Samples when enter opened its detail
         self.marks_run: str | None = None       # the run shown when a cell was last marked
@@ -53,7 +53,7 @@ class Checker:
             await app.switch_mode(mode)
             while len(app.screen_stack) > 1:
                 await app.pop_screen()
-        app.run_name, app.cell_id = "demo", None
+        app.run_name, app.cell_id = self.run, None
         await settle(self.pilot)
         app.screen.post_message(_data_changed(app))     # the Ledger shows run demo
         await settle(self.pilot)
@@ -112,7 +112,8 @@ class Checker:
             f"● {screen.marked} were marked on run {self.marks_run}; the Ledger shows {screen.view.report.run}"
         cell = highlighted(table)
         if cell is not None and len(screen.marked) < 2:
-            n = table.get_row(cell)[3]      # the n column, as the table shows it
+            labels = [str(column.label) for column in table.ordered_columns]
+            n = table.get_row(cell)[labels.index("n")]      # the n column, as the table shows it
             side = text(screen.query_one("#side"))
             assert f"{cell}  n={n}" in side, f"the side panel does not describe {cell}: {side[:80]!r}"
         if key == "m" and before is screen:
