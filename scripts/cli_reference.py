@@ -21,12 +21,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+from console_layout import PAGE_WIDTH
 from generated_doc import write_or_check
 from workbench.cli.main import build_parser
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
-# The usage is formatted at a fixed width, so the file does not depend on the terminal; so are the
-# epilogs' code lines, which are broken at this width.
+# The usage is formatted at a fixed width, so the file does not depend on the terminal, as --help shows it
+# in an 80-column terminal. The epilogs' code lines are broken only where wider than a page's code block.
 WIDTH = 80
 # A command of an example and what it does, at least three spaces apart: "workbench ledger   the ledger".
 _DESCRIBED = re.compile(r"^(\s*\S.*?\S)( {3,})(\S.*)$")
@@ -93,23 +94,50 @@ def _section(path: list[str], help_text: str, parser: argparse.ArgumentParser, d
 
 
 def code_lines(line: str) -> list[str]:
-    """A line of an epilog's code block, broken into lines of at most :data:`WIDTH` where it can be.
+    """A line of an epilog's code block, broken into lines of at most :data:`console_layout.PAGE_WIDTH` where it can be.
 
     A described command ("command   what it does") puts its description on the next line, indented under
-    the command; a long command is continued with a backslash, as a shell reads it. Other lines stay whole.
+    the command; a long command is continued with a backslash, as a shell reads it; a long JSON object goes
+    on after a comma between its fields, one space further in (as the epilogs write one). Other lines stay
+    whole.
     """
-    if len(line) <= WIDTH:
+    if len(line) <= PAGE_WIDTH:
         return [line]
     indent = line[:len(line) - len(line.lstrip())]
     described = _DESCRIBED.match(line)
     if described and described.group(1).lstrip().startswith(COMMANDS):
         return code_lines(described.group(1)) + [f"{indent}    {described.group(3)}"]
     if line.lstrip().startswith(COMMANDS):
-        head, *rest = textwrap.wrap(line.strip(), WIDTH - len(indent) - 6, break_long_words=False,
+        head, *rest = textwrap.wrap(line.strip(), PAGE_WIDTH - len(indent) - 6, break_long_words=False,
                                     break_on_hyphens=False)
         return [f"{indent}{head} \\"] + [f"{indent}    {part}" + (" \\" if i < len(rest) - 1 else "")
                                           for i, part in enumerate(rest)]
+    if line.lstrip().startswith(("{", "[")):
+        return _json_lines(line.lstrip(), indent)
     return [line]
+
+
+# Between two fields of a JSON object: after a comma, before the next key (or the "…" of fields left out).
+_FIELD = re.compile(r"(?<=,) (?=[\"…])")
+
+
+def _json_lines(text: str, indent: str) -> list[str]:
+    """A JSON object on the fewest lines of at most :data:`console_layout.PAGE_WIDTH`, of even widths,
+    broken between its fields, the later lines one space further in."""
+    fields = _FIELD.split(text)
+
+    def broken(limit: int) -> list[str]:
+        lines = [indent + fields[0]]
+        for field in fields[1:]:
+            if len(lines[-1]) + 1 + len(field) > limit:
+                lines.append(f"{indent} {field}")
+            else:
+                lines[-1] += " " + field
+        return lines
+
+    widest = broken(PAGE_WIDTH)
+    return next((lines for limit in range(len(indent) + len(text) // len(widest), PAGE_WIDTH)
+                 if len(lines := broken(limit)) <= len(widest)), widest)
 
 
 def _runs(lines: list[str]) -> list[tuple[bool, list[str]]]:

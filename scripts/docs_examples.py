@@ -18,13 +18,13 @@ its output compared:
   skipped where ``VAR`` is unset.
 
 A long command is continued on the next lines as a shell reads it: a ``$`` line ending in a backslash
-goes on with the next line. A line of output longer than :data:`FOLD` characters that is prose (no
-run of two spaces after its indentation: not a table row) is folded at spaces into lines of about
-:data:`WRAP`, the later ones indented two more spaces, as a narrow terminal would show it: a page's
-code block never needs sideways scrolling for a sentence. Tables are shown whole (a test keeps
-every line of a block within 160 characters). The fold is the same on the page and in the check,
-measured on the text as it is compared (a timing, and with ``masked`` a number, counts as a fixed
-width), so a figure that differs by machine never moves a line break.
+goes on with the next line. Output wider than a page's code block (:data:`console_layout.PAGE_WIDTH`
+columns) is laid out as a narrow terminal user would read it, every word and figure kept
+(scripts/console_layout.py): a long sentence folded at spaces, a wide table shown in groups of
+columns that each repeat its row labels. The page shows the layout of the output of the machine
+that wrote it; the check compares both unfolded, so a figure of another width (a timing, a masked
+number) that moves a line break is no difference, and an ignored line's folded continuation is
+ignored with it.
 
 Commands in other code blocks (plain, ``sh``) are not run: ``tests/test_docs_examples.py``
 parses each ``workbench …`` line with the real argument parser instead.
@@ -47,6 +47,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from console_layout import ELISION, continuation_indent, layout, unfold
 
 REPO = Path(__file__).resolve().parents[1]
 # The pages whose examples are checked: the README and every docs page but the generated CLI
@@ -74,18 +76,13 @@ SETUP = [
     " --baselines sample_data/ragchecker-meta/baseline_ragchecker.json --name prefs",
 ]
 
-ELISION = "…"
-# The widest line of prose output a page shows; a longer one is folded (see the module's docstring) into
-# lines of about equal length, none much wider than WRAP: what a code block shows without scrolling.
-FOLD = 100
-WRAP = 80
 CONTINUED = " \\"
 _DIRECTIVE = re.compile(r"<!--\s*check:\s*(.*?)\s*-->")
-# Durations and rates depend on the machine on every page: compared as a placeholder, like a masked figure.
-_TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:/s\b|\s?(?:ms|s)\b)|\b(?:\d+h)?(?:\d+m)?\d+s\b")
 # Notices about what else the machine is doing (another process holding the model): never compared.
 _TRANSIENT = re.compile(r"waiting for the model: ")
 _PROGRESS = re.compile(r"^[\w-]+ \[[#-]+\] \d+/\d+ ")
+# Durations and rates depend on the machine on every page: compared as a placeholder, like a masked figure.
+_TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:/s\b|\s?(?:ms|s)\b)|\b(?:\d+h)?(?:\d+m)?\d+s\b")
 _NUMBER = re.compile(r"[0-9a-f]{12,}|[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -252,52 +249,6 @@ def build_db(db: Path) -> None:
         raise RuntimeError(f"the docs database's setup failed:\n{done.stdout}")
 
 
-def _width(word: str, masked: bool) -> int:
-    """How wide ``word`` counts when folding: as compared, a timing (and, masked, a number) at a fixed width."""
-    word = _TIMING.sub("<time>", word)
-    return len(_NUMBER.sub("#", word) if masked else word)
-
-
-def fold(line: str, *, masked: bool = False) -> list[str]:
-    """``line`` as a page shows it: whole, or, when it is prose wider than :data:`FOLD`, folded at spaces.
-
-    Prose is a line with no run of two spaces after its indentation (a table row has one between its
-    columns and is never folded). It is folded into the fewest lines of about :data:`WRAP`, of even
-    length (no short last word alone); the later lines are indented two spaces more than the first.
-    """
-    body = line.lstrip(" ")
-    indent = line[:len(line) - len(body)]
-    words = body.split(" ")
-    total = len(indent) + sum(_width(w, masked) for w in words) + len(words) - 1
-    if "  " in body or total <= FOLD:
-        return [line]
-    count = -(-total // WRAP)  # the fewest lines of WRAP: filled evenly, the narrowest width that still fits
-    for limit in range(-(-total // count) + 2, WRAP + 20):
-        folded = _greedy(words, indent, limit, masked)
-        if len(folded) <= count:
-            break
-    return folded
-
-
-def _greedy(words: list[str], indent: str, limit: int, masked: bool) -> list[str]:
-    """``words`` on lines of at most ``limit`` (as :func:`_width` counts), the later lines indented two more."""
-    folded, current, width = [], [], len(indent)
-    for word in words:
-        if current and width + 1 + _width(word, masked) > limit:
-            folded.append((indent if not folded else indent + "  ") + " ".join(current))
-            current, width = [], len(indent) + 2
-        width += _width(word, masked) + (1 if current else 0)
-        current.append(word)
-    folded.append((indent if not folded else indent + "  ") + " ".join(current))
-    return folded
-
-
-def folded(example: Example, lines: Sequence[str]) -> list[str]:
-    """A command's output as its page shows it: every prose line folded, except lines the example ignores."""
-    return [part for line in lines
-            for part in ([line] if example.ignore and example.ignore.search(line) else fold(line, masked=example.masked))]
-
-
 def _masked(lines: Iterable[str]) -> list[str]:
     return [" ".join(_NUMBER.sub("#", line).split()) for line in lines]
 
@@ -307,8 +258,12 @@ def _untimed(lines: Iterable[str]) -> list[str]:
 
 
 def matches(expected: Sequence[str], actual: Sequence[str], *, masked: bool = False) -> bool:
-    """Whether ``actual`` is what ``expected`` shows: equal line by line, ``…`` lines standing for any lines."""
-    expected, actual = _untimed(expected), _untimed(actual)
+    """Whether ``actual`` is what ``expected`` shows: equal line by line, ``…`` lines standing for any lines.
+
+    Both are compared unfolded (:func:`console_layout.unfold`): where a timing or a masked figure of
+    another width moved a line break, the text is still the same.
+    """
+    expected, actual = _untimed(unfold(expected)), _untimed(unfold(actual))
     if masked:
         expected, actual = _masked(expected), _masked(actual)
     segments, current = [], []
@@ -350,8 +305,18 @@ def _failed(lines: Sequence[str]) -> bool:
     return any(line.startswith(("error:", "Traceback")) for line in lines)
 
 
-def _kept(example: Example, lines: Sequence[str]) -> list[str]:
-    return [line for line in lines if example.ignore is None or not example.ignore.search(line)]
+def kept(example: Example, lines: Sequence[str]) -> list[str]:
+    """``lines`` without those the example ignores, nor the lines an ignored line was folded onto."""
+    if example.ignore is None:
+        return list(lines)
+    shown, continued = [], None
+    for line in lines:
+        if example.ignore.search(line):
+            continued = continuation_indent(line)
+        elif not (continued is not None and line.strip() and len(line) - len(line.lstrip(" ")) == continued):
+            shown.append(line)
+            continued = None
+    return shown
 
 
 def check_page(page: Path, db: Path, workdir: Path) -> tuple[list[Difference], list[Example], dict]:
@@ -371,9 +336,9 @@ def check_page(page: Path, db: Path, workdir: Path) -> tuple[list[Difference], l
             target = cwd / f"{example.needs.lower()}.db"
             shutil.copyfile(db, target)
         for command in example.commands:
-            actual = folded(example, run(_argv(example, command), target, cwd))
+            actual = layout(run(_argv(example, command), target, cwd))  # as the page shows it
             outputs[(example.line, command.line)] = actual
-            if not matches(_kept(example, command.expected), _kept(example, actual), masked=example.masked):
+            if not matches(kept(example, command.expected), kept(example, actual), masked=example.masked):
                 differences.append(Difference(example, command, actual))
     return differences, skipped, outputs
 
@@ -389,7 +354,7 @@ def rewrite(page: Path, outputs: dict) -> int:
                 continue
             if _failed(actual) and not _failed(command.expected):
                 continue  # a command that now fails is a difference to read, not an output to keep
-            if not matches(_kept(example, command.expected), _kept(example, actual), masked=example.masked):
+            if not matches(kept(example, command.expected), kept(example, actual), masked=example.masked):
                 lines[command.output_at:command.output_at + len(command.expected)] = actual
                 changed += 1
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -3,8 +3,10 @@
 The key, room and cursor contracts look at the same screens in the same states of data
 (tests/tuistates.py): an app started, and its screens first loaded, once per state instead of once
 per contract. The database changes under the running app as a CLI would change it: empty, then
-like the demo's, then with a run in progress. States only go forward in one app; a test that asks
-for an earlier state than the app has reached (tests run out of their file's order) gets a new app.
+what `just demo` leaves ("partial": no SearChain or dedup run), then like the demo's, then with a run
+in progress. States only go forward in one app; a test that asks for an earlier state than the app
+has reached (tests run out of their file's order) gets a new app. A state is reached without going
+through the ones before it that no test asked for ("partial" is only restored when asked for).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from tuistates import LIVE, GatedBackend, plan_live, restore
 from workbench.store.queries import opening_run_name
 from workbench.tui.app import WorkbenchApp
 
-STATES = ("empty", "demo", "running")
+STATES = ("empty", "partial", "demo", "running")
 
 
 class Driver:
@@ -69,11 +71,13 @@ async def start_live(pilot, gate: GatedBackend) -> None:
 class Contracts:
     """The contracts' app (``driver``) on a database in ``state``, one of ``STATES``.
 
-    ``gate`` answers the run ``live`` (tests/tuistates.py's ``no_model_runs`` must route it there).
+    ``gate`` answers the run ``live`` (tests/tuistates.py's ``no_model_runs`` must route it there);
+    ``partial_template`` is the "partial" state's database (tests/tuistates.py's ``build_like_just_demo``).
     """
 
-    def __init__(self, folder: Path, demo_template: Path, gate: GatedBackend):
+    def __init__(self, folder: Path, demo_template: Path, gate: GatedBackend, partial_template: Path | None = None):
         self.folder, self.demo_template, self.gate = folder, demo_template, gate
+        self.partial_template = partial_template
         self.apps = 0
         self.driver: Driver | None = None
         self._fresh()
@@ -89,24 +93,29 @@ class Contracts:
         """The driver of the app, its database brought to ``state`` (a new app if that is behind it)."""
         if STATES.index(state) < STATES.index(self.state):
             self._fresh()
-        if self.state == "empty" and state != "empty":
-            self._to_demo()
+        if state == "partial" and self.state == "empty":
+            assert self.partial_template is not None, "Contracts(..., partial_template=) for the partial state"
+            self._to(self.partial_template, "partial")
+        if self.state in ("empty", "partial") and state in ("demo", "running"):
+            self._to(self.demo_template, "demo")
         if self.state == "demo" and state == "running":
             plan_live(self.db)           # as `workbench sweep` in a shell would, then u on Runs
             self.driver.run(self._start_live)
             self.state = "running"
         return self.driver
 
-    def _to_demo(self) -> None:
-        # The demo's data arrives as an import in a shell would bring it; the app opens its latest run.
-        restore(self.db, self.demo_template)
-        self.driver.run(self._seen_demo)
-        self.state = "demo"
+    def _to(self, template: Path, state: str) -> None:
+        # The data arrives as an import in a shell would bring it; the app opens its latest run, as it would
+        # when started on it: no cell, dataset filter or exclusion chosen in the state before.
+        restore(self.db, template)
+        self.driver.run(self._seen_data)
+        self.state = state
 
-    async def _seen_demo(self, pilot) -> None:
+    async def _seen_data(self, pilot) -> None:
         app = pilot.app
         app._poll()
-        app.run_name = opening_run_name(app.store)
+        app.run_name, app.cell_id = opening_run_name(app.store), None
+        app.dataset_filter, app.exclude_tagged = None, False
 
     async def _start_live(self, pilot) -> None:
         pilot.app._poll()

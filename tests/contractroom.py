@@ -10,7 +10,10 @@ On the demo-like database (tests/tuistates.py), every mode and the screen its en
 - a table as wide as the screen cuts only the columns its screen names as giving way (``NARROW_CUTS``,
   the ones a user reads least): at 200 columns that is only text longer than the screen, and at 80
   columns the whole text of a cut cell is one key away (enter on its row shows it);
-- scrolled sideways (→), a table starts on a column's edge: no column shows only its end.
+- scrolled sideways (→), a table starts on a column's edge: no column shows only its end;
+- at 80 columns, on a screen whose ←/→ scroll or page a table's columns (Compare's terms, the Ledger's
+  columns), every column the table holds at 200 columns, and every one it holds on any page, is whole in
+  view (its heading and every value) on some page reached with →: none is only ever seen cut at an edge.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ def plain(cell) -> str:
     return cell.plain if hasattr(cell, "plain") else str(cell)
 
 
+def column_name(column) -> str:
+    return str(column.key.value) if column.key.value else plain(column.label).strip()
+
+
 def cut_columns(table: DataTable) -> dict[str, list[int]]:
     """Column (its key, else its heading) → the rows whose cell is cut (-1: the heading); the column's index
     is in ``cut_columns.index``."""
@@ -42,7 +49,7 @@ def cut_columns(table: DataTable) -> dict[str, list[int]]:
             if any(cell_len(line) > room or line.endswith("…") for line in lines):
                 rows.append(row)
         if rows:
-            name = str(column.key.value) if column.key.value else plain(column.label).strip()
+            name = column_name(column)
             cut[name] = rows
             INDEX[name] = index
     return cut
@@ -53,6 +60,32 @@ INDEX: dict[str, int] = {}
 
 def tables(screen) -> list[DataTable]:
     return [t for t in screen.query(DataTable) if t.display and t.region.width and t.row_count]
+
+
+def whole_in_view(table: DataTable) -> set[str]:
+    """The columns shown whole: not cut (``cut_columns``), and from edge to edge inside the table's view, a
+    scrolled column right of the fixed ones."""
+    cut = cut_columns(table)
+    view = table.scrollable_content_region.width
+    widths = [c.get_render_width(table) for c in table.ordered_columns]
+    fixed = sum(widths[:table.fixed_columns])
+    whole, left = set(), 0
+    for index, (column, width) in enumerate(zip(table.ordered_columns, widths)):
+        x = left if index < table.fixed_columns else left - round(table.scroll_x)
+        if (index < table.fixed_columns or x >= fixed) and x + width <= view and column_name(column) not in cut:
+            whole.add(column_name(column))
+        left += width
+    return whole
+
+
+def sideways_screen(screen) -> bool:
+    """A screen whose → scrolls or pages a table's columns."""
+    return any(b.key == "right" and "scroll_table" in b.action for b in type(screen).BINDINGS)
+
+
+def where_columns_are(screen) -> dict[tuple[str, str], set[str]]:
+    """(screen, table) → the columns each shown table holds now."""
+    return {(type(screen).__name__, t.id): {column_name(c) for c in t.ordered_columns} for t in tables(screen)}
 
 
 def squeezed(text: str) -> str:
@@ -111,7 +144,7 @@ class Room:
         """→ twice on a screen that scrolls a table sideways: the table starts on a column's edge."""
         app = self.pilot.app
         screen = app.screen
-        if not any(b.key == "right" and "scroll_table" in b.action for b in type(screen).BINDINGS):
+        if not sideways_screen(screen):
             return
         for _ in range(2):
             await press(self.pilot, "right")
@@ -126,10 +159,47 @@ class Room:
             await press(self.pilot, "left")
         await settle(self.pilot)
 
+    async def pages(self, wide: dict[tuple[str, str], set[str]]) -> None:
+        """From the first page, → until it changes nothing: every column of each table (those it holds at 200
+        columns, ``wide``, and on any page) is whole in view on some page. Then back to the first page."""
+        screen = self.pilot.app.screen
+        if not sideways_screen(screen):
+            return
+        seen: dict[str, set[str]] = {}
+        held: dict[str, set[str]] = {}
+
+        def state():
+            return [(t.id, round(t.scroll_x), tuple(column_name(c) for c in t.ordered_columns)) for t in tables(screen)]
+
+        async def walk(key: str, look: bool) -> None:
+            for _ in range(PAGES):
+                before = state()
+                for table in tables(screen) if look else ():
+                    seen.setdefault(table.id, set()).update(whole_in_view(table))
+                    held.setdefault(table.id, set()).update(column_name(c) for c in table.ordered_columns)
+                await press(self.pilot, key)
+                await settle(self.pilot)
+                if state() == before:
+                    return
+
+        await walk("left", look=False)
+        await walk("right", look=True)
+        await walk("left", look=False)
+        for table_id, whole in seen.items():
+            missing = (wide.get((type(screen).__name__, table_id), set()) | held[table_id]) - whole
+            if missing:
+                self.findings.append(f"{self.label} · {type(screen).__name__} #{table_id}: {sorted(missing)} never "
+                                     "whole in view (heading and values) on any page that → reaches")
+
+
+PAGES = 30      # more than any table's columns: → stops earlier, when it changes nothing
+
 
 async def room_findings(pilot) -> list[str]:
-    """Every mode and the screen its enter opens, at 200×50 then 80×24: what breaks the room contract."""
+    """Every mode and the screen its enter opens, at 200×50 then 80×24: what breaks the room contract (at 80×24
+    also: every column of a mode's sideways table is whole on some page)."""
     app, findings = pilot.app, []
+    wide: dict[tuple[str, str], set[str]] = {}
     for size in (WIDE, SMALL):
         await pilot.resize_terminal(*size)
         room = Room(pilot, f"{size[0]}×{size[1]}")
@@ -139,6 +209,10 @@ async def room_findings(pilot) -> list[str]:
             await settle(pilot)
             await room.check(size == SMALL, follow=True)
             await room.scrolled()
+            if size == WIDE:
+                wide.update(where_columns_are(base))
+            else:
+                await room.pages(wide)
             if tables(base):
                 await press(pilot, "enter")
                 await settle(pilot)

@@ -50,3 +50,17 @@ def test_the_top_level_help_lists_no_verb_the_reference_lacks(capsys):
     reference = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     for verb in listed:
         assert f"## workbench {verb}\n" in reference.replace("### workbench", "## workbench"), verb
+
+
+def test_an_epilogs_long_json_line_goes_on_between_its_fields():
+    """As the epilogs write one: broken after a field's comma, never inside a value, the later lines one space in."""
+    cli_reference = load_script("cli_reference")
+    width = load_script("console_layout").PAGE_WIDTH
+    line = ('{"kind": "relevance", "dataset": "hc", "sample_id": "filename:zh:…", "chunk_id": "…#2", '
+            '"note": "a, b", "label": true, …}')
+    assert len(line) > width
+    broken = cli_reference.code_lines(line)
+    assert len(broken) == 2 and all(len(part) <= width for part in broken)
+    assert broken[1].startswith(' "') and " ".join(part.strip() for part in broken) == line
+    assert '"note": "a, b"' in line and all(part.count('"') % 2 == 0 for part in broken)   # no value cut
+    assert cli_reference.code_lines('{"kind": "claim"}') == ['{"kind": "claim"}']

@@ -13,15 +13,18 @@ from __future__ import annotations
 import re
 import shlex
 import sqlite3
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import REPO, load_script
 from test_demo_labels import DEMO_CLAIMS, run_demo_claims
 from workbench.cli.main import build_parser
+from workbench.tables import fmt_estimate, table
 
 
 docs_examples = load_script("docs_examples")
+console_layout = load_script("console_layout")
 PAGES = docs_examples.pages()
 
 
@@ -121,21 +124,67 @@ SENTENCE = ("B − A with a 95% paired bootstrap CI (2,000 resamples, seed 0; ea
 
 
 def test_a_long_sentence_of_output_is_folded_and_a_table_row_is_not():
-    folded = docs_examples.fold(SENTENCE)
-    fewest = -(-len(SENTENCE) // docs_examples.WRAP)              # as few lines as WRAP columns allow, of even width
-    assert len(folded) == fewest and all(len(line) <= docs_examples.WRAP + 2 for line in folded)
+    folded = console_layout.fold(SENTENCE)
+    fewest = -(-len(SENTENCE) // console_layout.WRAP)     # as few lines as WRAP columns allow, of even width
+    assert len(folded) == fewest and all(len(line) <= console_layout.WRAP + 2 for line in folded)
     assert max(map(len, folded)) - min(map(len, folded)) < 20
     assert folded[1].startswith("  ") and " ".join(line.strip() for line in folded) == SENTENCE   # no word lost
     row = "k1-b64-linear    20  0.800  0.700  -0.100 [-0.250,+0.000]  0.500    1.000" * 2
-    assert docs_examples.fold(row) == [row]                       # columns, not words: shown whole
-    assert docs_examples.fold(SENTENCE[:95]) == [SENTENCE[:95]]   # short enough to read whole
+    assert console_layout.fold(row) == [row]                       # columns, not words: folded as a table
+    assert console_layout.fold(SENTENCE[:95]) == [SENTENCE[:95]]   # short enough to read whole
 
 
-def test_a_masked_figure_never_moves_a_line_break():
-    other_machine = SENTENCE.replace("2,000", "2,000,000").replace("0/1", "10/12")
-    here, there = docs_examples.fold(SENTENCE, masked=True), docs_examples.fold(other_machine, masked=True)
-    assert len(here) == len(there)
+def test_a_labelled_value_goes_on_under_the_value():
+    digest = "02c245df39371988ef5c55d1a96d9349d4cffac2009ff4271fa73ca09f695309"
+    line = f"  dataset     metaqa (import sha256 {digest})"
+    assert console_layout.fold(line) == ["  dataset     metaqa (import sha256", f"              {digest})"]
+
+
+def test_chinese_text_is_folded_by_the_columns_it_takes():
+    answer = "filtered answer: 准备两锅水；A 锅维持 100°C 沸水；B 锅维持 30°C 温水；每 2 分钟将鸡蛋转移至另一锅水；中火 3 分钟"
+    assert len(answer) < console_layout.PAGE_WIDTH < console_layout.columns(answer)
+    folded = console_layout.fold(answer)
+    assert len(folded) == 2 and all(console_layout.columns(line) <= console_layout.PAGE_WIDTH for line in folded)
+
+
+TERMS = ("S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak")
+
+
+def test_a_wide_table_is_shown_in_groups_of_columns_each_named_by_its_row_labels():
+    """The ledger's reasoning table (144 columns): two groups of three terms, each after K, B, format and n."""
+    rows = [[str(k), str(b), "linear", "3"] + [fmt_estimate(SimpleNamespace(value=(k * b + i) % 7 / 7, lo=0.0, hi=1.0))
+                                               for i, _ in enumerate(TERMS)] for b in (32, 128) for k in (1, 10)]
+    printed = table(["K", "B", "format", "n", *TERMS], rows).splitlines()
+    assert max(map(len, printed)) > console_layout.PAGE_WIDTH
+    shown = console_layout.layout(["Reasoning, dissipation and leakage", *printed, "", "next table"])
+    assert max(map(console_layout.columns, shown)) <= console_layout.PAGE_WIDTH
+    first, second = "\n".join(shown[1:]).split("\n\n")[:2]
+    assert first.split()[:7] == ["K", "B", "format", "n", "S_llm", "Acc_hit", "Acc_miss"]
+    assert second.split()[:7] == ["K", "B", "format", "n", "D_rate", "D_mass", "L_leak"]
+    for row in rows:                                 # each row in both groups, its labels and its figures
+        assert " ".join(row[:7]) in " ".join(first.split()) and " ".join(row[:4] + row[7:]) in " ".join(second.split())
+    assert shown[0] == "Reasoning, dissipation and leakage" and shown[-2:] == ["", "next table"]
+    narrow = table(["K", "n", "S_llm"], [["1", "3", "0.500"]]).splitlines()
+    assert console_layout.layout(narrow) == narrow
+
+
+def test_a_figure_that_moves_a_line_break_is_no_difference():
+    """A timing, or a masked figure, of another width on another machine folds the same words elsewhere."""
+    other_machine = SENTENCE.replace("2,000", "2,000,000,000").replace("0/1", "10/12")
+    here, there = console_layout.layout([SENTENCE]), console_layout.layout([other_machine])
+    assert [len(line) for line in here] != [len(line) for line in there]        # the breaks moved
     assert docs_examples.matches(here, there, masked=True) and not docs_examples.matches(here, there)
+    timed = "run x: 72 of 72 jobs done in 0.7s, 1.4/s: 0 model calls, 25 from the cache, 0 errors; " * 2
+    slower = timed.replace("0.7s", "1h12m7s")
+    assert docs_examples.matches(console_layout.layout([timed]), console_layout.layout([slower]))
+
+
+def test_an_ignored_line_is_ignored_with_the_lines_it_was_folded_onto():
+    example = docs_examples.Example(REPO / "page.md", 1, ignore=re.compile(r"^\s+planned on\s"))
+    here = console_layout.layout(["  scorer      acc", "  planned on  vm: AMD EPYC, 2 logical CPUs, "
+                                  "Linux-6.18.44-fc-v595-x86_64-with-glibc2.36, Python 3.11.7", "  model  none"])
+    assert len(here) == 4 and here[2].startswith("              ")
+    assert docs_examples.kept(example, here) == ["  scorer      acc", "  model  none"]
 
 
 SHOWN_COMMAND = re.compile(r"^(?:\.venv/bin/)?workbench(?:\s|$)")

@@ -6,9 +6,11 @@ are taken by the build (scripts/docs_shots.py, here on a tiny database instead o
 committed. Where Debian's chromium is installed (`.ci/run` installs it), a real headless browser opens
 the built site from the file system, with no flag that loosens file:// rules, and searches it.
 
-The pages' sources are held to what a reader can use: a code block holds commands and program output,
-never prose, no line of it wider than 160 columns, and no page sends a reader to what only the project's
-authors have (its numbered seeds and issues, the ``../shared`` folder beside the checkout).
+The pages are held to what a reader can use (their sources' code blocks: tests/test_docs_code_blocks.py):
+no line of code is wider than a page shows in a 1280 px window (scripts/console_layout.py's PAGE_WIDTH,
+measured in Chromium), nor does any code block scroll sideways there; the sidebar's first entry is in
+view, under nothing; and no page sends a reader to what only the project's authors have (its numbered
+seeds and issues, the ``../shared`` folder beside the checkout).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import re
 import subprocess
 import sys
 import time
-import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -28,11 +29,13 @@ import pytest
 from rich.cells import cell_len
 
 from conftest import load_script
+from test_docs_code_blocks import PAGES
 from test_docs_shots import CJK_QUESTION, build_tiny_demo
 
 REPO = Path(__file__).resolve().parents[1]
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 docs_shots = load_script("docs_shots")
+console_layout = load_script("console_layout")
 screen_picture = load_script("screen_picture")
 CHROMIUM = screen_picture.chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
@@ -305,79 +308,106 @@ def test_the_landing_page_shows_the_install_command_before_any_scrolling(site):
 
 # -- code blocks and what the pages point at -----------------------------------------------------------------
 
-PAGES = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
-WIDEST_CODE_LINE = 160
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^`\s]*)")
+PAGE_WIDTH = console_layout.PAGE_WIDTH
 
 
-def fenced_blocks(markdown: str) -> list[tuple[int, str, list[str]]]:
-    """Each fenced code block of ``markdown``: (the line of its opening fence, its language, its lines)."""
-    blocks, opened = [], None
-    for number, line in enumerate(markdown.splitlines(), 1):
-        fence = _FENCE.match(line)
-        if opened is None:
-            if fence:
-                opened = (number, fence.group(1), fence.group(2), [])
-        elif line.strip().startswith(opened[1]) and not line.strip().strip(opened[1][0]):
-            blocks.append((opened[0], opened[2], opened[3]))
-            opened = None
-        else:
-            opened[3].append(line)
-    return blocks
+class _Code(HTMLParser):
+    """The text of each ``<pre>`` of a page, as it shows it."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[str] = []
+        self._depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "pre":
+            self._depth += 1
+            if self._depth == 1:
+                self.blocks.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "pre" and self._depth:
+            self._depth -= 1
+
+    def handle_data(self, data):
+        if self._depth:
+            self.blocks[-1] += data
 
 
-def columns(line: str) -> int:
-    """How many terminal columns ``line`` takes: a wide (CJK) character two."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in line)
+def test_no_code_line_of_the_built_site_is_wider_than_a_page(site):
+    """Every page as built: what its sources (tests/test_docs_code_blocks.py) do not show too (included files,
+    docstrings, indented code)."""
+    out, _ = site
+    found = {}
+    for page in sorted(out.glob("*.html")):
+        code = _Code()
+        code.feed(page.read_text(encoding="utf-8"))
+        wide = [line for block in code.blocks for line in block.splitlines()
+                if console_layout.columns(line) > PAGE_WIDTH]
+        if wide:
+            found[page.name] = [f"{console_layout.columns(line)}: {line[:50]}" for line in wide]
+    assert not found, f"code lines wider than {PAGE_WIDTH} columns: {found}"
 
 
-# A line a reader types (a prompt, a program, a variable set) or a program's message starts so; words to read do not.
-_COMMAND = re.compile(r"^(?:\$ |> |# |\.venv/|(?:workbench|just|pip|python3?|duckdb|git|cd|export|sudo|apt-get)(?:\s|$)"
-                      r"|[A-Z][A-Z0-9_]*=|(?:error|warning|note|usage): )")
-_WORD = re.compile(r"[(\"'`]*[A-Za-z][A-Za-z'’-]*[)\"'`.,;:!?]*")
+# A 1280 px window with a classic (not overlay) scrollbar: 17 px of it are not the page's.
+WINDOW = (1280 - 17, 900)
+_MEASURE = """(() => {
+  const blocks = [...document.querySelectorAll('.md-content pre > code')];
+  const scrolls = blocks.filter(code => code.scrollWidth > code.clientWidth)
+    .map(code => code.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a)).slice(0, 50));
+  let fits = null;
+  if (blocks.length) {            // a line of PAGE_WIDTH columns, in the first block's place and font
+    const line = document.createElement('span');
+    line.textContent = '\\n' + 'W'.repeat(%d);
+    blocks[0].appendChild(line);
+    fits = blocks[0].scrollWidth <= blocks[0].clientWidth;
+    line.remove();
+  }
+  const wrap = document.querySelector('.md-sidebar--primary .md-sidebar__scrollwrap');
+  const first = [...wrap.querySelectorAll('.md-nav__link')].find(link => link.getClientRects().length);
+  const box = first.getBoundingClientRect(), view = wrap.getBoundingClientRect();
+  const under = [box.top + 1, (box.top + box.bottom) / 2, box.bottom - 1]
+    .map(y => document.elementFromPoint(box.left + 2, y)).filter(hit => !first.contains(hit))
+    .map(hit => hit.className || hit.tagName);
+  return {scrolls, fits, entry: first.textContent.trim(),
+          inside: box.top >= view.top && box.bottom <= view.bottom, under};
+})()""" % PAGE_WIDTH
 
 
-def reads_as_a_sentence(line: str) -> bool:
-    """Six words or more, mostly plain words, single-spaced (a table or an aligned listing has wider gaps)."""
-    words = line.strip().split(" ")
-    return "  " not in line.strip() and len(words) >= 6 and sum(bool(_WORD.fullmatch(w)) for w in words) >= 0.7 * len(words)
+def measured_in_chromium(out: Path) -> dict[str, dict]:
+    """Each page of the site ``out`` as Chromium lays it out in :data:`WINDOW`: its code blocks that scroll
+    sideways, whether a line of PAGE_WIDTH columns fits one, and the sidebar's first entry."""
+    with screen_picture.Chromium(CHROMIUM) as browser:
+        found = {}
+        for page in sorted(out.glob("*.html")):
+            if page.name != "404.html":
+                browser.open(page.as_uri(), *WINDOW)
+                found[page.name] = browser.evaluate(_MEASURE)
+        return found
 
 
-def is_prose(language: str, lines: list[str]) -> bool:
-    """Whether a code block is prose: no language, no command, and half its lines or more read as sentences."""
-    lines = [line.strip() for line in lines if line.strip()]
-    if language not in ("", "text") or not lines or any(_COMMAND.match(line) for line in lines):
-        return False
-    return 2 * sum(map(reads_as_a_sentence, lines)) >= len(lines)
+@pytest.fixture(scope="module")
+def measured(site):
+    return measured_in_chromium(site[0])
 
 
-def test_prose_in_a_code_block_is_told_from_commands_and_output():
-    # What docs/layout.md was: a description of the folders, in a code block.
-    layout = ["workbench/   store/ (SQLite, migrations runner, lookup: NotFound and named_or_latest, queries, lease),",
-              "             data/ (import, corpus, export, predictions, labels),",
-              "             evidence/ (units, stored, linearize, tokenizers, window), metrics/ (stats: every bootstrap",
-              "             and interval; scoring, ledger, oracle, ir, agreement: κ, ppi), passes/ (plan-or-find, the",
-              "docs/        the documentation site (mkdocs.yml; `just docs` builds it into site/): a page per task,"]
-    assert is_prose("", layout)
-    assert not is_prose("", ["pip install rust-just && just demo", "just test"])
-    assert not is_prose("console", ["$ workbench ledger recorded", "run recorded · dataset metaqa · score acc"])
-    assert not is_prose("", ["workbench ledger                 # where the score went, per cell, with 95% CIs"])
-    assert not is_prose("", ["K  B   format  n  S_set  S_vis", "1  64  linear  3  1.000  1.000"])
-    assert not is_prose("", ["note: the BM25 index is damaged (a symbolic link, not a regular file); rebuilding it"])
-    assert not is_prose("python", ["import workbench.analysis as wa", "# the events of a run, as a data frame"])
+# The module's measure: every page opened in one Chromium (a fraction of a second each).
+@pytest.mark.budget(20)
+@needs_chromium
+def test_no_code_block_scrolls_sideways_in_a_1280_px_window(measured):
+    narrow = [name for name, page in measured.items() if page["fits"] is False]
+    assert not narrow, f"pages whose code blocks scroll sideways for a line of {PAGE_WIDTH} columns: {narrow}"
+    assert sum(page["fits"] is True for page in measured.values()) >= 15         # the pages that show code
+    scrolling = {name: page["scrolls"] for name, page in measured.items() if page["scrolls"]}
+    assert not scrolling, f"code blocks that scroll sideways (page: their widest lines): {scrolling}"
 
 
-def test_no_code_block_holds_prose():
-    found = {f"{page.name}:{line}": lines[0].strip()[:60] for page in PAGES
-             for line, language, lines in fenced_blocks(page.read_text(encoding="utf-8")) if is_prose(language, lines)}
-    assert not found, f"code blocks of prose (write them as paragraphs, lists or tables): {found}"
-
-
-def test_no_code_block_line_is_wider_than_160_columns():
-    found = {f"{page.name}:{start + offset}": columns(text) for page in PAGES
-             for start, _, lines in fenced_blocks(page.read_text(encoding="utf-8"))
-             for offset, text in enumerate(lines, 1) if columns(text) > WIDEST_CODE_LINE}
-    assert not found, f"code lines wider than {WIDEST_CODE_LINE} columns (page:line: columns): {found}"
+@needs_chromium
+def test_the_sidebars_first_entry_is_in_view_and_under_nothing(measured):
+    """Material keeps the sidebar's title sticky and scrolls the list to its page's entry: "Home" went under it."""
+    hidden = {name: page for name, page in measured.items()
+              if page["entry"] != "Home" or not page["inside"] or page["under"]}
+    assert not hidden, f"pages whose sidebar hides its first entry: {hidden}"
 
 
 # Where only the project's authors can follow: its numbered seed documents (seed 003), its issues (issue 16),

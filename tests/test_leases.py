@@ -496,7 +496,7 @@ async def test_resuming_a_run_another_process_writes_says_so_in_the_runs_screen(
     async with app.run_test(size=SIZE) as pilot:
         await open_runs(pilot)
         # The table already shows who writes it: u says so and starts nothing (no bar, no execution here).
-        assert str(app.screen.query_one("#runs").get_cell("live", "state")) == f"running: pid {sleeper.pid}"
+        assert str(app.screen.query_one("#runs").get_cell("live", "state")) == f"pid {sleeper.pid}"
         await pilot.press("u")
         expected = f"Nothing to resume: run live is executing in another process (pid {sleeper.pid}): it goes on there"
         await wait_for(pilot, lambda: any(expected in n.message for n in app._notifications), what="the refusal")

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import copy_db, new_template, write_jsonl
+from contractroom import whole_in_view
 from tui_shared_c import camera, snap
 from tuikit import SIZE, SMALL, footer_line, heading, settle, settled_after, until_loaded, wait_for
 from workbench.compare import compare_runs
@@ -20,8 +21,8 @@ from workbench.store import open_store
 from workbench.store.queries import get_run, load_samples
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.dialogs import ChoiceDialog, ErrorDialog, TextDialog
-from workbench.tui.screens.compare import (TERMS, CompareScreen, axes_line, default_pair, flip_rows, mark, term_cell,
-                                           term_edges)
+from workbench.tui.compare_text import axes_line, flip_rows, mark, term_cell
+from workbench.tui.screens.compare import TERMS, CompareScreen, default_pair
 
 SWEEP = SweepConfig(ks=(1, 5, 20), budgets=(64,), formats=("score",), oracle=True, shuffles=2)
 
@@ -264,8 +265,9 @@ def test_t_cycles_the_numbers_and_i_lists_what_differs(looking):
     looking.walk(walk, SIZE)
 
 
-def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(looking):
-    """One app, resized: at 120×40 every term is on screen; at 80×24 the terms scroll, a term at a time."""
+def test_the_footer_shows_the_compare_keys_and_the_terms_page_at_80_columns(looking):
+    """One app, resized: at 120×40 every term is on screen; at 80×24 the terms page, a term at a time, and every
+    term is whole (heading and values) on some page: it once stopped with D_rate cut at the right edge."""
 
     async def walk(pilot):
         app = pilot.app
@@ -274,27 +276,30 @@ def test_the_footer_shows_the_compare_keys_and_the_terms_scroll_at_80_columns(lo
         table = screen.query_one("#deltas")
         await wait_for(pilot, lambda: all(key in footer_line(app) for key in keys),
                        what=lambda: f"every compare key in the footer at 120×40: {footer_line(app)!r}")
-        assert table.max_scroll_x == 0, "at 120 columns every term is on screen"
+        assert screen.shown_terms == TERMS and whole_in_view(table) >= set(TERMS), "at 120 columns every term shows"
         await pilot.press("right")
-        await wait_for(pilot, lambda: any("Every term is shown" in str(n.message) for n in app._notifications))
+        await wait_for(pilot, lambda: said(app, "Every term is shown"))
         await pilot.resize_terminal(*SMALL)
         await wait_for(pilot, lambda: app.size == SMALL and all(key in footer_line(app) for key in keys),
                        what=lambda: f"every compare key in the footer at 80×24: {footer_line(app)!r}")
-        await wait_for(pilot, lambda: table.max_scroll_x > 0, what="terms wider than 80 columns")
-        await pilot.press("right")
-        await wait_for(pilot, lambda: table.scroll_x > 0)
-        # As far right as it goes, then another view of the numbers: the terms still start on a column's
-        # edge (it once showed "000→0.000" and "olm 1.000", the ends of two terms).
+        await wait_for(pilot, lambda: len(screen.shown_terms) < len(TERMS), what="terms wider than 80 columns")
+        assert "terms 1–" in heading(app) and f"of {len(TERMS)} (←/→)" in heading(app)
+        seen = set()
         for _ in range(len(TERMS)):
+            await settle(pilot)
+            shown = whole_in_view(table)
+            assert shown - {"cell"} == set(screen.shown_terms), "a page holds only terms shown whole"
+            seen |= shown
             await pilot.press("right")
+        assert seen >= set(TERMS), f"never whole at 80 columns: {sorted(set(TERMS) - seen)}"
+        assert said(app, "Already at the last terms")
+        # Another view of the numbers keeps the page.
+        last = screen.shown_terms
         await pilot.press("t")
         await wait_for(pilot, lambda: "A → B" in heading(app) and screen.loaded)
-        await pilot.pause()                             # the scroll it keeps has been laid out …
-        await pilot.wait_for_scheduled_animations()    # … and scrolled to
-        assert round(table.scroll_x) in term_edges(table) and table.scroll_x > 0
-        assert any("Already at the last terms" in str(n.message) for n in app._notifications)
+        assert screen.shown_terms == last and set(last) <= whole_in_view(table)
         await pilot.press("left")
-        await wait_for(pilot, lambda: round(table.scroll_x) in term_edges(table))
+        await wait_for(pilot, lambda: screen.shown_terms == TERMS[TERMS.index(last[0]) - 1:][:len(last)])
 
     looking.walk(walk, SIZE)
 

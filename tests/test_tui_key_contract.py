@@ -9,8 +9,12 @@ The room contract (tests/contractroom.py): no column is cut while the screen has
 The cursor contract (tests/contractcursor.py): every detail pane, mark and side panel shows the
 highlighted row's own data.
 
-One app (tests/contractapp.py) goes through three states of data (tests/tuistates.py), the database
-changing under it as a CLI would change it: empty; like the demo's; the same with a run in progress.
+One app (tests/contractapp.py) goes through four states of data (tests/tuistates.py), the database
+changing under it as a CLI would change it: empty; what `just demo` leaves, where some screens are empty
+or filtered while the rest has data (tests/contractempty.py: a screen with no run of its kind, Samples
+searched with no match or on an empty quadrant, an answer with no claims of its own, a narrowed Runs
+list), walked at 80×24, the workbench's keys and tab, a focus moved onto a pane showing nothing counting
+as no change; like the demo's; the same with a run in progress.
 The tests below run in this file's order, each on the state it names: the room and cursor contracts
 on the demo's data before the key walk of that state writes in it (tags, labels). In `just test`
 each state is walked once and both sizes are walked: the empty database at 80×24, every key,
@@ -31,9 +35,11 @@ from hypothesis import strategies as st
 
 from contractapp import Contracts
 from contractcursor import KEYS, Checker
+from contractempty import VIEWS, SeenWalk
 from contractroom import room_findings
 from tuikit import SMALL
-from tuistates import GatedBackend, build_demo_like, few_resamples, no_model_runs, shared_template
+from tuistates import (GatedBackend, build_demo_like, build_like_just_demo, few_resamples, no_model_runs,
+                       shared_template)
 from tuiwalk import KeyWalk, background_workers, draw_only_when_looked_at, mode_of_key, settle
 
 WIDE = (200, 50)
@@ -50,15 +56,21 @@ def demo_template(tmp_path_factory):
     return shared_template(tmp_path_factory, "demo.db", build_demo_like)
 
 
+@pytest.fixture(scope="session")
+def partial_template(tmp_path_factory, demo_template):
+    """What `just demo` leaves (the demo-like database without SearChain and dedup runs), once per test session."""
+    return shared_template(tmp_path_factory, "partial.db", lambda path: build_like_just_demo(path, demo_template))
+
+
 @pytest.fixture(scope="module")
-def contracts(tmp_path_factory, demo_template):
+def contracts(tmp_path_factory, demo_template, partial_template):
     """The one app every contract of this file walks (tests/contractapp.py), on an empty database to begin."""
     gate = GatedBackend()
     with pytest.MonkeyPatch.context() as monkeypatch:
         no_model_runs(monkeypatch, gate)
         few_resamples(monkeypatch)
         draw_only_when_looked_at(monkeypatch)
-        shared = Contracts(tmp_path_factory.mktemp("contracts"), demo_template, gate)
+        shared = Contracts(tmp_path_factory.mktemp("contracts"), demo_template, gate, partial_template)
         try:
             yield shared
         finally:
@@ -68,16 +80,26 @@ def contracts(tmp_path_factory, demo_template):
 class Walks:
     """The walks of one app, state after state; their findings and how many keys they pressed."""
 
-    def __init__(self, pilot):
+    def __init__(self, pilot, walk_opened_once: bool = False):
         self.pilot, self.findings, self.pressed = pilot, [], 0
+        # The screens keys opened, walked once across this object's walks (else once per walk: each state and size).
+        self.opened: set | None = set() if walk_opened_once else None
 
-    async def state(self, name: str, sizes, every: bool, modes=None) -> None:
-        """Walk the app in this state at each of ``sizes`` (``every``: every key; else the workbench's)."""
+    async def state(self, name: str, sizes, every: bool, modes=None, seen: bool = False,
+                    not_followed: tuple = ()) -> None:
+        """Walk the app in this state at each of ``sizes`` (``every``: every key; else the workbench's). ``seen``:
+        tests/contractempty.py's SeenWalk, tab and shift+tab pressed in any case and a focus moved onto a pane
+        showing nothing no change. The screens of ``not_followed`` are opened, not walked."""
         for size in sizes:
             await self.pilot.resize_terminal(*size)
-            walk = KeyWalk(self.pilot, f"{name} {size[0]}×{size[1]}", every=every or FULL)
+            walked = set() if self.opened is None else self.opened
+            skipped = set(not_followed) - walked
+            label = f"{name} {size[0]}×{size[1]}"
+            walk = SeenWalk(self.pilot, label, every=every or FULL, walked=walked | skipped, focus_keys=True) \
+                if seen else KeyWalk(self.pilot, label, every=every or FULL, walked=walked | skipped)
             await walk.start()
             await walk.walk_modes(modes)
+            walked |= walk.walked - skipped
             self.findings += walk.findings
             self.pressed += walk.pressed
 
@@ -100,7 +122,25 @@ async def pictures_of_modes(pilot) -> dict[str, tuple]:
 def test_every_key_of_every_screen_acts_or_says_why_on_an_empty_database(contracts):
     driver = contracts.at("empty")
     walks = Walks(driver.pilot)
-    driver.run(lambda pilot: walks.state("empty", SIZES if FULL else [SMALL], every=True))
+    # seen: a key that only moves the focus onto a pane showing nothing says nothing either.
+    driver.run(lambda pilot: walks.state("empty", SIZES if FULL else [SMALL], every=True, seen=True))
+    assert not walks.findings, walks.verdict()
+
+
+def test_every_key_acts_or_says_why_where_a_screen_is_empty_or_filtered_among_data(contracts):
+    """Each view of tests/contractempty.py (a screen with no run of its kind, Samples with no match or an empty
+    quadrant, an answer with no claims of its own, a narrowed Runs list): its screen walked at 80×24, the keys the
+    workbench binds and tab and shift+tab; what a key opens is walked once across the views."""
+    driver = contracts.at("partial")
+    walks = Walks(driver.pilot, walk_opened_once=True)
+
+    async def views(pilot):
+        for view in VIEWS:
+            await view.enter(pilot)
+            await walks.state(f"partial, {view.name}", [SMALL], every=FULL, modes=[view.mode], seen=True,
+                              not_followed=view.unwalked(pilot.app))
+
+    driver.run(views)
     assert not walks.findings, walks.verdict()
 
 

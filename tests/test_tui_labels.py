@@ -330,7 +330,9 @@ def test_empty_states_say_what_to_do(claims_app, tmp_path):
         await until_loaded(pilot, "labels")
         assert screen.view.kind == "relevance"
         assert "No chunk relevance judged yet" in str(screen.query_one("#card").render())
-        assert "workbench retrieval judge DATASET" in str(screen.query_one("#card").render())
+        # No corpus in this database: every step, from the import on (tests/test_tui_labels_hints.py: only the missing).
+        assert "`workbench corpus import sample_data/howtocook --name hc`" in str(screen.query_one("#card").render())
+        assert "then `workbench retrieval judge hc --retriever bm25 --k 5`" in str(screen.query_one("#card").render())
         await pilot.press("t")                  # → claims
         await until_loaded(pilot, "labels")
         assert screen.view.kind == "claims"

@@ -204,7 +204,7 @@ with hold(store, "run:live", what="workbench resume live"):
         async with app.run_test(size=SIZE) as pilot:
             table = await open_runs(pilot)
             await wait_for(pilot, lambda: table.get_row_at(0)[-1] != "", what="the state column")
-            assert table.get_row_at(0)[-1] == f"running: pid {writer.pid}"
+            assert table.get_row_at(0)[-1] == f"pid {writer.pid}"
     finally:
         writer.kill()
         writer.wait()

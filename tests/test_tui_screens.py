@@ -126,7 +126,7 @@ async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_
 
 # -- Retrieval (corpus_db: sample_data/howtocook with filename questions and BM25 results, in conftest) ----
 def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomputing(shared_corpus, monkeypatch):
-    from workbench.tui.screens.retrieval import RetrievalScreen
+    from workbench.tui.screens.retrieval import QUICK_RESAMPLES, RESAMPLES, RetrievalScreen
 
     painted = []                                   # the bootstrap size behind each picture, in order
     draw = RetrievalScreen._draw
@@ -136,24 +136,26 @@ def test_retrieval_paints_a_quick_pass_then_refines_and_reopens_without_recomput
         app = pilot.app
         await pilot.press("v")
         screen = app.screen
-        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
-        assert painted[:2] == [100, 1000]          # the quick pass paints first, then the CIs are refined
+        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == RESAMPLES)
+        assert painted[:2] == [QUICK_RESAMPLES, RESAMPLES]    # the quick pass paints first, then the CIs are refined
         full, draws = screen.report, len(painted)
         await pilot.press("d")
         await pilot.press("v")
         await until_loaded(pilot, "retrieval")
         assert app.screen is screen and screen.report is full   # unchanged data: nothing recomputed
-        assert all(n == 1000 for n in painted[draws:])
+        assert all(n == RESAMPLES for n in painted[draws:])
 
     shared_corpus.walk(look, SIZE)
 
 
 def test_retrieval_side_panel_column_and_miss_are_readable_at_80x24(shared_corpus):
+    from workbench.tui.screens.retrieval import RESAMPLES
+
     async def look(pilot):
         app = pilot.app
         await pilot.press("v")
         screen = app.screen
-        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == 1000)
+        await wait_for(pilot, lambda: screen.report is not None and screen.report.resamples == RESAMPLES)
         await until_loaded(pilot, "retrieval")
         side = screen.query_one("#side-scroll", VerticalScroll)
         # 36 metric lines in a short panel: it scrolls.

@@ -1,5 +1,8 @@
 """The states of data the TUI's contract tests walk: an empty database, one like the demo's, and a run in progress.
 
+Between the empty and the demo-like: the demo-like without its SearChain and dedup runs (what `just demo` leaves):
+populated, with screens that have no run of their kind.
+
 The demo-like database holds what `just demo` leaves (MetaQA, a run a model answered over K×B with oracle
 cells, the recorded run with imported answers, their claims and the shipped labels, HowToCook with BM25
 results, RAGChecker's preference set) plus a SearChain run and a dedup run, so that every screen has rows
@@ -73,6 +76,22 @@ def build_demo_like(path: Path) -> Path:
         retrieve(store, "howtocook", k=5)
         import_meta(store, SAMPLE_META / "human_labeled_data.json", "prefs",
                     baselines=[SAMPLE_META / "baseline_ragchecker.json"])
+    finally:
+        store.close()
+    return path
+
+
+def build_like_just_demo(path: Path, demo_template: Path) -> Path:
+    """Write at ``path`` the demo-like database without its SearChain and dedup runs: what `just demo` leaves, a
+    populated database where SearChain and Dedup have no run of their kind (the KG stays, with no dedup run)."""
+    from workbench.store import open_store
+
+    copy_db(demo_template, path)
+    store = open_store(path)
+    try:
+        with store.transaction() as conn:   # their nodes, samples, pairs and verdicts go by cascade
+            conn.execute("DELETE FROM pipeline_runs")
+            conn.execute("DELETE FROM dedup_runs")
     finally:
         store.close()
     return path

@@ -40,10 +40,13 @@ def _estimate(est: Any) -> tuple[float | None, float | None, float | None]:
 
 def _series(ax, xs: Sequence[int], ests: Sequence[Any], term: str, label: str, *, color: str | None = None,
             dodge: float | None = None) -> bool:
-    """One line with its interval bars; False if the term has no defined point."""
+    """One line with its interval bars; False if the term has no defined point (the legend then says so, naming it:
+    a note written over the axes could hide a curve)."""
     points = [(x, *_estimate(e)) for x, e in zip(xs, ests)]
     points = [(x, v, lo, hi) for x, v, lo, hi in points if v is not None]
     if not points:
+        # An empty errorbar, not a line: the legend lists containers after lines, and this one keeps its place.
+        ax.errorbar([], [], linestyle="none", marker="", label=f"{label.replace(' (right)', '')}: no scores yet")
         return False
     x = [p[0] + (DODGE.get(term, 0.0) if dodge is None else dodge) for p in points]
     y = [p[1] for p in points]
@@ -68,8 +71,7 @@ def main_figure(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, title:
     for term in MAIN_LEFT:
         _series(ax, xs, [r[term] for r in picked], term, term)
     right = ax.twinx()
-    if not _series(right, xs, [r["D_rate"] for r in picked], "D_rate", "D_rate (right)"):
-        ax.text(xs[0], 0.05, "S_llm, D_rate: no scores yet", fontsize=9)
+    _series(right, xs, [r["D_rate"] for r in picked], "D_rate", "D_rate (right)")
     for axis in (ax, right):
         axis.set_ylim(0, 1.02)
     ax.set_xticks(xs, [str(r["k"]) for r in picked])
@@ -122,8 +124,8 @@ def oracle_figure(oracle_rows: Sequence[dict[str, Any]], *, title: str | None = 
     ax = fig.add_subplot()
     drawn = [_series(ax, xs, [r.get(term) for r in picked], term, term)
              for term in ("Acc_struct", "Acc_linear", "L_struct")]
-    if not any(drawn):
-        ax.text(xs[0], 0.5, "no oracle scores yet", fontsize=9)
+    if not any(drawn):      # no data to scale to: each budget's tick in its place
+        ax.set_xlim(0.5, len(xs) + 0.5)
     ax.set_xticks(xs, [str(r["budget"]) for r in picked])
     ax.set_xlabel("B (evidence token budget)")
     ax.axhline(0, color="0.6", linewidth=0.8)

@@ -2,7 +2,8 @@
 
 Main: budget B fixed, sweep K: S_set, S_vis and S_llm on the left axis, D_rate on the
 right. Oracle: sweep B: Acc_struct, Acc_linear and L_struct. Undefined points (None)
-are left out of a line rather than drawn as 0.
+are left out of a line rather than drawn as 0. Every figure names each series in a legend
+of its own lines under the x label, outside the frame: never over a curve.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import html
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import plotext as plt
 
@@ -26,11 +27,19 @@ COLORS = {"S_set": "blue+", "S_vis": "green+", "S_llm": "red+", "D_rate": "cyan+
 # A run of several models: each model's S_llm curve in its own colour and character, in the run's model order.
 MODEL_COLORS = ("red+", "magenta+", "yellow+", "cyan+", "white", "red", "magenta", "yellow")
 MODEL_MARKERS = ("+", "*", "#", "@", "%", "&", "$", "=")
-# Below this size plotext's legend (drawn inside the plot, top left) hides the curves: put it underneath.
-LEGEND_INSIDE_MIN = (60, 16)
+# Retrieval's curves, in the order given (Recall@k, MRR@k …).
+RETRIEVAL_MARKERS = tuple("ox+*.#")
+RETRIEVAL_COLORS = ("blue+", "green+", "red+", "cyan+", "magenta+", "yellow")
+# The legend: lines of its own under the x label, never inside the plot. plotext draws its legend over the
+# canvas's top-left corner (_build.py: at row_end - 1 - s, col_start), with no option to move it, and that hid
+# the curves at small K: no label is ever given to plotext.
+LEGEND_GAP = "  "           # between two entries; one space when that saves a line
+# The legend takes more lines only while the canvas keeps at least this many rows.
+MIN_CANVAS_ROWS = 4
 _colors = False
-_legend: list[tuple[str, str | None, str]] | None = None  # (character, colour, label) below the plot, or None: plotext's
-_size = (0, 0)                                  # the plotsize of the figure being built
+_legend: list[tuple[str, str | None, str]] = []  # (character, colour, label) of each named series
+_missing: list[str] = []                         # the series with no point to draw
+_size = (0, 0)                                   # the plotsize of the figure being built
 # Rows of a figure that are not the plot's canvas: the title, the two frame lines, the x ticks and the x label.
 FRAME_ROWS = 5
 
@@ -43,35 +52,92 @@ def _value(est: Any) -> float | None:
 
 
 def _line(xs: Sequence[int], ys: Sequence[float | None], term: str, *, label: str | None, **kwargs) -> bool:
+    """Draw one series; False when it has no point (the legend then says so, naming it)."""
     points = [(x, y) for x, y in zip(xs, ys) if y is not None]
     if not points:
+        if label is not None:
+            _missing.append(label.replace(" (right)", ""))
         return False
     plain = kwargs.pop("marker", PLAIN_MARKERS.get(term, "*"))
     marker = "braille" if _colors else plain
     kwargs.setdefault("color", COLORS.get(term))
     if kwargs["color"] is None:
         del kwargs["color"]
-    if _legend is None:
-        kwargs["label"] = label
-    elif label is not None:
+    if label is not None:
         _legend.append((plain, kwargs.get("color"), label))
     plt.plot([p[0] for p in points], [p[1] for p in points], marker=marker, **kwargs)
     return True
 
 
-def _begin(width: int, height: int, colors: bool) -> None:
-    global _colors, _legend, _size
+def _begin(width: int, height: int, colors: bool, legend_rows: int) -> None:
+    global _colors, _legend, _missing, _size
     _colors = colors
-    inside = width >= LEGEND_INSIDE_MIN[0] and height >= LEGEND_INSIDE_MIN[1]
-    _legend = None if inside else []
+    _legend, _missing = [], []
     plt.clf()
     # The size asked for, not the size of the terminal the process runs in (plotext caps to it by default: the
     # figure came out shorter than the panel, and the ticks placed for the asked size fell between rows).
     plt.limit_size(False, False)
-    # One line of the height goes to the legend underneath.
-    _size = (width, height if inside else max(height - 1, 5))
+    _size = (width, max(height - legend_rows, FRAME_ROWS + 1))
     plt.plotsize(*_size)
     plt.theme("pro" if colors else "clear")
+
+
+def _figure(width: int, height: int, colors: bool, draw: Callable[[], None]) -> str:
+    """The figure ``draw`` builds, ``height`` rows in all: its legend's lines under the x label.
+
+    The legend's rows come out of the plot's, so the figure is drawn again when its legend takes more
+    lines than were kept for it (a narrow figure, long labels, several models): ``draw`` only records
+    the series, plotext builds the picture once, at the end.
+    """
+    most = max(1, height - FRAME_ROWS - MIN_CANVAS_ROWS)
+    rows = 1
+    while True:
+        _begin(width, height, colors, rows)
+        draw()
+        if _missing:        # named with the others, not written over the plot
+            _legend.append(("", None, f"{', '.join(_missing)}: no scores yet"))
+        lines = _legend_lines(width)
+        if len(lines) <= rows or rows == most:
+            break
+        rows = min(len(lines), most)
+    if len(lines) > rows:   # no room for every line (a figure a few rows tall): the last one says so
+        lines = lines[:rows - 1] + [plt.uncolorize(lines[rows - 1])[:width - 1] + "…"]
+    text = plt.build().rstrip("\n")
+    if lines:
+        text += "\n" + "\n".join(lines)
+    return text if colors else plt.uncolorize(text)
+
+
+def _legend_lines(width: int) -> list[str]:
+    """``⣿ S_set  ⣿ S_vis …`` in the lines' colours (``o S_set  x S_vis …`` without colour), in lines of at most
+    ``width`` columns: every series named, in full unless the compact labels take fewer lines."""
+    marks = [("⣿" if _colors and plain else plain, color) for plain, color, _ in _legend]
+    room = width - 3                    # the leading space, the character and the space after it
+    fit = lambda label: label if len(label) <= room else label[:max(room - 1, 0)] + "…"  # noqa: E731
+    ways = [(LEGEND_GAP, [fit(label) for _, _, label in _legend]),
+            (" ", [fit(_compact(label)) for _, _, label in _legend])]
+    packed = [(gap, labels, _pack([len(m) + 1 + len(label) if m else len(label) for (m, _), label in zip(marks, labels)],
+                                  len(gap), width))
+              for gap, labels in ways]
+    gap, labels, lines = min(packed, key=lambda way: len(way[2]))     # the first, full labels, on a tie
+    paint = lambda m, c: plt.colorize(m, c) if _colors and c else m  # noqa: E731
+    entry = lambda i: f"{paint(*marks[i])} {labels[i]}" if marks[i][0] else labels[i]  # noqa: E731
+    return [" " + gap.join(entry(i) for i in line) for line in lines]
+
+
+def _pack(sizes: list[int], gap: int, width: int) -> list[list[int]]:
+    """The entries of these ``sizes`` (indices) in lines of at most ``width`` columns with one leading space,
+    as many to a line as fit, in order."""
+    lines: list[list[int]] = []
+    used = 0
+    for i, size in enumerate(sizes):
+        if lines and used + gap + size <= width:
+            lines[-1].append(i)
+            used += gap + size
+        else:
+            lines.append([i])
+            used = 1 + size
+    return lines
 
 
 # Tick steps an axis may use: each tick then reads as a short, even number (0.00, 0.25, 0.50 …).
@@ -146,29 +212,20 @@ def _hidden(series: dict[str, list[float | None]], axis: Axis) -> dict[str, str]
     return out
 
 
-def _label(term: str, label: str, hidden: dict[str, str]) -> str | None:
-    """The legend's label of ``term``: none for a curve hidden under another, which names it instead."""
+def _label(term: str, hidden: dict[str, str]) -> str | None:
+    """The legend's label of ``term``: none for a curve hidden under another, which names it instead (and the
+    curves hidden under it: S_set under S_vis under S_llm reads "S_llm (over S_set, S_vis)")."""
     if term in hidden:
         return None
-    under = [t for t, over in hidden.items() if over == term]
-    return f"{label} (over {', '.join(under)})" if under else label
+    under = [t for t in hidden if _on_top(t, hidden) == term]
+    return f"{term} (over {', '.join(under)})" if under else term
 
 
-def _finish(colors: bool) -> str:
-    text = plt.build()
-    if _legend:
-        text = text.rstrip("\n") + "\n" + _legend_line(plt.uncolorize(text).find("\n"))
-    return text if colors else plt.uncolorize(text)
-
-
-def _legend_line(width: int) -> str:
-    """``⣿ S_set  ⣿ S_vis …`` in the lines' colours (``o S_set  x S_vis …`` without colour), in ``width``."""
-    items = [("⣿" if _colors else plain, color, label) for plain, color, label in _legend or []]
-    sep = "  "
-    if len(" " + sep.join(f"{m} {label}" for m, _, label in items)) > width > 0:
-        sep, items = " ", [(m, c, _compact(label)) for m, c, label in items]
-    parts = [f"{plt.colorize(m, c) if _colors and c else m} {label}" for m, c, label in items]
-    return " " + sep.join(parts)
+def _on_top(term: str, hidden: dict[str, str]) -> str:
+    """The series drawn over ``term`` that nothing hides (``term`` itself when nothing hides it)."""
+    while term in hidden:
+        term = hidden[term]
+    return term
 
 
 def _compact(label: str) -> str:
@@ -197,23 +254,23 @@ def main_plot(rows: Sequence[dict[str, Any]], *, budget: int, fmt: str, width: i
                             title=title)
     ks = [r["k"] for r in picked]
     xs = list(range(1, len(ks) + 1))  # evenly spaced K positions: K grids are usually geometric
-    _begin(width, height, colors)
-    left = _row_axis([])
     series = {term: [_value(r[term]) for r in picked] for term in MAIN_LEFT}
-    hidden = _hidden(series, left)
-    for term, ys in series.items():
-        _line(xs, ys, term, label=_label(term, term, hidden))
     d_rate = [_value(r["D_rate"]) for r in picked]
-    if _line(xs, d_rate, "D_rate", label="D_rate (right)", yside="right"):
-        _set_axis(_axis_for([v for v in d_rate if v is not None], left.n), "right")
-    else:
-        plt.text("S_llm, D_rate: no scores yet", x=xs[0], y=0.05)
-    plt.xticks(xs, [str(k) for k in ks])
-    plt.xlabel("K (top-K retrieved)")
-    # plotext drops a title wider than the plot: a narrow plot gets the short one.
-    long = f"Dissipation ledger: B={budget} tokens, format={fmt}"
-    plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
-    return _finish(colors)
+
+    def draw() -> None:
+        left = _row_axis([])
+        hidden = _hidden(series, left)
+        for term, ys in series.items():
+            _line(xs, ys, term, label=_label(term, hidden))
+        if _line(xs, d_rate, "D_rate", label="D_rate (right)", yside="right"):
+            _set_axis(_axis_for([v for v in d_rate if v is not None], left.n), "right")
+        plt.xticks(xs, [str(k) for k in ks])
+        plt.xlabel("K (top-K retrieved)")
+        # plotext drops a title wider than the plot: a narrow plot gets the short one.
+        long = f"Dissipation ledger: B={budget} tokens, format={fmt}"
+        plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
+
+    return _figure(width, height, colors, draw)
 
 
 def _models_plot(picked: Sequence[dict[str, Any]], models: list[str], *, budget: int, fmt: str, width: int,
@@ -223,21 +280,23 @@ def _models_plot(picked: Sequence[dict[str, Any]], models: list[str], *, budget:
     first = by_model[models[0]]
     ks = [r["k"] for r in first]
     xs = list(range(1, len(ks) + 1))
-    _begin(width, height, colors)
     series = {term: [_value(r[term]) for r in first] for term in ("S_set", "S_vis")}
     for m in models:
         series[f"S_llm {m}"] = [_value(r["S_llm"]) for r in sorted(by_model[m], key=lambda r: r["k"])]
-    hidden = _hidden(series, _row_axis([]))
-    for i, (name, ys) in enumerate(series.items()):
-        term, model_at = name.split(" ", 1)[0], i - 2
-        style = {} if model_at < 0 else {"color": MODEL_COLORS[model_at % len(MODEL_COLORS)],
-                                         "marker": MODEL_MARKERS[model_at % len(MODEL_MARKERS)]}
-        _line(xs, ys, term, label=_label(name, name, hidden), **style)
-    plt.xticks(xs, [str(k) for k in ks])
-    plt.xlabel("K (top-K retrieved)")
-    long = f"Dissipation ledger: B={budget} tokens, format={fmt}, {len(models)} models"
-    plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
-    return _finish(colors)
+
+    def draw() -> None:
+        hidden = _hidden(series, _row_axis([]))
+        for i, (name, ys) in enumerate(series.items()):
+            term, model_at = name.split(" ", 1)[0], i - 2
+            style = {} if model_at < 0 else {"color": MODEL_COLORS[model_at % len(MODEL_COLORS)],
+                                             "marker": MODEL_MARKERS[model_at % len(MODEL_MARKERS)]}
+            _line(xs, ys, term, label=_label(name, hidden), **style)
+        plt.xticks(xs, [str(k) for k in ks])
+        plt.xlabel("K (top-K retrieved)")
+        long = f"Dissipation ledger: B={budget} tokens, format={fmt}, {len(models)} models"
+        plt.title(title or _one_point(long if width >= 60 else f"B={budget}, {fmt}", "K", ks, width))
+
+    return _figure(width, height, colors, draw)
 
 
 def _one_point(title: str, name: str, xs: Sequence[int], width: int) -> str:
@@ -256,18 +315,21 @@ def oracle_plot(oracle_rows: Sequence[dict[str, Any]], *, width: int = 78, heigh
         raise ValueError("this run has no oracle cells (plan it with --oracle)")
     budgets = [r["budget"] for r in picked]
     xs = list(range(1, len(budgets) + 1))
-    _begin(width, height, colors)
     series = {term: [_value(r.get(term)) for r in picked] for term in ("Acc_struct", "Acc_linear", "L_struct")}
-    axis = _row_axis([v for ys in series.values() for v in ys if v is not None], unit=False)
-    hidden = _hidden(series, axis)
-    drawn = [_line(xs, ys, term, label=_label(term, term, hidden)) for term, ys in series.items()]
-    if not any(drawn):
-        plt.text("no oracle scores yet", x=xs[0], y=0.5)
-    plt.xticks(xs, [str(b) for b in budgets])
-    plt.xlabel("B (evidence token budget)")
-    long = "Oracle controls: only p*, struct vs shuffled"
-    plt.title(title or _one_point(long if width >= 60 else "Oracle: only p*", "B", budgets, width))
-    return _finish(colors)
+
+    def draw() -> None:
+        axis = _row_axis([v for ys in series.values() for v in ys if v is not None], unit=False)
+        hidden = _hidden(series, axis)
+        drawn = [_line(xs, ys, term, label=_label(term, hidden)) for term, ys in series.items()]
+        if not any(drawn):
+            # Nothing to draw: blank points keep the axes and their ticks (plotext draws none without data).
+            plt.scatter(xs, [axis.lo] * len(xs), marker=" ")
+        plt.xticks(xs, [str(b) for b in budgets])
+        plt.xlabel("B (evidence token budget)")
+        long = "Oracle controls: only p*, struct vs shuffled"
+        plt.title(title or _one_point(long if width >= 60 else "Oracle: only p*", "B", budgets, width))
+
+    return _figure(width, height, colors, draw)
 
 
 #: Image files ``plot --out`` writes with matplotlib (:mod:`workbench.figures`) instead of text.
@@ -294,17 +356,16 @@ def retrieval_plot(ks: Sequence[int], series: dict[str, Sequence[float | None]],
                    height: int = 16, colors: bool = False, title: str = "Retrieval at k") -> str:
     """Metric curves over k (e.g. doc-level Recall@k and MRR@k); a curve drawn over another is named in the legend."""
     xs = list(range(1, len(ks) + 1))
-    _begin(width, height, colors)
-    axis = _row_axis([])
-    markers = iter("ox+*.#")
-    colors_ = iter(("blue+", "green+", "red+", "cyan+", "magenta+", "yellow"))
     values = {label: list(ys) for label, ys in series.items()}
-    hidden = _hidden(values, axis)
-    for label, ys in values.items():
-        PLAIN_MARKERS.setdefault(label, next(markers))
-        COLORS.setdefault(label, next(colors_))
-        _line(xs, ys, label, label=_label(label, label, hidden))
-    plt.xticks(xs, [str(k) for k in ks])
-    plt.xlabel("k")
-    plt.title(_one_point(title, "k", ks, width))
-    return _finish(colors)
+
+    def draw() -> None:
+        hidden = _hidden(values, _row_axis([]))
+        for i, (label, ys) in enumerate(values.items()):
+            style = {"marker": RETRIEVAL_MARKERS[i % len(RETRIEVAL_MARKERS)],
+                     "color": RETRIEVAL_COLORS[i % len(RETRIEVAL_COLORS)]}
+            _line(xs, ys, label, label=_label(label, hidden), **style)
+        plt.xticks(xs, [str(k) for k in ks])
+        plt.xlabel("k")
+        plt.title(_one_point(title, "k", ks, width))
+
+    return _figure(width, height, colors, draw)

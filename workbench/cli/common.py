@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass
 
 from workbench.errors import BadInput
+from workbench.metrics.stats import RESAMPLES
 from workbench.models.base import ModelError
 from workbench.models.openai_http import DEFAULT_TIMEOUT
 from workbench.models.registry import BACKENDS, served_model, served_ref
@@ -57,9 +58,10 @@ def add_out(parser: argparse.ArgumentParser, help: str, *, required: bool = True
     parser.set_defaults(out_target="file")
 
 
-def add_resamples(parser: argparse.ArgumentParser, help: str | None = "bootstrap resamples (default 2000)") -> None:
+def add_resamples(parser: argparse.ArgumentParser,
+                  help: str | None = f"bootstrap resamples (default {RESAMPLES})") -> None:
     """``--resamples``: how many bootstrap resamples an interval is drawn from."""
-    parser.add_argument("--resamples", type=int, default=2000, help=help)
+    parser.add_argument("--resamples", type=int, default=RESAMPLES, help=help)
 
 
 def add_seed(parser: argparse.ArgumentParser, help: str) -> None:

@@ -13,6 +13,7 @@ from functools import partial
 from workbench.cli.common import SharedParents, chosen_model, model_options
 from workbench.cli.shared import run_pass, store_of
 from workbench.tables import fmt_estimate
+from workbench.metrics.stats import RESAMPLES
 
 JUDGE_EPILOG = """\
 each (question, chunk) pair of the retriever's top k is one forward pass of the local model choosing
@@ -57,7 +58,7 @@ def cmd_retrieval_judge(args) -> int:
     return code
 
 
-def judged_line(store, dataset: str, retriever: str, k: int, *, resamples: int = 2000) -> str | None:
+def judged_line(store, dataset: str, retriever: str, k: int, *, resamples: int = RESAMPLES) -> str | None:
     """One line: the pool's size and the judged precision@k and nDCG@k over the questions judged to depth k."""
     from workbench.retrieval.relevance import judged_metrics
 
@@ -70,7 +71,7 @@ def judged_line(store, dataset: str, retriever: str, k: int, *, resamples: int =
             f"{at.judged:,} of {j.questions:,} questions ({at.unjudged:,} not judged to depth {k})")
 
 
-def judged_rows(store, dataset: str, retriever: str, ks, *, resamples: int = 2000,
+def judged_rows(store, dataset: str, retriever: str, ks, *, resamples: int = RESAMPLES,
                 seed: int = 0) -> tuple[str, list[list[str]]] | None:
     """What ``retrieval eval`` prints beside the gold-based figures: a title and rows of the eval's table shape
     (``["metric", "", ""] + ["@k" ...]``): judged precision, judged nDCG and the questions judged at each k.
@@ -88,7 +89,7 @@ def judged_rows(store, dataset: str, retriever: str, ks, *, resamples: int = 200
     return title, rows
 
 
-def judged_json(store, dataset: str, retriever: str, ks, *, resamples: int = 2000, seed: int = 0) -> dict | None:
+def judged_json(store, dataset: str, retriever: str, ks, *, resamples: int = RESAMPLES, seed: int = 0) -> dict | None:
     """The judged figures for ``retrieval eval --json`` (under ``"judged"``): per k the estimates and counts;
     None when the retriever's results were never judged."""
     from workbench.retrieval.relevance import judged_metrics

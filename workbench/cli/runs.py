@@ -267,7 +267,8 @@ def _generate(args, store, run):
         bar(p.done, p.total, p.completion_tokens,
             (f" · {p.model} answering" if p.model else "")
             + f" · {p.model_calls} generated, {p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""),
-            already=p.run_done - p.done, overall=p.run_total, force=p.model != answering[0])
+            already=p.run_done - p.done, overall=p.run_total, force=p.model != answering[0],
+            seconds=p.elapsed, instant=p.cache_hits)   # the time worked (waits left out), the cached jobs instant
         answering[0] = p.model
 
     with StopOnSigint() as interrupt:

@@ -102,8 +102,9 @@ def run_pass(label: str, items: str, execute: Callable, *, as_json: bool, resume
     bar = ProgressBar(label)
 
     def show(done, total, report):
+        # The rate counts the pass's time worked (report.seconds: its waits for the model left out).
         bar(done, total, None, f" · {report.model_calls} model calls, {report.cache_hits} cached"
-            + (f", {report.errors} errors" if report.errors else ""))
+            + (f", {report.errors} errors" if report.errors else ""), seconds=report.seconds)
 
     try:
         with StopOnSigint() as interrupt:

@@ -22,7 +22,7 @@ from workbench.metrics.scoring import get_scorer
 from workbench.runs.generation import GenerationConfig, stored_generations
 from workbench.runs.prompt import PromptTemplate
 from workbench.store.db import Store
-from workbench.store.queries import Run, load_samples
+from workbench.store.queries import EXTERNAL_MODEL, Run, load_samples
 
 
 def _check_text(value):
@@ -135,7 +135,7 @@ def import_predictions(store: Store, run: Run, path: str | Path, *, replace: boo
             raise BadInput(f"run {run.name!r} got new predictions from another process while {display} was read; "
                            "nothing was written (rerun when that process is done)")
         if updates:
-            conn.execute("UPDATE runs SET model = coalesce(model, 'external') WHERE id = ?", (run.id,))
+            conn.execute("UPDATE runs SET model = coalesce(model, ?) WHERE id = ?", (EXTERNAL_MODEL, run.id))
         claims_reset = _reset_claims(conn, run.id, overwritten)
     return PredictionsReport(read=read, scored=len(updates), unchanged=unchanged, score=scorer_name,
                              overwritten=len(overwritten), claims_reset=claims_reset)

@@ -17,7 +17,7 @@ the ``similarity`` scorer. Every vector is cached by model, so a second run embe
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -67,6 +67,13 @@ def _add(total: MetaRunReport, part: ClaimsReport) -> None:
         total.embeddings_cached = (total.embeddings_cached or 0) + (part.embeddings_cached or 0)
 
 
+def _so_far(report: MetaRunReport, part: ClaimsReport) -> MetaRunReport:
+    """``report`` with the part in progress added, for a progress tick (``report`` itself is left as it is)."""
+    shown = replace(report, error_samples=list(report.error_samples), claim_runs=list(report.claim_runs))
+    _add(shown, part)
+    return shown
+
+
 def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, similarity: bool = True,
              retry_errors: bool = False, stop: threading.Event | None = None,
              progress: Callable[[int, int, MetaRunReport], None] | None = None, wait: bool = False,
@@ -94,7 +101,8 @@ def run_meta(store: Store, meta: MetaSet, config: ClaimsConfig, *, llm=None, sim
 
             def tick(done, total, part, offset=offset):
                 if progress is not None:
-                    progress(offset[0] + done, offset[1] + total, report)
+                    # The responses before this one and this one's so far: its time worked (the rate's) included.
+                    progress(offset[0] + done, offset[1] + total, _so_far(report, part))
 
             part = run_claims(store, run, config, llm=llm, retry_errors=retry_errors, stop=stop, progress=tick,
                               wait=wait, on_wait=on_wait, model_options=model_options)

@@ -29,6 +29,7 @@ import numpy as np
 
 from workbench.metrics.resample import iter_resample_weights
 from workbench.metrics.stats import (
+    RESAMPLES,
     Estimate,
     check_bootstrap_args,
     paired_columns,
@@ -154,7 +155,7 @@ def correlation(
     y: Sequence[float] | np.ndarray,
     *,
     keys: Sequence[int] | np.ndarray | None = None,
-    resamples: int = 2000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
     alpha: float = 0.05,
 ) -> Correlation:

@@ -52,7 +52,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from workbench.metrics.stats import Estimate, bootstrap_means
+from workbench.metrics.stats import RESAMPLES, Estimate, bootstrap_means
 
 METRICS: tuple[str, ...] = ("recall", "precision", "hit_rate", "mrr", "f1", "ndcg")
 ALL = METRICS
@@ -218,7 +218,7 @@ class Aggregate:
 def aggregate(
     per_query: PerQuery,
     *,
-    resamples: int = 2000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
     groups: Mapping[str, str] | None = None,
 ) -> Aggregate:

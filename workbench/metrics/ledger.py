@@ -79,6 +79,7 @@ import numpy as np
 
 from workbench.metrics.resample import item_keys
 from workbench.metrics.stats import (
+    RESAMPLES,
     Estimate,  # re-exported: the ledger's terms are Estimates
     ResampledColumns,
     check_bootstrap_args,
@@ -341,7 +342,7 @@ def ledger_bootstrap(
 def compute_ledger(
     cells: Mapping[str, CellArrays],
     *,
-    resamples: int = 2000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
     alpha: float = 0.05,
     keys: np.ndarray | None = None,
@@ -366,7 +367,7 @@ def paired_difference(
     b: str,
     term: str,
     *,
-    resamples: int = 2000,
+    resamples: int = RESAMPLES,
     seed: int = 0,
     alpha: float = 0.05,
     keys: np.ndarray | None = None,

@@ -50,6 +50,8 @@ import numpy as np
 from workbench.metrics.resample import item_keys, iter_resample_weights
 
 __all__ = [
+    "RESAMPLES",
+    "SEED",
     "Estimate",
     "check_bootstrap_args",
     "common_length",
@@ -69,6 +71,13 @@ __all__ = [
 ]
 
 K = TypeVar("K", bound=Hashable)
+
+#: The resamples and seed of every interval the workbench shows unless asked otherwise: the CLI's ``--resamples``
+#: and ``--seed`` defaults, the reports, and every screen's full pass. One figure is one statistic wherever it is
+#: read: a screen drawing its interval from fewer resamples than the CLI showed the same estimate with another
+#: interval (a quick first pass is a preview, replaced by the full one).
+RESAMPLES = 2000
+SEED = 0
 
 # Products with at most this many multiply-adds run in float64, larger ones in float32.
 _FLOAT64_MAX_WORK = 1 << 28

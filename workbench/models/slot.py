@@ -20,6 +20,9 @@ benchmark that measures the thrash).
 
 Within one process, model holders share the slot (a reference count): the TUI running two
 things, or a test opening two backends, never waits on itself.
+
+The time a pass spends waiting here is not its work: a pass counts its waits in a
+:class:`WaitTally` (:func:`counting_waits`), and its rate and ETA leave them out.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from workbench.dbfiles import DatabaseFileRefused, guarded_open, held_file_of, read_regular
 from workbench.errors import BadInput
@@ -235,18 +240,78 @@ def acquire(what: str | None = None, *, on_wait: Callable[[str], None] | None = 
         return SlotHold(False)
     what = what or command_line()
     start = time.monotonic()
-    told = False
-    while not _PROCESS.try_take(path, what):
-        if stop is not None and stop.is_set():
-            raise ModelSlotStopped(f"stopped while waiting for the model slot {path}")
-        if not told and on_wait is not None:
-            holder = read_holder(path)
-            if holder is not None or time.monotonic() - start >= _NAME_GRACE_SECONDS:
-                on_wait("waiting for the model: " + (holder.describe() if holder is not None
-                                                     else f"another process holds {path}"))
-                told = True
-        if stop is not None:
-            stop.wait(poll)
-        else:
-            time.sleep(poll)
-    return SlotHold(True, time.monotonic() - start)
+    if _PROCESS.try_take(path, what):
+        return SlotHold(True)
+    tally = _TALLY.get()
+    if tally is not None:
+        tally.begin()
+    try:
+        told = False
+        while True:
+            if stop is not None and stop.is_set():
+                raise ModelSlotStopped(f"stopped while waiting for the model slot {path}")
+            if not told and on_wait is not None:
+                holder = read_holder(path)
+                if holder is not None or time.monotonic() - start >= _NAME_GRACE_SECONDS:
+                    on_wait("waiting for the model: " + (holder.describe() if holder is not None
+                                                         else f"another process holds {path}"))
+                    told = True
+            if stop is not None:
+                stop.wait(poll)
+            else:
+                time.sleep(poll)
+            if _PROCESS.try_take(path, what):
+                return SlotHold(True, time.monotonic() - start)
+    finally:
+        if tally is not None:
+            tally.end()
+
+
+class WaitTally:
+    """The seconds one piece of work (a pass) has spent waiting for the slot, its threads' overlapping waits once.
+
+    A wait in progress counts up to now: a pass whose other threads go on meanwhile shows the
+    time its work was held up, not only the waits that ended.
+    """
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._waiting = 0           # threads of the work waiting now
+        self._since = 0.0           # time.monotonic() when the first of them began
+        self._ended = 0.0           # the seconds of the waits that ended
+
+    def begin(self) -> None:
+        """A thread of the work starts waiting."""
+        with self._guard:
+            if self._waiting == 0:
+                self._since = time.monotonic()
+            self._waiting += 1
+
+    def end(self) -> None:
+        """A thread of the work stops waiting (it took the slot, or was stopped)."""
+        with self._guard:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._ended += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        """The seconds waited so far, a wait in progress included."""
+        with self._guard:
+            return self._ended + (time.monotonic() - self._since if self._waiting else 0.0)
+
+
+# The tally of the work running in this context: a pass's thread, and the worker threads it starts with a copy of
+# its context (workbench.passes.inflight). A context variable, not a process-wide count: the TUI may execute a run
+# on a served model while another of its runs waits for the slot, and the first was not held up.
+_TALLY: ContextVar[WaitTally | None] = ContextVar("workbench_model_slot_waits", default=None)
+
+
+@contextmanager
+def counting_waits() -> Iterator[WaitTally]:
+    """Count in the tally yielded every wait for the slot made in this context until the block ends."""
+    tally = WaitTally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)

@@ -18,8 +18,11 @@ The driver owns the rest:
   records it and the pass ends;
 - any other failure of one job: recorded on that job, its first few in
   ``report.error_samples``, and the pass goes on;
-- the counters (done, errors, model calls, cache hits) and the elapsed time, true at every
-  progress tick, and the report's closing numbers.
+- the counters (done, errors, model calls, cache hits) and the time worked, true at every
+  progress tick, and the report's closing numbers. The time worked leaves out the waits for
+  the machine-wide model slot (another process using the model): every rate and ETA shown
+  is computed from it, and counting a wait in it made the rate near 0 and the ETA hours
+  long for a pass that then ended in seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, Generic, Sequence, TypeVar
 
 from workbench.models.base import ModelError
+from workbench.models.slot import WaitTally, counting_waits
 from workbench.passes.inflight import in_flight
 from workbench.passes.report import CallTally, PassReport
 from workbench.store.db import Store
@@ -113,6 +117,7 @@ class Driver(Generic[Job]):
         self.work, self.report, self.stop, self.progress = work, report, stop, progress
         self.tally = CallTally(None)
         self.start = time.perf_counter()
+        self.waits = WaitTally()     # replaced by the one counting this pass's waits while it runs
 
     def run(self, retry_errors: bool) -> None:
         """Select the jobs, open the work, process them, and close the report's numbers."""
@@ -123,18 +128,20 @@ class Driver(Generic[Job]):
             return
         work.check_models()   # before setup() and any write: a model that cannot serve leaves every job pending
         self.start = time.perf_counter()
-        try:
+        # The model loads in setup() (a run) or on its first call (the other passes): either may wait for the slot.
+        with counting_waits() as self.waits:
             try:
-                work.setup()
-            except ModelError as exc:   # loaded in the check, yet not now (memory, a file replaced meanwhile)
-                report.fatal = str(exc)
-                return
-            self.tally = CallTally(work.llm)
-            work.process_all(jobs, self)
-        finally:
-            self.tally.update(report)
-            work.close()
-        report.seconds = time.perf_counter() - self.start
+                try:
+                    work.setup()
+                except ModelError as exc:   # loaded in the check, yet not now (memory, a file replaced meanwhile)
+                    report.fatal = str(exc)
+                    return
+                self.tally = CallTally(work.llm)
+                work.process_all(jobs, self)
+            finally:
+                self.tally.update(report)
+                work.close()
+            report.seconds = self.worked()
 
     def each(self, jobs: Sequence[Job]) -> None:
         """Prepare ``jobs`` (up to the work's width at once) and commit each, until done, stopped, or the model fails.
@@ -198,11 +205,15 @@ class Driver(Generic[Job]):
         else:
             self.report.model_calls += 1
 
+    def worked(self) -> float:
+        """The seconds since the jobs were selected, less those spent waiting for the model slot."""
+        return max(time.perf_counter() - self.start - self.waits.seconds(), 0.0)
+
     def tick(self) -> None:
-        """Bring the counters and the elapsed time up to date and tell the progress callback."""
+        """Bring the counters and the time worked up to date and tell the progress callback."""
         report = self.report
         self.tally.update(report)
-        report.seconds = time.perf_counter() - self.start
+        report.seconds = self.worked()
         if self.progress is not None:
             self.progress(report.done + report.errors, report.jobs, report)
 

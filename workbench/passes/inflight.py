@@ -5,10 +5,16 @@ flight: each job's calls run on a worker thread, and the job's outcome comes bac
 the thread that commits it. Runs and every resumable pass (:mod:`workbench.passes.driver`)
 share this one loop. A width of 1 calls on the calling thread itself, in order, as a local
 GGUF (one generation at a time) needs.
+
+Each call runs in a copy of the calling thread's context: a wait for the model slot made on
+a worker thread (a local embedder loading on a job's first call) is counted in the pass's
+tally of waits (:func:`workbench.models.slot.counting_waits`), as one made on the pass's
+own thread is.
 """
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -49,7 +55,7 @@ def in_flight(items: Iterable[Item], call: Callable[[Item], Result], width: int,
                 elif halted():
                     exhausted = True
                 else:
-                    running[pool.submit(_outcome, call, item)] = item
+                    running[pool.submit(contextvars.copy_context().run, _outcome, call, item)] = item
             if not running:
                 return
             finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -34,6 +34,7 @@ import numpy as np
 
 from workbench.metrics.scoring import get_scorer
 from workbench.metrics.resample import poisson_weights
+from workbench.metrics.stats import RESAMPLES
 from workbench.runs.cells import Cell, run_cells
 from workbench.runs.groups import SCORE, Group, GroupSums, Rows, contributions, copied_columns, run_groups
 from workbench.store.db import Store
@@ -53,7 +54,7 @@ from workbench.store.ledger_state import (
 from workbench.store.lookup import NotFound
 from workbench.store.queries import Run, sample_answers
 
-DEFAULT_RESAMPLES = 2000
+DEFAULT_RESAMPLES = RESAMPLES
 #: A long-lived reader (the TUI) saves its state after this many changed events; a one-shot
 #: reader (the CLI) after any.
 PERSIST_EVERY = 1000

@@ -22,7 +22,7 @@ from workbench.runs.manifest import plan_manifest
 from workbench.runs.sequential import SequentialConfig, write_order
 from workbench.store.db import Store, utcnow
 from workbench.store.manifests import insert_manifest
-from workbench.store.queries import Dataset, get_dataset, load_retrieval, load_samples, retrievers
+from workbench.store.queries import EXTERNAL_MODEL, Dataset, get_dataset, load_retrieval, load_samples, retrievers
 
 
 @dataclass(frozen=True)
@@ -443,7 +443,7 @@ def insert_imported_run(conn, store: Store, *, name: str, dataset_id: int, datas
     manifest, recorded as made when imported. Returns (the run's id, events written)."""
     run_id = conn.execute(
         "INSERT INTO runs (name, dataset_id, retriever, config, model, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (name, dataset_id, retriever, canonical_json(stored), "external", utcnow())).lastrowid
+        (name, dataset_id, retriever, canonical_json(stored), EXTERNAL_MODEL, utcnow())).lastrowid
     events = write_uncut_run(conn, run_id, config, evidence, answers)
     # What the run was made from (`runs show`): the imported file's content, hashed like any run's inputs.
     insert_manifest(conn, run_id, plan_manifest(store, name=name, dataset_id=dataset_id, dataset_name=dataset_name,

@@ -115,6 +115,9 @@ def load_retrieval(store: Store, dataset_id: int, retriever: str) -> dict[int, l
         "SELECT sid, uids FROM retrievals WHERE dataset_id = ? AND retriever = ?", (dataset_id, retriever))}
 
 
+#: The model a run's row names once its answers were imported (``predictions import``, an imported run): no model
+#: of the workbench's answered them.
+EXTERNAL_MODEL = "external"
 _RUN_SOURCE = "runs r JOIN datasets d ON d.id = r.dataset_id"
 _RUN_COLUMNS = "r.id, r.name, r.dataset_id, d.name, r.retriever, r.config, r.model, r.created_at"
 
@@ -205,7 +208,7 @@ def opening_run_name(store: Store) -> str | None:
     the fallback. ``model`` narrows to candidate runs cheaply before looking for one answered event.
     """
     row = store.conn.execute(
-        "SELECT name FROM runs r WHERE model IS NOT NULL AND model != 'external' AND EXISTS ("
+        "SELECT name FROM runs r WHERE model IS NOT NULL AND model != ? AND EXISTS ("
         " SELECT 1 FROM events e WHERE e.run_id = r.id AND e.status = 'done' AND e.source IN ('model', 'cache'))"
-        " ORDER BY id DESC LIMIT 1").fetchone()
+        " ORDER BY id DESC LIMIT 1", (EXTERNAL_MODEL,)).fetchone()
     return row[0] if row else latest_run_name(store)

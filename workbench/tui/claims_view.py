@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
+from workbench.tui.markup import esc
+
 WIDE = 110  # from this many screen columns, the response's and the reference's claims sit side by side
 SPREAD = 8  # up to this many units, each is named with its label; more read as a strip of letters
 LABEL_STYLE = {"E": "bold green", "N": "dim", "C": "bold red"}
@@ -51,11 +53,31 @@ def move_cursor(cursor: Cursor | None, counts: tuple[int, int], step: int) -> Cu
 
 
 def other_side(cursor: Cursor | None, counts: tuple[int, int]) -> Cursor | None:
-    """The claim at the same place in the other list (the reference's first, with no cursor yet)."""
+    """The claim at the same place in the other list (the reference's first, with no cursor yet); ``cursor``
+    itself when the other list is empty (nothing to go to: :func:`why_not` says why)."""
     side = REFERENCE if cursor is None or cursor[0] == RESPONSE else RESPONSE
     if not counts[side]:
         return cursor if cursor is not None else move_cursor(None, counts, 1)
     return side, min(0 if cursor is None else cursor[1], counts[side] - 1)
+
+
+def why_not(claims: dict | None, cursor: Cursor | None = None, other: bool = False) -> str:
+    """Why ], [ (or with ``other``, o from ``cursor``) have no other claim to go to: the answer's claims
+    unverified or failed, none in either list, only the one highlighted, or none in the other list."""
+    if claims is None:
+        return "This answer's claims are not verified (`workbench claims run`)."
+    if claims["status"] != "done":
+        return f"This answer's claims were not verified: {esc(str(claims['error'] or claims['status']))}."
+    counts = claim_counts(claims)
+    if not any(counts):
+        return "This answer has no claims, and its reference none: no claim to go to."
+    if not other:
+        return "The one claim of the answer and its reference is highlighted: no other to go to."
+    if cursor is None or cursor[0] == REFERENCE:
+        return "The answer has no claims of its own: o has no other list to go to."
+    if claims.get("reference") is None:
+        return "The reference's claims are not stored (a claim run made before they were): o has no other list."
+    return "The reference has no claims: o has no other list to go to."
 
 
 def clamp_cursor(cursor: Cursor | None, counts: tuple[int, int]) -> Cursor | None:

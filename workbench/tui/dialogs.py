@@ -129,8 +129,11 @@ class TextDialog(CopyOrSay, ModalScreen[None]):
         self.title_text, self.text = title, text
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog text"):
-            yield Static(f"[b]{esc(self.title_text)}[/b]  [dim]esc closes[/dim]")
+        with Vertical(classes="dialog text") as box:
+            # The keys on the border, as on a miss (Retrieval): after the title they wrapped with it, and at 80
+            # columns "esc" ended one line and "closes" stood alone on the next.
+            box.border_subtitle = "↑/↓ pgup/pgdn scroll · esc closes"
+            yield Static(f"[b]{esc(self.title_text)}[/b]", id="title")
             with VerticalScroll(id="text-body"):
                 # Plain text: data (a config's JSON, a template) is shown as it is, brackets and backslashes too.
                 yield Static(self.text, id="text", markup=False)

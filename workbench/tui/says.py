@@ -7,7 +7,7 @@ line). Textual's copy key with nothing selected, and tab on a screen with one pa
 from __future__ import annotations
 
 NOTHING_TO_COPY = "Nothing is selected to copy: drag the mouse over text first."
-NOTHING_TO_FOCUS = "Nothing else to focus here: this screen has one pane."
+NOTHING_TO_FOCUS = "Nothing else to focus here: this screen has no other pane."
 
 
 class CopyOrSay:

@@ -7,7 +7,6 @@ runs side by side.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -15,29 +14,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
+from workbench.metrics.stats import RESAMPLES as SHOWN_RESAMPLES
 from workbench.compare import compare_runs
-from workbench.compare.render import ARROWS, fmt_p
-from workbench.compare.report import BETTER, DIRECTIONS, STAGES, CellDelta, Comparison, TermDelta
+from workbench.compare.render import ARROWS
+from workbench.compare.report import CellDelta, Comparison
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run, list_runs, load_samples
-from workbench.tables import DASH
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.dialogs import ChoiceDialog, TextDialog
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
 from workbench.tui.screens.compare_flip import WAYS, FlipDetailScreen
 from workbench.tui.columns import cell as cell_text
+from workbench.tui.columns import columns_that_fit, natural
 from workbench.tui.widgets import KeyFooter, fit_tail
+from workbench.tui.compare_text import (FLIP_ROWS, axes_line, cell_label, differences_lines, flip_rows, flips_line,
+                                        sentence, term_cell)
 
 TERMS: tuple[str, ...] = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "D_rate")
-QUICK_RESAMPLES, RESAMPLES = 200, 2000
-# The flips list holds at most this many rows (design §9: a table holds a page, not every row).
-FLIP_ROWS = 1000
+QUICK_RESAMPLES, RESAMPLES = 200, SHOWN_RESAMPLES   # the full pass: the CLI's interval
 TERM_WIDTH = 15            # "[-0.232,-0.136]", the interval line of a delta
 VIEWS = ("delta", "values", "p")
 VIEW_NAMES = {"delta": "B − A [95% CI]", "values": "A → B", "p": "p, then p(Holm)"}
-# Colour for the eye, a symbol for everyone (colour-blind users, a monochrome terminal, the cursor row).
-BETTER_MARK, WORSE_MARK, NO_DIRECTION_MARK = ("▲", "bold green"), ("▼", "bold red"), ("•", "bold yellow")
 TERM_KEYS = Binding.Group("Terms", compact=True)
 
 
@@ -110,96 +108,12 @@ def _compare(store, a: str | None, b: str | None, resamples: int) -> CompareView
     return view
 
 
-def sentence(text: str) -> str:
-    """``text`` ending with a full stop (a core message is a clause; the screen adds a sentence after it)."""
-    text = text.rstrip()
-    return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def differences_lines(c: Comparison) -> str:
-    """What differs between the runs, one paragraph per axis (``i``): every key with A's and B's value."""
-    if not c.differences:
-        return "The runs' configurations are identical (a rerun): any difference is noise or nondeterminism."
-    axes = list(dict.fromkeys(d.axis for d in c.differences))
-    out = [f"The runs differ in {len(axes)} ax{'is' if len(axes) == 1 else 'es'}: {', '.join(axes)}."
-           + (" A delta may come from any of them, not from one alone." if len(axes) > 1 else "")]
-    for axis in axes:
-        keys = "; ".join(f"{d.key} {_short(d.a)} → {_short(d.b)}" for d in c.differences if d.axis == axis)
-        extra = f" ({c.samples:,} samples in both runs are compared)" if axis == "samples" else ""
-        out.append(f"{axis}: {keys}{extra}")
-    return "\n\n".join(out)
-
-
-def cell_label(cell: CellDelta) -> str:
-    """A's cell id, or ``A cell → B cell`` when they differ (a mapped pair)."""
-    return cell.cell_a if cell.cell_a == cell.cell_b else f"{cell.cell_a}→{cell.cell_b}"
-
-
-def mark(d: TermDelta, term: str) -> tuple[str, str]:
-    """(symbol, style) of a delta: ▲ significantly better, ▼ significantly worse, • significant without a
-    better direction, a space when not significant."""
-    if not d.significant or d.delta.value is None:
-        return " ", ""
-    sign = BETTER.get(term)
-    if sign is None:
-        return NO_DIRECTION_MARK
-    return BETTER_MARK if d.delta.value * sign > 0 else WORSE_MARK
-
-
-def term_cell(d: TermDelta, term: str, view: str) -> Text:
-    """One table cell, two lines, right-aligned: the view's numbers with the significance mark and ``*``."""
-    symbol, style = mark(d, term)
-    star = "*" if d.significant else " "
-    if view == "values":
-        first, second = f"{_num(d.a)}→{_num(d.b)}", ""
-    elif view == "p":
-        first, second = f"p {fmt_p(d.p)}", f"Holm {fmt_p(d.p_holm)}"
-    else:
-        v = d.delta
-        first = DASH if v.value is None else f"{v.value:+.3f}"
-        second = "" if v.lo is None or v.hi is None else f"[{v.lo:+.3f},{v.hi:+.3f}]"
-    return Text.assemble((f"{symbol} {first}{star}", style), "\n", (second, style or "dim"), justify="right")
-
-
-def _num(x: float | None) -> str:
-    return DASH if x is None else f"{x:.3f}"
-
-
-def _short(value) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 24 else text[:21] + "…\""
-
-
-def axes_line(c: Comparison) -> str:
-    """What differs between the runs, as markup: a warning when more than one axis does."""
-    if not c.differences:
-        return "[b]Configurations identical[/b] (a rerun): any difference is noise or nondeterminism."
-    if len(c.axes) == 1:
-        keys = ", ".join(f"{esc(d.key)} {esc(_short(d.a))}→{esc(_short(d.b))}" for d in c.differences[:2])
-        more = f", +{len(c.differences) - 2} more" if len(c.differences) > 2 else ""
-        return f"Differs in 1 axis: [b]{esc(c.axes[0])}[/b] ({keys}{more})"
-    return f"[reverse] ⚠ {len(c.axes)} axes differ ({esc(', '.join(c.axes))}): a delta may come from any [/reverse]"
-
-
-def flips_line(cell: CellDelta) -> str:
-    """The highlighted cell's flips counted by stage, ▲ fail→pass and ▼ pass→fail, as markup."""
-    counts = {(s, d): len(cell.flips[s][d]) for s in STAGES for d in DIRECTIONS}
-    changed = sum(counts.values())
-    head = f"[b]Flips[/b] {esc(cell_label(cell))} {changed:,}/{cell.n:,}"
-    scores = cell.terms.get("S_llm")
-    if scores is not None and (scores.a is None or scores.b is None):
-        return head + ": none can be seen, as a flip needs a score in both runs (import predictions or run a model)"
-    stages = " · ".join(f"{s} " + " ".join(f"{WAYS[d][0]}{counts[s, d]:,}" for d in DIRECTIONS) for s in STAGES)
-    shown = f" [dim](the first {FLIP_ROWS:,} listed)[/dim]" if changed > FLIP_ROWS else ""
-    return f"{head}: {stages}{shown}"
-
-
 class CompareScreen(WorkbenchScreen):
     """Pick runs A and B; per cell, B − A of the main terms; the highlighted cell's flips; enter opens one."""
 
-    # enter takes priority over the focused table's own (hidden) enter, as on the other screens; ←/→ scroll the
-    # terms sideways behind the fixed cell column (a row-cursor table would move one character a key), and are in
-    # the footer because at 80 columns half the terms are off screen.
+    # enter takes priority over the focused table's own (hidden) enter, as on the other screens; ←/→ page the
+    # terms a term at a time beside the cell column, and are in the footer because at 80 columns half the terms
+    # are on other pages.
     BINDINGS = [
         Binding("enter", "open", "Open flip", priority=True),
         Binding("a", "pick('a')", "Run A"), Binding("b", "pick('b')", "Run B"),
@@ -219,6 +133,11 @@ class CompareScreen(WorkbenchScreen):
         self.b: str | None = None
         self.view: CompareView | None = None
         self.table_view = "delta"
+        # The term pages: the table holds only the terms that fit whole, from this one on (←/→ move it). A table
+        # scrolled sideways showed a term cut at the right edge, its values without a heading, and its last
+        # stop, where the content ends, rarely left the last term whole.
+        self.first_term = 0
+        self.shown_terms: tuple[str, ...] = TERMS
         self.resamples = RESAMPLES
         # The database version the shown comparison was asked at: coming back unchanged recomputes nothing.
         self.version: int | None = None
@@ -231,10 +150,9 @@ class CompareScreen(WorkbenchScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="heading", classes="title")
+        # The cell column is fixed for its look (the row labels set apart): the table never scrolls sideways.
         deltas = DataTable(id="deltas", cursor_type="row", zebra_stripes=True, fixed_columns=1)
-        deltas.add_column("cell", key="cell")
-        for term in TERMS:
-            deltas.add_column(Text(term, justify="right"), width=TERM_WIDTH, key=term)
+        self._set_columns(deltas, len("cell"), TERMS)
         yield deltas
         yield Static("", id="flips-heading", classes="status")
         flips = DataTable(id="flips", cursor_type="row", zebra_stripes=True)
@@ -288,22 +206,40 @@ class CompareScreen(WorkbenchScreen):
             return
         refining = " (refining…)" if c.resamples < self.resamples else ""
         cells = len(c.cells)
+        labels = [cell_label(cell) for cell in c.cells]
+        cell_width = natural("cell", labels)
+        shown = self._term_page(cell_width)
+        page = (f" · terms {self.first_term + 1}–{self.first_term + len(shown)} of {len(TERMS)} (←/→)"
+                if len(shown) < len(TERMS) else "")
         heading.update(
             f"[b]Compare[/b]  A = [b]{esc(c.run_a)}[/b] · B = [b]{esc(c.run_b)}[/b] · {esc(c.dataset)} · "
             f"{c.samples:,} samples in both · score {esc(c.score)}\n{axes_line(c)}\n"
-            f"[dim]{esc(VIEW_NAMES[self.table_view])} · {c.resamples:,} resamples{refining} · p Holm-adjusted over "
-            f"{cells} cell{'s' if cells != 1 else ''} · ▲ better ▼ worse * significant[/dim]")
-        cursor, scrolled = deltas.cursor_row, deltas.scroll_x
-        deltas.clear()
-        for cell in c.cells:
-            deltas.add_row(Text(cell_label(cell)), *[term_cell(cell.terms[t], t, self.table_view) for t in TERMS],
+            f"[dim]{esc(VIEW_NAMES[self.table_view])}{page} · {c.resamples:,} resamples{refining} · p Holm-adjusted "
+            f"over {cells} cell{'s' if cells != 1 else ''} · ▲ better ▼ worse * significant[/dim]")
+        cursor = deltas.cursor_row
+        self._set_columns(deltas, cell_width, shown)
+        for cell, label in zip(c.cells, labels):
+            deltas.add_row(Text(label), *[term_cell(cell.terms[t], t, self.table_view) for t in shown],
                            height=2, key=cell.cell_a)
         if c.cells:
             deltas.move_cursor(row=min(cursor, len(c.cells) - 1))
-        if scrolled:
-            # clear() scrolls home; a refinement must not undo the user's sideways scroll.
-            self.call_after_refresh(deltas.scroll_to, x=scrolled, animate=False)
         self._show_flips(self._highlighted())
+
+    def _term_page(self, cell_width: int) -> tuple[str, ...]:
+        """The terms that fit whole beside the cell column, from ``first_term`` on (moved back when the screen
+        widened, so that a page is never shorter than the screen has room for)."""
+        fit = min(len(TERMS), columns_that_fit(self.size.width, cell_width, TERM_WIDTH))
+        self.first_term = max(0, min(self.first_term, len(TERMS) - fit))
+        self.shown_terms = TERMS[self.first_term:self.first_term + fit]
+        return self.shown_terms
+
+    @staticmethod
+    def _set_columns(deltas: DataTable, cell_width: int, terms: tuple[str, ...]) -> None:
+        """The cell column as wide as its widest label, then ``terms``, the table emptied."""
+        deltas.clear(columns=True)
+        deltas.add_column("cell", width=cell_width, key="cell")
+        for term in terms:
+            deltas.add_column(Text(term, justify="right"), width=TERM_WIDTH, key=term)
 
     def _highlighted(self) -> CellDelta | None:
         if self.view is None or self.view.comparison is None:
@@ -458,28 +394,16 @@ class CompareScreen(WorkbenchScreen):
         self.app.push_screen(TextDialog(f"A = {c.run_a}, B = {c.run_b}: what differs", differences_lines(c)))
 
     def action_scroll_table(self, step: int) -> None:
-        """Scroll the terms sideways a column at a time (the cell column stays put), from column edge to edge."""
+        """Page the terms a term at a time (the cell column stays), each term shown whole with its heading."""
         if self._no_comparison():
             return
-        deltas = self.query_one("#deltas", DataTable)
-        if not deltas.max_scroll_x:
+        shown = self.shown_terms
+        if len(shown) == len(TERMS):
             self.notify("Every term is shown: nothing to scroll sideways.", timeout=3)
             return
-        edges = term_edges(deltas)
-        at = round(deltas.scroll_x)
-        ahead = [e for e in edges if (e > at if step > 0 else e < at)]
-        if not ahead:
-            self.notify(f"Already at the {'last' if step > 0 else 'first'} terms.", timeout=3)
+        first = self.first_term + step
+        if not 0 <= first <= len(TERMS) - len(shown):
+            self.notify(f"Already at the {'last' if step > 0 else 'first'} terms ({', '.join(shown)}).", timeout=3)
             return
-        deltas.scroll_to(x=min(ahead) if step > 0 else max(ahead), animate=False)
-
-
-def term_edges(deltas: DataTable) -> list[int]:
-    """Where each scrolled column starts (the fixed cell column aside), up to the furthest the table scrolls."""
-    widths = [c.get_render_width(deltas) for c in deltas.ordered_columns[deltas.fixed_columns:]]
-    return [e for e in (sum(widths[:i]) for i in range(len(widths))) if e <= deltas.max_scroll_x] or [0]
-
-
-def flip_rows(cell: CellDelta) -> list[tuple[str, str, str]]:
-    """(stage, direction, sample id) of every flip of a cell, by stage then direction."""
-    return [(stage, way, sid) for stage in STAGES for way in DIRECTIONS for sid in cell.flips[stage][way]]
+        self.first_term = first
+        self._draw()

@@ -120,7 +120,8 @@ class DatasetsScreen(WorkbenchScreen):
                                  got_name)
 
         # An empty Enter keeps the prompt open and says what it wants (see directory_problem).
-        self.app.push_screen(PromptDialog("Import a dataset directory (kb.jsonl, samples.jsonl, retrieval.jsonl)",
+        # The question on one row at 80 columns (the CLI's words): the screen's heading names the three files.
+        self.app.push_screen(PromptDialog("Import a dataset directory (kb/samples/retrieval.jsonl)",
                                           placeholder=PATH_HINT,
                                           validate=lambda v: directory_problem("") if not v.strip() else None),
                              got_path)

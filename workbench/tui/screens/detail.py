@@ -16,7 +16,7 @@ from workbench.pipelines.report import chain_for_sample
 from workbench.store.queries import get_run
 from workbench.tui.base import WorkbenchScreen
 from workbench.tui.claims_view import (WIDE, Cursor, clamp_cursor, claim_counts, move_cursor, other_side,
-                                       render_claims)
+                                       render_claims, why_not)
 from workbench.tui.dialogs import PromptDialog
 from workbench.tui.markup import esc as escape
 from workbench.tui.messages import Loaded
@@ -219,17 +219,24 @@ class SampleDetailScreen(WorkbenchScreen):
         scroll.scroll_to_region(Region(0, first, 1, rows), center=True, animate=False, immediate=True)
 
     def action_claim(self, step: int) -> None:
-        self._move_cursor(move_cursor(self.claim_cursor, self._counts(), step))
+        if self.detail is not None:
+            cursor = self.claim_cursor
+            self._move_cursor(move_cursor(cursor, claim_counts(self.detail.claims), step), cursor)
+        else:
+            self.notify("The sample is still loading.", timeout=3)
 
     def action_other_side(self) -> None:
-        self._move_cursor(other_side(self.claim_cursor, self._counts()))
+        if self.detail is not None:
+            cursor = self.claim_cursor
+            self._move_cursor(other_side(cursor, claim_counts(self.detail.claims)), cursor, other=True)
+        else:
+            self.notify("The sample is still loading.", timeout=3)
 
-    def _counts(self) -> tuple[int, int]:
-        return claim_counts(self.detail.claims if self.detail else None)
-
-    def _move_cursor(self, cursor: Cursor | None) -> None:
-        if cursor is None:
-            self.notify("no claims in this answer (`workbench claims run`)")
+    def _move_cursor(self, cursor: Cursor | None, at: Cursor | None, other: bool = False) -> None:
+        """The cursor from ``at`` to ``cursor``; None or ``at`` itself (no other claim to go to): it stays, and
+        the screen says why."""
+        if cursor is None or cursor == at:
+            self.notify(why_not(self.detail.claims, at, other), timeout=4)
             return
         self.claim_cursor = cursor
         self.redraw(show_cursor=True)

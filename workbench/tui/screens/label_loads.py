@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from workbench.metrics.stats import RESAMPLES as SHOWN_RESAMPLES
 from workbench.claims.report import latest_claim_run
 from workbench.judges.cards import card
 from workbench.judges.items import JudgedItem, Population, population
@@ -16,16 +17,20 @@ from workbench.judges.report import JudgeReport, report_on
 from workbench.kg.runner import get_dedup_run
 from workbench.meta.report import MetaRow, preference_rows
 from workbench.retrieval.relevance import latest_relevance_dataset
+from workbench.retrieval.steps import relevance_steps
 from workbench.store.labels import clear_label, put_label
 from workbench.store.lookup import NotFound
 from workbench.store.queries import get_run, run_names
+from workbench.tui import meta_view
 
 KINDS = ("claims", "dedup", "answers", "relevance")
 KIND_TITLES = {"claims": "claims", "dedup": "dedup pairs", "answers": "answers", "relevance": "retrieved chunks"}
 #: The kinds whose items do not belong to the current run: the newest dedup run's, the latest judged dataset's.
 RUNLESS = ("dedup", "relevance")
 WINDOW = 100        # items of the queue materialized at a time (a queue of 5M answers is never listed whole)
-RESAMPLES = 1000    # κ's bootstrap in the live report
+# κ's bootstrap in the live report: the judge reports' (`workbench judge report`, the HTML report), so κ reads
+# the same interval here as there. (κ over the labelled items costs milliseconds, even at a thousand labels.)
+RESAMPLES = SHOWN_RESAMPLES   # the CLI's interval
 
 
 @dataclass(frozen=True)
@@ -94,10 +99,8 @@ def _load_queue(store, kind, run_name, order, annotator, skip, window, pop) -> Q
         try:
             run = latest_relevance_dataset(store)
         except NotFound:
-            return QueueView(kind, None, order, empty=(
-                "No chunk relevance judged yet: in a shell, `workbench retrieval judge DATASET --retriever bm25 --k 5` "
-                "(e.g. after `workbench corpus import sample_data/howtocook --name hc`, `workbench questions "
-                "generate hc`, `workbench retrieve hc`)."))
+            # Only the steps still missing: a corpus already imported and retrieved is not imported again.
+            return QueueView(kind, None, order, empty=f"No chunk relevance judged yet: {relevance_steps(store).sentence()}")
     else:
         if run_name is None:
             return QueueView(kind, None, order, empty="No run selected: open one in Runs (r, then enter).")
@@ -163,4 +166,7 @@ def load_report(store, pop: Population, preferences: bool = False) -> ReportView
     """The judge report of ``pop``; with ``preferences``, every meta set's scorers against the overall label
     too (they change with a meta run, not with a label: read when the screen loads a queue, not per label)."""
     report = report_on(store, pop, resamples=RESAMPLES)
-    return ReportView(report, tuple(preference_rows(store, resamples=RESAMPLES)) if preferences else None)
+    if not preferences:
+        return ReportView(report)
+    # The Meta screen's statistic, not a cheaper copy of it: the same resamples and seed (meta_view's).
+    return ReportView(report, tuple(preference_rows(store, resamples=meta_view.RESAMPLES, seed=meta_view.SEED)))

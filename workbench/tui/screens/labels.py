@@ -271,7 +271,10 @@ class LabelsScreen(SerialWrites, WorkbenchScreen):
             return
         panel = self.query_one("#report", Static)
         preferences = self.query_one("#preferences", Static)
-        if self.view is None or self.view.population is None:
+        # With nothing to report the panel is hidden, not left empty: tab has no blank pane to move to (and says so).
+        empty = self.view is None or self.view.population is None
+        self.query_one("#report-panel").display = not empty
+        if empty:
             panel.update("")
             preferences.update("")
             preferences.display = False

@@ -12,6 +12,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
+from workbench.metrics.stats import RESAMPLES as SHOWN_RESAMPLES
 from workbench.claims.report import LEDGER_METRICS
 from workbench.judges.report import cell_estimates
 from workbench.runs.aggregate import PERSIST_EVERY, LedgerReader, RefreshStats
@@ -19,18 +20,19 @@ from workbench.runs.generation import stored_generations
 from workbench.runs.report import cell_difference, ledger_reader, run_ledger, saved_state_exists
 from workbench.store.labels import label_count
 from workbench.store.lookup import NotFound
-from workbench.store.queries import get_run, run_names
+from workbench.store.queries import EXTERNAL_MODEL, get_run, run_names
 from workbench.tables import DASH, fmt_estimate, fmt_number
 from workbench.triage import tag_counts
 from workbench.tui.base import WorkbenchScreen
+from workbench.tui.columns import fit_to_content
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
-from workbench.tui.screens.ledger_panel import CI_TERMS, ci_lines, label_lines, sequential_lines
+from workbench.tui.screens.ledger_panel import CI_TERMS, ci_lines, claims_lines, label_lines, sequential_lines
 from workbench.tui.widgets import KeyFooter
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
            "D_mass", "L_leak", "K_eff", "Faith")
-QUICK_RESAMPLES, RESAMPLES = 100, 1000
+QUICK_RESAMPLES, RESAMPLES = 100, SHOWN_RESAMPLES   # the full pass: the CLI's interval
 WIDE = 112  # narrower screens cannot show every column: the heading says how to reach the rest
 SIDE_KEYS = Binding.Group("Side", compact=True)
 # Narrower than this, a plot's axes leave no room for its curves, and cropped it reads as stray braille.
@@ -45,10 +47,28 @@ class LedgerView:
     report: object
     runs: list[str]
     tags: dict[str, int]
-    has_model: bool
+    answered_by: str        # who answers the run's jobs: ``answered_by``
     refresh: RefreshStats | None = None
     # The run has human labels: the side panel then shows the highlighted cell's corrected metrics.
     has_labels: bool = False
+
+
+def answered_by(run) -> str:
+    """Who answers a run's jobs: "model" (planned with a model's settings), "import" (a sweep whose answers were
+    imported, `predictions import`, or a run of imported answers: both mark its model ``external``), or "" (a
+    sweep nobody has answered yet)."""
+    if stored_generations(run.config):
+        return "model"
+    return "import" if run.model == EXTERNAL_MODEL else ""
+
+
+def progress_text(answered: str, done: int, total: int) -> str:
+    """The heading's word on the run's answers: the jobs a model has done, the answers imported, or none yet."""
+    if answered == "model":
+        return f"{done:,}/{total:,} jobs"
+    if answered == "import":
+        return f"imported answers ({done:,}{'' if done == total else f' of {total:,} jobs'})"
+    return "no model (sweep)"
 
 
 def _reader(store, run, readers: dict) -> LedgerReader:
@@ -85,8 +105,7 @@ def _ledger(store, run_name, exclude: bool, resamples: int, full: int, readers: 
             return None
         stats = reader.stats
     has_labels = bool(label_count(store.conn, "answer", run.id) or label_count(store.conn, "claim", run.id))
-    return LedgerView(report, run_names(store, run.dataset_id), tags, bool(stored_generations(run.config)), stats,
-                      has_labels)
+    return LedgerView(report, run_names(store, run.dataset_id), tags, answered_by(run), stats, has_labels)
 
 
 def _cell_estimates(store, run_name, cell_id, version) -> tuple[str, int, list]:
@@ -221,8 +240,7 @@ class LedgerScreen(WorkbenchScreen):
 
     def _draw(self) -> None:
         report = self.view.report
-        generating = self.view.has_model
-        progress = (f" · {report.jobs_done:,}/{report.jobs_total:,} jobs" if generating else " · no model (sweep)")
+        progress = " · " + progress_text(self.view.answered_by, report.jobs_done, report.jobs_total)
         excluded = (f" · [reverse] {report.excluded} tagged samples excluded [/reverse]" if report.excluded
                     else " · tagged samples kept" if self.view.tags else "")
         self.query_one("#heading", Static).update(
@@ -251,6 +269,10 @@ class LedgerScreen(WorkbenchScreen):
             table.add_row(*first, str(r["budget"]), r["format"], fmt_number(r["n"], 0),
                           *[_value(r[t]) for t in COLUMNS[4:13]], fmt_number(r["K_eff"]),
                           _value(r.get("faithfulness")), key=r["cell_id"])
+        # Each column as wide as what it holds now: the K column kept the width of a cleared "● 10" mark and
+        # pushed D_rate's heading off an 80-column screen. (Not the columns anew: Faith's padded label would go
+        # with them, and a scroll kept across a redraw would stop inside a column.)
+        fit_to_content(table)
         if report.rows:
             table.move_cursor(row=min(cursor, len(report.rows) - 1))
         self.call_after_refresh(self._end_on_a_column_edge)
@@ -285,9 +307,8 @@ class LedgerScreen(WorkbenchScreen):
             if report.sequential is not None and cell in report.sequential.states:
                 lines += sequential_lines(report.sequential, cell)
             if report.claims:
-                cfg = report.claims["config"]
-                lines.append(f"[b]Claims[/b] [dim]{cfg['decomposer']} + {','.join(cfg['verifiers'])}, "
-                             f"{row.get('claims_n', 0)} answers[/dim]")
+                width = self.query_one("#side", Static).size.width
+                lines += claims_lines(report.claims["config"], row.get("claims_n", 0), width)
                 lines += ci_lines(LEDGER_METRICS, row)
             lines += self._label_lines(cell)
             lines.append("")

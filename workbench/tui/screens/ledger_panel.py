@@ -3,12 +3,16 @@ where a sequential run stands (kept apart from the screen's keys and loads)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from workbench.runs.sequential import cell_line, summary_line
 from workbench.tables import fmt_estimate
 from workbench.tui.markup import esc
 
 CI_TERMS = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate", "D_mass", "L_leak", "K_eff",
             "evidence_tokens", "truncated")
+# The panel's text at its narrowest: 38 columns less its border, padding and scrollbar.
+PANEL_WIDTH = 35
 
 
 def sequential_lines(status, cell: str) -> list[str]:
@@ -29,6 +33,16 @@ def ci_lines(terms, row) -> list[str]:
         est = fmt_estimate(row.get(t), {"evidence_tokens": 0, "K_eff": 1}.get(t, 3))
         lines += [f"{t:>15} {est}"] if len(t) <= 15 else [f"{t}", f"{'':>15} {est}"]
     return lines
+
+
+def claims_lines(config, answers: int, width: int = PANEL_WIDTH) -> list[str]:
+    """The claim metrics' heading: how many answers they are over, then the decomposer and verifiers, broken
+    between names to fit ``width`` (left to the panel, "lexical,embedding,llm_judge, 3" wrapped mid-list)."""
+    how = f"{config['decomposer']} + {', '.join(config['verifiers'])}"
+    lines = textwrap.wrap(how, max(width, PANEL_WIDTH), initial_indent="  ", subsequent_indent="    ",
+                          break_long_words=False, break_on_hyphens=False)
+    return [f"[b]Claims[/b] [dim]over {answers:,} answer{'' if answers == 1 else 's'}[/dim]",
+            *(f"[dim]{esc(line)}[/dim]" for line in lines)]
 
 
 def label_lines(estimates) -> list[str]:

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Header, Static
 
 from workbench import plots
+from workbench.metrics.stats import RESAMPLES as SHOWN_RESAMPLES
 from workbench.retrieval.evaluate import document_preview, evaluate_retrieval, latest_corpus, stored_retrievers
 from workbench.tables import fmt_estimate
 from workbench.tui.base import WorkbenchScreen
@@ -21,7 +22,7 @@ from workbench.tui.columns import cell, fit_widths, natural, text_room
 from workbench.tui.widgets import KeyFooter
 
 
-QUICK_RESAMPLES, RESAMPLES = 100, 1000
+QUICK_RESAMPLES, RESAMPLES = 100, SHOWN_RESAMPLES   # the full pass: the CLI's interval
 
 
 def _evaluation(store, retriever: str | None, resamples: int):

@@ -50,8 +50,9 @@ CHECK_DELAY = 0.4
 # --timeout (a server that accepts and never answers held the screen for the whole 120 s default once).
 CHECK_TIMEOUT = 5.0
 CHECKING = "checking the model…"
-# The stopping rules the form offers (docs/sequential.md): "" answers every job.
-STOP_CHOICES = [("never: answer every job", ""), ("best: until the best cell is known", "best"),
+# The stopping rules the form offers (docs/sequential.md): "" answers every job. Each label at most 31 characters:
+# what the field shows at 80 columns ("best: until the best cell is known" showed "best: until the best cell is").
+STOP_CHOICES = [("never: answer every job", ""), ("best: until the best is known", "best"),
                 ("precision: each cell until ±E", "precision")]
 
 

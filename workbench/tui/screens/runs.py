@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Header, ProgressBar, Static
 from workbench.errors import BadInput, EnvironmentFault
 from workbench.models.registry import ExecOptions
 from workbench.models.slot import ModelSlotStopped
+from workbench.progress import pace
 from workbench.runs.executor import ExecReport, execute, generations_of
 from workbench.runs.sequential import sequential_status, stopped_lines, summary_line
 from workbench.runs.sweep import plan_sweep
@@ -60,33 +61,30 @@ def _sequential(store, name: str) -> tuple[str, str | None]:
 
 
 def run_state(run: dict, executing_here: bool, writer: Holder | None) -> str:
-    """The Runs table's state: running here, being written by another process, done, decided (a sequential run
-    that stopped asking: its other jobs skipped), a sweep, or paused."""
+    """The Runs table's state: running here, being written by another process (``pid N``), done, decided (a
+    sequential run that stopped asking: its other jobs skipped), a sweep, or paused."""
     if executing_here:
         return "running"
     if writer is not None:      # another process (a CLI `run`/`resume`) holds the run's lease
-        return f"running: pid {writer.pid}" + ("" if writer.host == HOST else f" on {writer.host}")
+        # Its pid alone: the table's other columns leave the state 13 characters at 80 columns, and "running: pid
+        # 10590" was cut to "running: pid 1" there (p and u say the rest: executing in another process).
+        return f"{WRITER}{writer.pid}" + ("" if writer.host == HOST else f" on {writer.host}")
     skipped = run.get("skipped", 0)
     if run["done"] + skipped == run["jobs"]:
         return "decided" if skipped else "done"
     return "sweep" if run["model"] is None else "paused"
 
 
+#: The state of a run another process writes begins so, its pid after.
+WRITER = "pid "
+
+
 def rate_line(p) -> str:
-    """Jobs a second, tokens a second and the time left, from the jobs the model generated: cached jobs take no
-    time, and counted in the rate they made the rest look instant ("ETA 0s" with jobs still to generate)."""
-    generated = p.done - p.cache_hits
-    rate = generated / p.elapsed if p.elapsed and generated > 0 else 0.0
-    tps = p.completion_tokens / p.elapsed if p.elapsed else 0.0
-    left = p.total - p.done
-    eta = "0s" if not left else f"{_duration(left / rate)}" if rate else "? (no job generated yet)"
-    return f"{rate:.1f} jobs/s · {tps:.1f} tok/s · ETA {eta}"
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
-        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+    """Jobs a second, tokens a second and the time left (:func:`workbench.progress.pace`, as the CLI's bar): over
+    the time the run worked (``p.elapsed``: its waits for the model left out), from the jobs the model generated."""
+    speed = pace(p.done, p.total, p.elapsed, instant=p.cache_hits, tokens=p.completion_tokens)
+    eta = "? (no job generated yet)" if speed.left is None else speed.eta()
+    return f"{speed.rate:.1f} jobs/s · {speed.tokens:.1f} tok/s · ETA {eta}"
 
 
 def _datasets_for_form(store) -> tuple[dict[str, int], dict[str, str]]:
@@ -138,6 +136,8 @@ class RunsScreen(WorkbenchScreen):
         self._latest: dict = {}          # run -> its newest Progress, written by the run's worker thread
         self.set_interval(0.2, self._show_latest)
         self._follow_app = True
+        # A run just started here, until the list has shown it highlighted (p must pause it, whatever the list showed).
+        self._started: str | None = None
 
     def on_screen_resume(self) -> None:
         self._follow_app = True
@@ -187,6 +187,14 @@ class RunsScreen(WorkbenchScreen):
     def _show_runs(self, runs: list[dict], datasets: list[str], writers: dict[str, Holder]) -> None:
         only = self.app.dataset_filter
         shown = [r for r in runs if only is None or r["dataset"] == only]
+        started = next((r for r in runs if r["name"] == self._started), None)
+        if started is not None and only is not None and started["dataset"] != only:
+            # A run started on another dataset than the list is narrowed to (the form's dataset is free): the list
+            # widens to every dataset's runs, or the run would execute unseen and p could not pause it.
+            self.app.dataset_filter = only = None
+            shown = runs
+            self.notify(f"Showing the runs of every dataset: {started['name']} runs on {started['dataset']}.",
+                        timeout=5)
         self.query_one("#heading", Static).update(
             "[b]Runs[/b]" + (f" of {esc(only)} ({len(shown)} of {len(runs)}) [dim]· a: all runs[/dim]" if only else "")
             + "  [dim]n new · enter ledger · p pause · u resume · x delete[/dim]")
@@ -209,9 +217,13 @@ class RunsScreen(WorkbenchScreen):
             table.add_row(r["name"], r["dataset"], r["model"] or "—", str(r["cells"]), f"{r['done']:,}",
                           f"{r['jobs']:,}", pct, f"{r['errors']:,}" if r["errors"] else "", state, key=r["name"])
         names = [r["name"] for r in runs]
-        # Arriving from Datasets (enter) selects that dataset's latest run, not the old selection.
-        target = (self.app.run_name if self._follow_app and self.app.run_name in names
-                  else selected or self.app.run_name)
+        # A run started here is highlighted once it is listed; arriving from Datasets (enter) selects that dataset's
+        # latest run, not the old selection.
+        if self._started in names:
+            target, self._started = self._started, None
+        else:
+            target = (self.app.run_name if self._follow_app and self.app.run_name in names
+                      else selected or self.app.run_name)
         self._follow_app = False
         if target in names:
             table.move_cursor(row=names.index(target))
@@ -292,7 +304,7 @@ class RunsScreen(WorkbenchScreen):
                "decided": "is finished: it stopped when decided (its other jobs are skipped)",
                "sweep": "has no model (a sweep): nothing executes",
                "paused": "is not executing (u resumes it)"}.get(
-            state, f"is executing in another process ({state.removeprefix('running: ')}): pause it there")
+            state, f"is executing in another process ({state}): pause it there")
         self.notify(f"nothing to pause: run {name} {why}", timeout=5)
 
     def action_resume(self) -> None:
@@ -307,8 +319,8 @@ class RunsScreen(WorkbenchScreen):
                "running": "is executing here already (p pauses it)",
                "sweep": "has no model (planned by `sweep`): import its predictions (`workbench predictions "
                         "import`), or plan a run with a model (n)"}.get(state)
-        if why is None and state.startswith("running: "):
-            why = f"is executing in another process ({state.removeprefix('running: ')}): it goes on there"
+        if why is None and state.startswith(WRITER):
+            why = f"is executing in another process ({state}): it goes on there"
         if why is not None:
             self.notify(f"Nothing to resume: run {name} {why}.", timeout=5)
             return
@@ -400,7 +412,9 @@ class RunsScreen(WorkbenchScreen):
         self.app.run_name = message.run
         # What was learnt of a run by this name may be of a deleted one: a new run asks again.
         self._not_sequential.discard(message.run)
-        self._follow_app = True     # the cursor goes to the run now executing: p pauses it, not the one before
+        # The cursor goes to the run now executing, however the list is narrowed, and whatever list a load begun
+        # before it was planned brings first: p pauses it, not the one before.
+        self._started = message.run
         self.query_one("#status", Static).update(f"{esc(message.run)}: loading the model …")
         self.load("runs", _runs)
 

@@ -243,11 +243,26 @@ class SamplesScreen(WorkbenchScreen):
             return (f"[b]no tag matches “{esc(self.tag or '')}”[/b] · "
                     + (f"tags in this dataset: {known}" if known else
                        "no sample is tagged yet (A/L/R/F tag the highlighted sample)") + " · t changes the filter")
-        narrowed = [f"search “{esc(self.search)}”"] if self.search else []
-        narrowed += [f"tag ~{esc(self.tag)}"] if self.tag else []
+        narrowed = self._narrowed()
         return (f"[b]no samples in {self.quadrant} for this cell[/b] ({QUADRANTS[self.quadrant][1]})"
-                + (" with " + ", ".join(narrowed) if narrowed else "")
-                + " · 1 shows all samples" + (" · / and t change the filters" if narrowed else ""))
+                + (" with " + ", ".join(narrowed) if narrowed else "") + " · " + " · ".join(self._ways_out()))
+
+    def _narrowed(self) -> list[str]:
+        """The filters besides the quadrant, as the heading names them."""
+        narrowed = [f"search “{esc(self.search)}”"] if self.search else []
+        return narrowed + ([f"tag ~{esc(self.tag)}"] if self.tag else [])
+
+    def _ways_out(self) -> list[str]:
+        """The keys that show more than this empty page, each said as what it really does: 1 changes the
+        quadrant only (a search and a tag filter stay), / and t change those."""
+        ways = []
+        if self.quadrant != "all":
+            ways.append("1 shows quadrant all" if self.search or self.tag else "1 shows all samples")
+        if self.search and self.tag:
+            ways.append("/ and t change the filters")
+        elif self.search or self.tag:
+            ways.append("/ changes the search" if self.search else "t changes the tag filter")
+        return ways or ["esc goes back to the Ledger, to open another cell"]
 
     def action_back(self) -> None:
         self.app.switch_mode("ledger")
@@ -274,14 +289,18 @@ class SamplesScreen(WorkbenchScreen):
         return False
 
     def _empty_reason(self) -> str:
-        narrowed = " with these filters" if self.search or self.tag else ""
-        return f"quadrant {self.quadrant} of this cell is empty{narrowed} (1 shows all)"
+        narrowed = " with " + ", ".join(self._narrowed()) if self.search or self.tag else ""
+        return f"quadrant {self.quadrant} of this cell is empty{narrowed} ({'; '.join(self._ways_out())})"
 
     def action_quadrant(self, quadrant: str) -> None:
         if self._no_run():
             return
         if quadrant == self.quadrant:
-            self.notify(f"Already showing quadrant {quadrant} ({QUADRANTS[quadrant][1]}).", timeout=3)
+            narrowed = self._narrowed()
+            # The search and the tag filter stay whatever the quadrant: said, so 1 is not taken to clear them.
+            self.notify(f"Already showing quadrant {quadrant} ({QUADRANTS[quadrant][1]})"
+                        + (f", narrowed by {', '.join(narrowed)}: {self._ways_out()[-1]}." if narrowed else "."),
+                        timeout=4)
             return
         self.quadrant, self.page_offset = quadrant, 0
         self.reload()
@@ -290,8 +309,11 @@ class SamplesScreen(WorkbenchScreen):
         if self._no_run():
             return
         last = max(0, (self.total - 1) // PAGE * PAGE)
-        if self.total <= PAGE:
-            self.notify(f"Only one page: all {self.total:,} samples are on it.", timeout=3)
+        if not self.total:
+            self.notify(f"No page to turn: {self._empty_reason()}.", timeout=4)
+        elif self.total <= PAGE:
+            on_it = "the one sample is" if self.total == 1 else f"all {self.total:,} samples are"
+            self.notify(f"Only one page: {on_it} on it.", timeout=3)
         elif offset == self.page_offset or not 0 <= offset <= last:
             self.notify(f"Already on the {where} page.", timeout=3)
         else:

@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, Tree
 
+from workbench.metrics.stats import RESAMPLES as SHOWN_RESAMPLES
 from workbench.pipelines.render import render_report
 from workbench.pipelines.report import chain_tree, pipeline_runs, sample_rows, searchain_report
 from workbench.tables import DASH
@@ -17,7 +18,7 @@ from workbench.tui.columns import cell, fit_widths, natural, text_room
 from workbench.tui.widgets import KeyFooter
 
 PAGE = 200
-RESAMPLES = 1000
+RESAMPLES = SHOWN_RESAMPLES   # the CLI's interval
 STATUS_STYLE = {"verified": "green", "corrected": "yellow", "completed": "cyan", "model": "dim"}
 
 
@@ -63,7 +64,11 @@ class SearChainScreen(WorkbenchScreen):
 
     def on_loaded(self, message: Loaded) -> None:
         if message.what == "overview":
+            # With no run, the report and the sample list have nothing to show: hidden, so tab has no empty
+            # pane to move to (and says so) and the heading alone says what to do.
+            self._show_panes(message.payload is not None)
             if message.payload is None:
+                self.runs, self.rows, self.name_shown = [], [], None
                 self.query_one("#heading", Static).update(
                     "[b]SearChain[/b]  no runs yet: `workbench searchain run DATASET --hops 2 --limit 50`")
                 return
@@ -74,6 +79,10 @@ class SearChainScreen(WorkbenchScreen):
                 "R scroll report")
             self.query_one("#report", Static).update(esc(render_report(report)))
             self._draw_rows()
+
+    def _show_panes(self, shown: bool) -> None:
+        for pane in (self.query_one("#report-scroll"), self.query_one("#chains", DataTable)):
+            pane.display = shown
 
     def on_resize(self) -> None:
         if self.rows:
