@@ -111,3 +111,20 @@ async def test_runs_lists_the_run_once_and_the_form_plans_several_served_models(
             assert "alpha, beta" in text(summary)
     finally:
         server.close()
+
+
+def test_a_stopped_cells_line_folds_under_its_cell_at_80_columns():
+    """Runs lists a sequential run's stopped cells; with a model in each cell id a line is wider than 80 columns,
+    and its continuation hangs under the cell, not at the box's edge, so each stop still reads as one line."""
+    from workbench.tui.widgets import hanging_lines
+
+    lines = ["sequential (best, α 0.05, tolerance 0.02, seed 0): decided at round 103: best "
+             "smollm2-135m/k20-b128-linear; 693 of the full run's 772 model calls (0.90), 79 saved",
+             "stopped (round, cell, the difference it was settled on, this − that):",
+             "  round  80  smollm2-135m/k5-b64-linear worse than smollm2-135m/k1-b128-linear by 0.003 to 0.266"]
+    folded = hanging_lines(lines, 78).splitlines()
+    assert all(len(line) <= 78 for line in folded)
+    cell_at = folded.index("stopped (round, cell, the difference it was settled on, this − that):") + 1
+    assert folded[cell_at].startswith("  round  80  smollm2-135m/k5-b64-linear")
+    assert folded[cell_at + 1] == " " * len("  round  80  ") + "by 0.003 to 0.266"
+    assert folded[1].startswith("  ") and not folded[1].startswith("   ")     # the summary's own continuation

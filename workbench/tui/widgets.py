@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from textual.app import ComposeResult
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -21,6 +24,22 @@ _WELCOME = """\
 def welcome(import_keys: str) -> str:
     """The greeting of an empty database, as markup; ``import_keys`` says how to reach the import from here."""
     return _WELCOME.format(import_keys=import_keys)
+
+# Where a line's continuation starts: under the text after "round 40  " in a sequential run's stopped cells.
+_HANG_AFTER = re.compile(r"^\s*round\s+[\d,]+\s+")
+
+
+def hanging_lines(lines: list[str], width: int) -> str:
+    """``lines`` folded to ``width`` columns, each continuation indented under the text it continues (after a
+    stopped cell's "round N", or two columns in from the line's own indent), so a folded line still reads as one."""
+    out = []
+    for line in lines:
+        lead = _HANG_AFTER.match(line)
+        hang = len(lead.group(0)) if lead else len(line) - len(line.lstrip()) + 2
+        out.extend(textwrap.wrap(line, max(width, hang + 20), subsequent_indent=" " * hang, break_long_words=False,
+                                 break_on_hyphens=False, drop_whitespace=True) or [""])
+    return "\n".join(out)
+
 
 ROOMY = 100  # a footer at least this wide has room for the palette's hint and padding around each key
 

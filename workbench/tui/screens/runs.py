@@ -26,7 +26,7 @@ from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded, RunFinished, RunProgress
 from workbench.tui.screens.run_form import (FormError, RunForm, configs_from_form, form_error, run_models,
                                              sequential_from_form)
-from workbench.tui.widgets import KeyFooter, welcome
+from workbench.tui.widgets import KeyFooter, hanging_lines, welcome
 
 NO_RUN = """\
 [b]No run yet.[/b] Press [b]n[/b] to start one on {datasets}: the form shows how many
@@ -48,16 +48,17 @@ SEQUENTIAL_EVERY = 1.0
 RUNS_STOPPED_LINES = 6
 
 
-def _sequential(store, name: str) -> tuple[str, str | None]:
+def _sequential(store, name: str) -> tuple[str, list[str] | None]:
     """A sequential run's standing: where it is (or when it was decided and what), its calls used and saved, and
-    which cells stopped and why. None for a run that answers every job (or no longer exists)."""
+    which cells stopped and why, a line each (folded when shown). None for a run that answers every job (or no
+    longer exists)."""
     try:
         status = sequential_status(store, get_run(store, name))
     except NotFound:
         return name, None
     if status is None:
         return name, None
-    return name, "\n".join([summary_line(status), *stopped_lines(status, most=RUNS_STOPPED_LINES)])
+    return name, [summary_line(status), *stopped_lines(status, most=RUNS_STOPPED_LINES)]
 
 
 def run_state(run: dict, executing_here: bool, writer: Holder | None) -> str:
@@ -124,10 +125,21 @@ class RunsScreen(WorkbenchScreen):
         yield Static("", id="sequential", classes="status")
         yield KeyFooter()
 
+    def _show_standing(self) -> None:
+        """The sequential run's standing, folded to the screen's width with each stopped cell's line hanging."""
+        box = self.query_one("#sequential", Static)
+        box.display = self._standing is not None
+        box.update(esc(hanging_lines(self._standing, self.size.width - 2) if self._standing else ""))
+
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._show_standing()
+
     def on_mount(self) -> None:
         self.query_one("#progress", ProgressBar).display = False
         self.query_one("#welcome", Static).display = False
         self.query_one("#sequential", Static).display = False
+        self._standing: list[str] | None = None          # the shown sequential run's lines, unfolded
         self._sequential_asked: dict[str, float] = {}   # run -> when its standing was last asked for (monotonic)
         self._not_sequential: set[str] = set()          # runs that answer every job: nothing to show
         self._form_datasets: dict[str, int] = {}
@@ -166,10 +178,9 @@ class RunsScreen(WorkbenchScreen):
             name, line = message.payload
             if line is None:
                 self._not_sequential.add(name)     # its progress ticks need not ask again
-            box = self.query_one("#sequential", Static)
             if name == self._selected() or name in self.app.executions:
-                box.display = line is not None
-                box.update(esc(line or ""))
+                self._standing = line
+                self._show_standing()
         elif message.what == "datasets-for-form":
             datasets, self._form_problems = message.payload
             if not datasets:
@@ -232,7 +243,8 @@ class RunsScreen(WorkbenchScreen):
         name = event.row_key.value if event.row_key is not None else None
         if name is None:
             return
-        self.query_one("#sequential", Static).display = False
+        self._standing = None
+        self._show_standing()
         self._ask_sequential(name)
 
     def _ask_sequential(self, name: str) -> None:
