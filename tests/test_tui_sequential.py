@@ -98,6 +98,9 @@ async def test_the_form_plans_a_run_that_stops_when_decided_and_runs_and_ledger_
         side = app.screen.query_one("#side")
         await wait_for(pilot, lambda: "Sequential" in text(side), what="the ledger's sequential lines")
         assert "valid at any stopping time" in text(side) and "answered · S_llm [" in text(side)
+        # The bootstrap intervals say what they are valid for: the answered samples, not the stopped run's full one.
+        assert "95% CI of its answers only" in text(side)
+        assert "not valid under stopping" in " ".join(text(app.screen.query_one("#heading")).split())
     store = open_store(db)
     try:
         config = get_run(store, "seq").config["sequential"]

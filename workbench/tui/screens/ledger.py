@@ -27,7 +27,8 @@ from workbench.tui.base import WorkbenchScreen
 from workbench.tui.columns import fit_to_content
 from workbench.tui.markup import esc
 from workbench.tui.messages import DataChanged, Loaded
-from workbench.tui.screens.ledger_panel import CI_TERMS, ci_lines, claims_lines, label_lines, sequential_lines
+from workbench.tui.screens.ledger_panel import (CI_TERMS, ci_lines, claims_lines, label_lines, progress_text,
+                                               sequential_lines)
 from workbench.tui.widgets import KeyFooter
 
 COLUMNS = ("K", "B", "format", "n", "S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate",
@@ -37,6 +38,9 @@ WIDE = 112  # narrower screens cannot show every column: the heading says how to
 SIDE_KEYS = Binding.Group("Side", compact=True)
 # Narrower than this, a plot's axes leave no room for its curves, and cropped it reads as stray braille.
 PLOT_MIN_WIDTH = 40
+# A sequential run stopped asking because of what it saw: its bootstrap intervals describe the answered samples,
+# not the full run (the side panel's sequential interval does, at any stopping time).
+STOPPED_CI = " over the answered samples, not valid under stopping (the Sequential interval is)"
 NARROW_PLOT = "[dim]No room for the plot beside the panel: it needs 80 columns (or `workbench plot {run}`).[/dim]"
 
 
@@ -60,15 +64,6 @@ def answered_by(run) -> str:
     if stored_generations(run.config):
         return "model"
     return "import" if run.model == EXTERNAL_MODEL else ""
-
-
-def progress_text(answered: str, done: int, total: int) -> str:
-    """The heading's word on the run's answers: the jobs a model has done, the answers imported, or none yet."""
-    if answered == "model":
-        return f"{done:,}/{total:,} jobs"
-    if answered == "import":
-        return f"imported answers ({done:,}{'' if done == total else f' of {total:,} jobs'})"
-    return "no model (sweep)"
 
 
 def _reader(store, run, readers: dict) -> LedgerReader:
@@ -245,7 +240,7 @@ class LedgerScreen(WorkbenchScreen):
                     else " · tagged samples kept" if self.view.tags else "")
         self.query_one("#heading", Static).update(
             f"[b]Ledger[/b]  {report.run} · {report.dataset} · B={self.budget} · {self.format}{progress}{excluded}"
-            f"  [dim]95% CI, {report.resamples} resamples"
+            f"  [dim]95% CI, {report.resamples} resamples{STOPPED_CI if report.sequential is not None else ''}"
             f"{' (refining…)' if report.resamples < self.resamples else ''}"
             f"{' · ←/→ more columns' if self.size.width < WIDE else ''}[/dim]")
         plot = self.query_one("#main-plot", Static)
@@ -302,7 +297,8 @@ class LedgerScreen(WorkbenchScreen):
         if self.marked:
             lines += [f"● {self.marked[0]} marked: space on another cell", "  for the paired difference", ""]
         if row is not None:
-            lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI[/dim]")
+            valid = " of its answers only" if report.sequential is not None else ""
+            lines.append(f"[b]{cell}[/b]  n={fmt_number(row['n'], 0)}  [dim]95% CI{valid}[/dim]")
             lines += ci_lines(CI_TERMS, row)
             if report.sequential is not None and cell in report.sequential.states:
                 lines += sequential_lines(report.sequential, cell)

@@ -1,5 +1,6 @@
-"""The Ledger's side panel, line by line: a cell's terms with their intervals, its human-label estimates, and
-where a sequential run stands (kept apart from the screen's keys and loads)."""
+"""The Ledger's text: its heading's word on the run's answers, and its side panel line by line (a cell's terms with
+their intervals, its human-label estimates, where a sequential run stands), kept apart from the screen's keys and
+loads."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ CI_TERMS = ("S_set", "S_vis", "L_iface", "S_llm", "Acc_hit", "Acc_miss", "D_rate
             "evidence_tokens", "truncated")
 # The panel's text at its narrowest: 38 columns less its border, padding and scrollbar.
 PANEL_WIDTH = 35
+
+
+def progress_text(answered: str, done: int, total: int) -> str:
+    """The heading's word on the run's answers: the jobs a model has done, the answers imported, or none yet."""
+    if answered == "model":
+        return f"{done:,}/{total:,} jobs"
+    if answered == "import":
+        return f"imported answers ({done:,}{'' if done == total else f' of {total:,} jobs'})"
+    return "no model (sweep)"
 
 
 def sequential_lines(status, cell: str) -> list[str]:
