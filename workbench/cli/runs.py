@@ -218,14 +218,10 @@ def dry_run_lines(r) -> list[str]:
 
 
 def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    """A dry run's time: "20 s" under a minute (as the docs show it), else as a progress line says it."""
+    from workbench.progress import duration
+
+    return f"{round(seconds)} s" if round(seconds) < 60 else duration(seconds)
 
 
 def cmd_resume(args) -> int:
