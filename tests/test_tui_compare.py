@@ -292,7 +292,7 @@ def test_the_footer_shows_the_compare_keys_and_the_terms_page_at_80_columns(look
             seen |= shown
             await pilot.press("right")
         assert seen >= set(TERMS), f"never whole at 80 columns: {sorted(set(TERMS) - seen)}"
-        assert said(app, "Already at the last terms")
+        await wait_for(pilot, lambda: said(app, "Already at the last terms"))
         # Another view of the numbers keeps the page.
         last = screen.shown_terms
         await pilot.press("t")

@@ -284,7 +284,9 @@ def test_start_while_a_served_model_is_checked_waits_then_refuses_with_the_reaso
         assert CHECKING in summary(form) and "Start waits for it" in summary(form)
         await wait_for(pilot, lambda: form.loaded, timeout=quick_deadline + 10, what="the refusal")
         assert summary(form).startswith(f"✗ Cannot start: model: http://127.0.0.1:{silent.port}/v1")
-        assert any("Cannot start: model:" in str(n.message) for n in app._notifications)
+        # A notification is a message the app handles after this handler: waited on, not read at once.
+        await wait_for(pilot, lambda: any("Cannot start: model:" in str(n.message) for n in app._notifications),
+                       what="the refusal's notification")
         assert app.screen is form and app.focused is form.query_one("#model")
         # Start again: the server is asked again (it may be up by now), and still refused.
         await pilot.press("ctrl+s")

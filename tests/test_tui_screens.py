@@ -109,12 +109,12 @@ async def test_enter_on_a_dataset_opens_the_runs_of_that_dataset(swept_db, tiny_
         await pilot.press("enter")                # metaqa: its run "sweep" is selected
         await wait_for(pilot, lambda: app.current_mode == "runs")
         assert app.dataset_filter == "metaqa" and app.run_name == "sweep"
-        assert any("1 run of metaqa" in str(n.message) for n in app._notifications)
+        await wait_for(pilot, lambda: any("1 run of metaqa" in str(n.message) for n in app._notifications))
         await pilot.press("d")
         await wait_for(pilot, lambda: app.current_mode == "datasets")
         await pilot.press("down", "enter")        # tiny: no runs yet, and the user is told how to start one
         await wait_for(pilot, lambda: app.current_mode == "runs" and app.dataset_filter == "tiny")
-        assert any("No runs of tiny yet" in str(n.message) for n in app._notifications)
+        await wait_for(pilot, lambda: any("No runs of tiny yet" in str(n.message) for n in app._notifications))
         # The list really is narrowed: metaqa's run is not shown, the greeting offers a run on tiny.
         await wait_for(pilot, lambda: "Runs of tiny (0 of 1)" in heading(app))
         runs = app.screen.query_one("#runs")
