@@ -91,6 +91,10 @@ def pytest_runtest_setup(item):
     # Counted before any fixture is set up: a module's fixture that runs the model counts for the
     # test that first asked for it, so every test using such a fixture must be marked.
     item.stash[_CALLS_BEFORE] = modeluse.CALLS[0]
+    marker = item.get_closest_marker("budget")
+    if marker is not None:
+        # Carried by the test's reports: under xdist the controller, which sums the times, collects nothing.
+        item.user_properties.append(("budget", float(marker.args[0])))
     return (yield)
 
 
@@ -136,20 +140,16 @@ _BUDGETS: dict[str, float] = {}
 
 def pytest_runtest_logreport(report):
     _SPENT[report.nodeid] = _SPENT.get(report.nodeid, 0.0) + report.duration
-
-
-def pytest_collection_finish(session):
-    for item in session.items:
-        marker = item.get_closest_marker("budget")
-        if marker is not None:
-            _BUDGETS[item.nodeid] = float(marker.args[0])
+    for name, value in report.user_properties:
+        if name == "budget":
+            _BUDGETS[report.nodeid] = value
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Reported, not asserted: a slow test is a cost to every change, named here so the next one is noticed."""
     over = sorted(((spent, nodeid) for nodeid, spent in _SPENT.items()
                    if spent > _BUDGETS.get(nodeid, TIME_BUDGET)), reverse=True)
-    if not over:
+    if not _SPENT:
         return
     total = sum(_SPENT.values())
     terminalreporter.section(f"tests over their time budget ({TIME_BUDGET:g} s unless marked budget)")
@@ -160,6 +160,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"  {spent:6.1f} s (budget {budget:g} s)  {nodeid}")
     if len(over) > 25:
         terminalreporter.write_line(f"  … and {len(over) - 25} more")
+    # A file is what a worker takes at once (`--dist loadfile`): the longest ones set how evenly two workers end.
+    files: dict[str, float] = {}
+    for nodeid, spent in _SPENT.items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + spent
+    longest = sorted(files.items(), key=lambda kv: -kv[1])[:12]
+    terminalreporter.write_line("the longest files: " + ", ".join(f"{Path(f).name} {s:.0f} s" for f, s in longest))
 
 
 @pytest.fixture(scope="session")
