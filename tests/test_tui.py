@@ -22,7 +22,7 @@ from workbench.tui.help import HelpScreen
 from conftest import SAMPLE_METAQA, copy_db
 from tui_shared_a import running
 from tui_shared_b import from_palette, import_prompt, typed
-from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run, settle,
+from tuikit import (MODEL_PATIENCE, PATIENCE, SIZE, PacedServer, heading, open_runs, plan_served_run, row_at, settle,
                     settled_after, snap_app, until_loaded, wait_for)
 
 
@@ -142,8 +142,8 @@ async def test_cli_writes_while_the_tui_reads(served_db):
 
         def done_count():
             if table.row_count:
-                seen.add(table.get_row_at(0)[4])
-            return table.row_count and table.get_row_at(0)[4]
+                seen.add(row_at(table, 0)["done"])
+            return table.row_count and row_at(table, 0)["done"]
 
         try:
             for done in range(1, 7):

@@ -16,6 +16,8 @@ from conftest import copy_db
 from test_leases import _plant, _started, sleeper  # noqa: F401  (sleeper: the fixture of a live process)
 from tuikit import SMALL, open_runs, until_loaded, wait_for
 from tuistates import build_demo_like, shared_template
+from workbench.runs.generation import GenerationConfig
+from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.run_form import RunForm
@@ -46,9 +48,26 @@ async def test_the_pid_of_another_process_writing_a_run_is_whole_at_80_columns(d
         table = await open_runs(pilot, rows=5)
         await until_loaded(pilot, "runs")
         row = next(line for line in _lines(app) if line.startswith(" demo "))
-        assert row.rstrip().endswith(f"{sleeper.pid}"), row        # it read "running: pid 1" (of 10590)
+        assert f" pid {sleeper.pid} " in row, row        # it read "running: pid 1" (of 10590)
         assert table.max_scroll_x == 0, "a column of the runs table is off the screen"
         assert str(table.get_cell("demo", "state")) == f"pid {sleeper.pid}"
+
+
+async def test_the_state_of_a_run_of_long_named_models_is_on_the_screen_at_80_columns(demo_db):
+    # The state was the last column: a run's models (``default,gemma3-270m`` and longer) pushed it off the right.
+    models = ("smollm2-135m-instruct-q8_0", "gemma-3-270m-it-q8_0")
+    store = open_store(demo_db)
+    plan_sweep(store, SweepConfig(ks=(1,), budgets=(64,), formats=("linear",), limit=2), dataset="metaqa",
+               name="pair", generations={m: GenerationConfig(backend="openai", base_url="http://127.0.0.1:9/v1",
+                                                            model=m).as_dict() for m in models})
+    store.close()
+    app = WorkbenchApp(demo_db, poll_seconds=3600)
+    async with app.run_test(size=SMALL) as pilot:
+        table = await open_runs(pilot, rows=6)
+        await until_loaded(pilot, "runs")
+        assert table.max_scroll_x > 0, "the models are wider than the screen (the case)"
+        row = next(line for line in _lines(app) if line.startswith(" pair "))
+        assert " paused " in row, row
 
 
 async def test_every_choice_of_the_new_run_form_reads_whole_at_80_columns(demo_db):

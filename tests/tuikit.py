@@ -15,6 +15,11 @@ PATIENCE = 120.0
 MODEL_PATIENCE = 900.0  # a run with the real model, its load included
 
 
+def row_at(table, index: int) -> dict[str, str]:
+    """A table's row as its columns' keys name the cells: a test reads the column it means, wherever it stands."""
+    return {column.key.value: str(cell) for column, cell in zip(table.ordered_columns, table.get_row_at(index))}
+
+
 async def wait_for(pilot, condition, timeout=PATIENCE, step=0.05, what="condition"):
     """Let the app work until ``condition()`` holds (workers run in threads).
 

@@ -88,6 +88,12 @@ def rate_line(p) -> str:
     return f"{speed.rate:.1f} jobs/s · {speed.tokens:.1f} tok/s · ETA {eta}"
 
 
+def pausing_line(run: str, p) -> str:
+    """The status line from p until the run has paused, with its latest progress (``p``) if any."""
+    done = f" ({p.run_done:,}/{p.run_total:,} jobs done)" if p is not None else ""
+    return f"pausing {esc(run)} after the job in progress …{done}"
+
+
 def _datasets_for_form(store) -> tuple[dict[str, int], dict[str, str]]:
     """Each dataset's sample count, and why a run cannot be planned on a dataset (the form says so before Start)."""
     datasets = list_datasets(store)
@@ -114,7 +120,8 @@ class RunsScreen(WorkbenchScreen):
         yield Header()
         yield Static("", id="heading", classes="title")
         table = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
-        for column in ("run", "dataset", "model", "cells", "done", "jobs", "%", "errors", "state"):
+        # The state beside the run's name: a long model list (``default,gemma3-270m``) pushed it off at 80 columns.
+        for column in ("run", "state", "dataset", "model", "cells", "done", "jobs", "%", "errors"):
             table.add_column(column, key=column)
         yield table
         yield Static("", id="welcome")
@@ -225,8 +232,8 @@ class RunsScreen(WorkbenchScreen):
             # A sequential run's skipped jobs are settled too: it is complete when nothing is left to ask.
             pct = f"{100 * (r['done'] + r.get('skipped', 0)) / r['jobs']:.0f}" if r["jobs"] else "—"
             state = run_state(r, r["name"] in self.app.executions, writers.get(r["name"]))
-            table.add_row(r["name"], r["dataset"], r["model"] or "—", str(r["cells"]), f"{r['done']:,}",
-                          f"{r['jobs']:,}", pct, f"{r['errors']:,}" if r["errors"] else "", state, key=r["name"])
+            table.add_row(r["name"], state, r["dataset"], r["model"] or "—", str(r["cells"]), f"{r['done']:,}",
+                          f"{r['jobs']:,}", pct, f"{r['errors']:,}" if r["errors"] else "", key=r["name"])
         names = [r["name"] for r in runs]
         # A run started here is highlighted once it is listed; arriving from Datasets (enter) selects that dataset's
         # latest run, not the old selection.
@@ -305,7 +312,7 @@ class RunsScreen(WorkbenchScreen):
                 self.notify(f"Already pausing {name}: it stops after the job in progress.", timeout=4)
                 return
             self.app.executions[name].set()
-            self.query_one("#status", Static).update(f"pausing {esc(name)} after the job in progress …")
+            self.query_one("#status", Static).update(pausing_line(name, self._last_progress.get(name)))
             return
         # Nothing to pause: say why, from the state the table shows (a silent key looks broken).
         if name is None:
@@ -451,7 +458,13 @@ class RunsScreen(WorkbenchScreen):
         if run not in self._not_sequential and \
                 time.monotonic() - self._sequential_asked.get(run, 0.0) >= SEQUENTIAL_EVERY:
             self._ask_sequential(run)       # a sequential run's intervals narrow as its rounds complete
-        self.query_one("#status", Static).update(
+        status = self.query_one("#status", Static)
+        stop = self.app.executions.get(run)
+        if stop is not None and stop.is_set():
+            # p was taken: the jobs still ending (a cached burst, the one in progress) must not read as if it was not.
+            status.update(pausing_line(run, p))
+            return
+        status.update(
             f"{esc(run)}: {p.run_done:,}/{p.run_total:,} jobs done · {rate_line(p)} · {p.model_calls} generated, "
             f"{p.cache_hits} cached" + (f", {p.errors} errors" if p.errors else ""))
 
