@@ -11,7 +11,8 @@ user would read it, with every word and figure kept:
   a value of prose) has its value folded, the later lines starting under the value;
 - a table (a header, a rule of dashes per column, rows) is shown in groups of columns one under the
   other, each group repeating the table's leading label columns (K, B, format: what names a row), as
-  pandas and R print a frame too wide for the screen.
+  pandas and R print a frame too wide for the screen (``workbench.tables.split_tables``: the CLI's own
+  rule for a terminal narrower than its table).
 
 Widths are terminal columns (a CJK character is two), as the page shows them. A figure that differs by
 machine (a timing, a masked number) may then move a line break: :func:`unfold` joins the folded lines
@@ -23,8 +24,9 @@ shows a table wide enough to be split.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
+
+from workbench.tables import columns, split_tables
 
 # The widest code line a page shows: what fits the content column of a 1280 px window (site.css).
 PAGE_WIDTH = 100
@@ -33,13 +35,6 @@ WRAP = 80
 ELISION = "…"
 # A label and its value: "  planned on  vm: AMD EPYC, …" (a label of words, then two spaces or more).
 _LABELLED = re.compile(r"^(\S+(?: \S+)*? {2,})(\S.*)$")
-# The rule under a table's header: a run of dashes per column, two spaces or more between them.
-_RULE = re.compile(r"^ *-+(?: {2,}-+)+ *$")
-
-
-def columns(text: str) -> int:
-    """How many terminal columns ``text`` takes: a wide (CJK) character two."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
 
 
 def _prefixes(line: str) -> tuple[str, str, str] | None:
@@ -107,76 +102,6 @@ def unfold(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def _is_row(line: str, spans: list[tuple[int, int]]) -> bool:
-    """Whether ``line`` is a row of the table whose columns are ``spans``: blank between them, past the first."""
-    return len(line.rstrip()) > spans[0][1] and all(
-        not line[end:start].strip() for (_, end), (start, _) in zip(spans, spans[1:]))
-
-
-def _label_columns(rows: Sequence[str], spans: list[tuple[int, int]]) -> int:
-    """How many leading columns name a row: left-aligned in every row (as a table's labels are), at least one."""
-    count, width = 0, 0
-    for start, end in spans[:-1]:
-        cells = [row[start:end] for row in rows]
-        width += end - start + 2
-        if count and (width > PAGE_WIDTH // 3 or any(cell.strip() and cell[0] == " " for cell in cells)):
-            break
-        count += 1
-    return count
-
-
-def _groups(spans: list[tuple[int, int]], key: int) -> list[list[int]]:
-    """The other columns in the fewest groups that fit :data:`PAGE_WIDTH` beside the key's, of even widths."""
-    keyed = spans[key - 1][1]
-    widths = [end - previous for (_, previous), (_, end) in zip(spans[key - 1:], spans[key:])]
-
-    def grouped(limit: int) -> list[list[int]]:
-        groups, width = [[]], keyed
-        for column, added in enumerate(widths, key):
-            if groups[-1] and width + added > limit:
-                groups.append([])
-                width = keyed
-            groups[-1].append(column)
-            width += added
-        return groups
-
-    widest = grouped(PAGE_WIDTH)
-    return next((g for limit in range(keyed + -(-sum(widths) // len(widest)), PAGE_WIDTH)
-                 if len(g := grouped(limit)) <= len(widest)), widest)
-
-
-def _split(table: list[str], spans: list[tuple[int, int]]) -> list[str]:
-    """A table (its header, rule and rows) as groups of columns, each after the key columns, a blank line between."""
-    key = _label_columns(table[2:], spans)
-    out: list[str] = []
-    for group in _groups(spans, key):
-        if out:
-            out.append("")
-        chosen = [*range(key), *group]
-        # Each column with the gap before it as the table had it.
-        out += ["".join(line[(spans[c - 1][1] if c else 0):spans[c][1]] for c in chosen).rstrip() for line in table]
-    return out
-
-
-def split_tables(lines: Sequence[str]) -> list[str]:
-    """``lines`` with every table wider than :data:`PAGE_WIDTH` shown in groups of columns (see the module)."""
-    out: list[str] = []
-    at = 0
-    while at < len(lines):
-        if at + 1 < len(lines) and lines[at].strip() and _RULE.match(lines[at + 1]):
-            spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[at + 1])]
-            end = at + 2
-            while end < len(lines) and _is_row(lines[end], spans):
-                end += 1
-            table = list(lines[at:end])
-            out += _split(table, spans) if max(map(columns, table)) > PAGE_WIDTH else table
-            at = end
-        else:
-            out.append(lines[at])
-            at += 1
-    return out
-
-
 def layout(lines: Sequence[str]) -> list[str]:
     """A program's output as a page shows it: wide tables in groups of columns, long prose folded."""
-    return [part for line in split_tables(lines) for part in fold(line)]
+    return [part for line in split_tables(lines, PAGE_WIDTH) for part in fold(line)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import workercore  # noqa: F401,I001 (first: an xdist worker is pinned to its core before any thread starts)
 import importlib
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -35,6 +36,10 @@ import parsedcss
 from llama_server import Server, serve
 from outputcache import SharedOutputs, shared_root
 from replay import replay_llm
+
+# The CLI fits its tables to COLUMNS when it is set (workbench.terminal.output_width): a shell that exports it
+# would change what every test reads of the CLI's output. A test that means a width sets it.
+os.environ.pop("COLUMNS", None)
 
 REPO = Path(__file__).resolve().parents[1]
 #: The database `just demo` writes (absent until it ran).

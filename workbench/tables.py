@@ -1,7 +1,14 @@
-"""Plain-text tables of a ledger report, with 95% intervals; undefined is shown as —."""
+"""Plain-text tables of a ledger report, with 95% intervals; undefined is shown as —.
+
+A table wider than the terminal is printed in groups of columns (:func:`fit_tables`), each repeating the
+columns that name a row, as pandas and R print a frame too wide for the screen; the docs lay out a
+program's output by the same rule at their page's width (scripts/console_layout.py).
+"""
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, Sequence
 
 DASH = "—"
@@ -25,13 +32,20 @@ def fmt_number(est: Any, digits: int = 1) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 3) -> str:
-    """The first ``left`` columns left-aligned (labels), the rest right-aligned (numbers), one grid."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    """The first ``left`` columns left-aligned (labels), the rest right-aligned (numbers), one grid; widths in
+    terminal columns (a Chinese dataset's names are two a character)."""
+    widths = [max(columns(h), *(columns(r[i]) for r in rows)) if rows else columns(h) for i, h in enumerate(headers)]
+
     def line(cells):
-        return "  ".join(c.rjust(w) if i >= left else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(_pad(c, w, right=i >= left) for i, (c, w) in enumerate(zip(cells, widths)))
     out = [line(headers), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in rows]
     return "\n".join(out)
+
+
+def _pad(text: str, width: int, *, right: bool) -> str:
+    fill = " " * (width - columns(text))
+    return fill + text if right else text + fill
 
 
 def ledger_tables(report) -> str:
@@ -153,3 +167,102 @@ def claims_table(report) -> str:
          + [fmt_estimate(r.get(t)) for t in ("faithfulness", "hallucination", "self_knowledge",
                                              "noise_sensitivity_relevant", "context_utilization")]
          for r in report.rows])
+
+
+# The rule under a table's header: a run of dashes per column, two spaces or more between them.
+_RULE = re.compile(r"^ *-+(?: {2,}-+)+ *$")
+
+
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide (CJK) character two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+# Put after each wide character while a table is split, so that a character's index is its column.
+_FILL = "\0"
+
+
+def _spread(line: str) -> str:
+    return "".join(char + _FILL if unicodedata.east_asian_width(char) in "WF" else char for char in line)
+
+
+def fit_tables(text: str, width: int | None) -> str:
+    """``text`` with every table (a header, a rule of dashes per column, rows) wider than ``width`` columns shown
+    in groups of columns one under the other, each after the columns that name a row; None: as it is."""
+    if width is None:
+        return text
+    return "\n".join(split_tables(text.split("\n"), width))
+
+
+def split_tables(lines: Sequence[str], width: int) -> list[str]:
+    """``lines`` with every table wider than ``width`` in groups of columns (see :func:`fit_tables`)."""
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        if at + 1 < len(lines) and lines[at].strip() and _RULE.match(lines[at + 1]):
+            spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[at + 1])]
+            end = at + 2
+            while end < len(lines) and _is_row(_spread(lines[end]), spans):
+                end += 1
+            grid = [_spread(line) for line in lines[at:end]]     # sliced by column, not by character
+            if max(map(len, grid)) > width:
+                out += [line.replace(_FILL, "") for line in _split(grid, spans, width)]
+            else:
+                out += lines[at:end]
+            at = end
+        else:
+            out.append(lines[at])
+            at += 1
+    return out
+
+
+def _is_row(line: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``line`` is a row of the table whose columns are ``spans``: blank between them, past the first."""
+    return len(line.rstrip()) > spans[0][1] and all(
+        not line[end:start].strip() for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
+def _label_columns(rows: Sequence[str], spans: list[tuple[int, int]], width: int) -> int:
+    """How many leading columns name a row: left-aligned in the header and every row (as a table's labels are; a
+    column of figures as wide as each other is told by its header), at least one, together at most a third of
+    ``width``."""
+    count, taken = 0, 0
+    for start, end in spans[:-1]:
+        cells = [row[start:end] for row in rows]
+        taken += end - start + 2
+        if count and (taken > width // 3 or any(cell.strip() and cell[0] == " " for cell in cells)):
+            break
+        count += 1
+    return count
+
+
+def column_groups(key: int, widths: Sequence[int], width: int) -> list[list[int]]:
+    """The indexes of ``widths`` (each column's width with the gap before it) in the fewest groups that fit
+    ``width`` after the ``key`` columns naming a row, of widths as even as that many groups allow."""
+    def grouped(limit: int) -> list[list[int]]:
+        groups, taken = [[]], key
+        for column, added in enumerate(widths):
+            if groups[-1] and taken + added > limit:
+                groups.append([])
+                taken = key
+            groups[-1].append(column)
+            taken += added
+        return groups
+
+    widest = grouped(width)
+    return next((g for limit in range(key + -(-sum(widths) // len(widest)), width)
+                 if len(g := grouped(limit)) <= len(widest)), widest)
+
+
+def _split(grid: list[str], spans: list[tuple[int, int]], width: int) -> list[str]:
+    """A table (its header, rule and rows) as groups of columns, each after the key columns, a blank line between."""
+    key = _label_columns([grid[0], *grid[2:]], spans, width)
+    widths = [end - previous for (_, previous), (_, end) in zip(spans[key - 1:], spans[key:])]
+    out: list[str] = []
+    for group in column_groups(spans[key - 1][1], widths, width):
+        if out:
+            out.append("")
+        chosen = [*range(key), *(key + column for column in group)]
+        # Each column with the gap before it as the table had it.
+        out += ["".join(line[(spans[c - 1][1] if c else 0):spans[c][1]] for c in chosen).rstrip() for line in grid]
+    return out

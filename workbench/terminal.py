@@ -17,7 +17,9 @@ same rule to every line it draws (``workbench.tui.app``).
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import sys
 from typing import Iterable, TextIO
 
 # C0 controls but tab and newline, DEL, and the C1 controls: everything a terminal may act on. Also
@@ -110,3 +112,19 @@ def write_data(stream: TextIO, chunks: Iterable[str | bytes]) -> int:
         target.write(printable(rest) if terminal else rest)
     (target if binary is None else binary).flush()
     return size
+
+
+def output_width() -> int | None:
+    """How many columns the CLI's tables may take: ``COLUMNS`` when set (as other command-line tools read it),
+    else the width of the terminal standard output is; None for a pipe or a file, read whole by a program."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    stream = raw_stream(sys.stdout)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (AttributeError, ValueError, OSError):      # no descriptor (captured output), or a closed one
+        return None

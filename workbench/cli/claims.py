@@ -10,6 +10,7 @@ from workbench.claims.vote import TIES
 from workbench.cli.common import SharedParents, add_bootstrap, add_json, chosen_model, model_options
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
+from workbench.cli.shared import print_tables
 from workbench.models.embedders import CLAIMS, LONG_ANSWERS, default_threshold
 from workbench.tables import fmt_estimate, table
 
@@ -91,7 +92,7 @@ def cmd_claims_report(args) -> int:
     half = (len(METRICS) + 1) // 2
     for names in (METRICS[:half], METRICS[half:]):
         print()
-        print(table(["cell", "", "answers", *(_SHORT.get(n, n) for n in names)],
+        print_tables(table(["cell", "", "answers", *(_SHORT.get(n, n) for n in names)],
                     [[c, "", str(by_cell[c]["jobs"]), *(fmt_estimate(_est(by_cell[c].get(n))) for n in names)]
                      for c in cell_order(store, run) if c in by_cell]))
     print("\n" + "\n".join(f"  {_SHORT.get(n, n)} = {n}: {FORMULAS[n]}" for n in METRICS if n in FORMULAS))
@@ -99,7 +100,7 @@ def cmd_claims_report(args) -> int:
     if labelled is not None:
         print(f"\nwith human labels (`workbench judge report claims {run.name}`): faithfulness over claims, the share "
               "of all claims\nsupported by a shown unit, judged and corrected (95% CLT intervals, uniform labels only)")
-        print(estimates_table(labelled))
+        print_tables(estimates_table(labelled))
     return OK
 
 
@@ -121,7 +122,7 @@ def _print_ragchecker(by_cell: dict, cells: list[str]) -> None:
         rows = [[c, "", str(by_cell[c]["answers"]), str(by_cell[c]["differs"]),
                  *(f"{by_cell[c]['overall'][group][name]:.1f}" for group, name in names)] for c in cells]
         print()
-        print(table(head, rows))
+        print_tables(table(head, rows))
     missing = sum(by_cell[c]["missing"] for c in cells)
     if missing:
         print(f"{missing:,} answers were checked by an older version, which stored no RAGChecker figures: not counted")

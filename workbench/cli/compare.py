@@ -10,6 +10,7 @@ from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_json
 from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.shared import emit_json, store_of
 from workbench.cli.types import comma_separated
+from workbench.cli.shared import print_tables
 
 EPILOG = """\
 examples:
@@ -36,7 +37,7 @@ def cmd_compare(args) -> int:
     if args.json:
         emit_json({**asdict(comparison), "regressions": failed})
     else:
-        print(render_comparison(comparison, max_samples=args.show_samples))
+        print_tables(render_comparison(comparison, max_samples=args.show_samples))
     for line in failed:
         print(f"regression: {line}", file=sys.stderr)
     return FAILURE if failed else OK

@@ -10,6 +10,7 @@ from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_ser
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, run_pass, store_of
 from workbench.cli.types import chosen_name, name_or_path
+from workbench.cli.shared import print_tables
 from workbench.models.embedders import DEDUP, default_threshold
 from workbench.tables import fmt_estimate, table
 
@@ -101,12 +102,12 @@ def cmd_dedup_eval(args) -> int:
     if "graph+text − graph" in r:
         rows.append(["graph+text − graph", "", ""]
                     + [fmt_estimate(r["graph+text − graph"][m]) for m in METRIC_NAMES])
-    print(table(["mode", "", ""] + [short[m] for m in METRIC_NAMES], rows))
+    print_tables(table(["mode", "", ""] + [short[m] for m in METRIC_NAMES], rows))
     if labelled is not None:
         print(f"\nwith human labels (`workbench judge report dedup {r['run']}`): pair precision of each mode's own "
               f"merges\n(same at confidence ≥ {args.threshold}), judged (its mean stated probability) and corrected "
               "(95% CLT intervals, uniform labels only)")
-        print(estimates_table(labelled))
+        print_tables(estimates_table(labelled))
     return OK
 
 

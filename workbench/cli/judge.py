@@ -11,6 +11,7 @@ import sys
 from workbench.cli.common import SharedParents, add_bootstrap, add_json, add_out
 from workbench.cli.exit_codes import OK
 from workbench.cli.shared import emit_json, store_of
+from workbench.cli.shared import print_tables
 from workbench.tables import fmt_estimate, fmt_number, table
 
 KINDS = ("claims", "dedup", "answers", "relevance")
@@ -70,7 +71,7 @@ def cmd_judge_report(args) -> int:
         _print_preferences(preferences)
         return OK
     print("\nagreement with the human labels (κ: 95% bootstrap CI over items)")
-    print(table(AGREEMENT_COLUMNS, [agreement_cells(j) for j in report.agreement], left=1))
+    print_tables(table(AGREEMENT_COLUMNS, [agreement_cells(j) for j in report.agreement], left=1))
     for p in report.annotator_agreement:
         a = p.agreement
         print(f"annotators {p.a} ~ {p.b} (the human ceiling): κ {fmt_estimate(a.kappa)} on {a.n} common items, "
@@ -83,7 +84,7 @@ def cmd_judge_report(args) -> int:
              "relevance": "the share of judged (question, retrieved chunk) pairs that are relevant; naive = the "
                           "judge's share"}[report.kind]
     print(f"\n{metric}: {scope} (95% CLT intervals, uniform labels only)")
-    print(estimates_table(report.estimates))
+    print_tables(estimates_table(report.estimates))
     _print_preferences(preferences)
     return OK
 
@@ -106,7 +107,7 @@ def _print_preferences(preferences) -> None:
     rows = preferences[0]
     print("\nagreement with people's preferences between two answers (overall label; score difference against "
           "each annotator, 95% bootstrap CI over instances; `workbench meta report SET` has every label)")
-    print(table(PREFERENCE_COLUMNS, [preference_cells(name, r) for name, r in rows], left=2))
+    print_tables(table(PREFERENCE_COLUMNS, [preference_cells(name, r) for name, r in rows], left=2))
 
 
 def _check_retriever(args) -> None:

@@ -11,6 +11,7 @@ from workbench.cli.common import SCORES, SharedParents, add_bootstrap, add_out
 from workbench.cli.exit_codes import FAILURE, OK
 from workbench.cli.sequential import add_replay, replay_ledger
 from workbench.cli.shared import emit_json, say, store_of, write_out
+from workbench.cli.shared import print_tables
 from workbench.terminal import write_control
 from workbench.tables import fmt_estimate, ledger_tables
 
@@ -73,7 +74,7 @@ def cmd_ledger(args) -> int:
             say(f"warning: {warning}")
         emit_json(ledger_records(report))
     else:
-        print(ledger_tables(report))
+        print_tables(ledger_tables(report))
     return OK
 
 

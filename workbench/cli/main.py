@@ -32,7 +32,9 @@ first steps:
   workbench                        the terminal UI (? lists its keys)
 
 every verb takes --help. Exit codes: 0 success, 1 unexpected failure, 2 bad input or usage
-(nothing written). WORKBENCH_DEBUG=1 shows the traceback behind a database error."""
+(nothing written). WORKBENCH_DEBUG=1 shows the traceback behind a database error. A table
+wider than the terminal (or COLUMNS) is printed in groups of columns, each repeating the
+row's labels; into a pipe or a file it stays one grid (--json for programs)."""
 
 # In the order the top-level help lists their verbs.
 VERB_GROUPS = (tui, data, runs, ledger, compare, report, retrieval, claims, meta, searchain, dedup, judge, triage, byo)

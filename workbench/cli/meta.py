@@ -9,6 +9,7 @@ from workbench.cli.common import SharedParents, add_bootstrap, add_json, model_o
 from workbench.cli.exit_codes import OK
 from workbench.models.embedders import LONG_ANSWERS
 from workbench.cli.shared import emit_json, run_pass, store_of
+from workbench.cli.shared import print_tables
 from workbench.tables import fmt_estimate, table
 
 #: What ``meta run`` checks with unless told otherwise: the offline checker every laptop runs in minutes, its
@@ -65,7 +66,7 @@ def cmd_meta_report(args) -> int:
     for label in LABELS:
         mine = [r for r in rows if r.label == label]
         print(f"\n{label}")
-        print(table(["scorer", "pearson", "spearman", "n"],
+        print_tables(table(["scorer", "pearson", "spearman", "n"],
                     [[r.scorer, fmt_estimate(r.pearson, 2), fmt_estimate(r.spearman, 2), str(r.n)] for r in mine],
                     left=1))
     if not any(r.kind == "claims" for r in rows):

@@ -14,6 +14,7 @@ from workbench.cli.exit_codes import OK
 from workbench.cli.relevance import judged_json, judged_rows, register_relevance
 from workbench.cli.shared import emit_json, say, say_dataset_replaced, store_of, write_out
 from workbench.cli.types import chosen_name, integers, name_or_path
+from workbench.cli.shared import print_tables
 from workbench.compare.render import fmt_delta, fmt_p
 from workbench.models.base import ModelError
 from workbench.models.registry import served_model
@@ -145,11 +146,11 @@ def cmd_retrieval_eval(args) -> int:
     print(f"{report.dataset} · retriever {report.retriever} · {report.n:,} questions · 95% bootstrap CI")
     for level, data in report.levels.items():
         rows = [[m, "", ""] + [fmt_estimate(data["overall"][(m, k)]) for k in report.ks] for m in METRICS]
-        print(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+        print_tables(f"\n{level}-level\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
     judged = judged_rows(store, report.dataset, report.retriever, report.ks, resamples=args.resamples)
     if judged is not None:
         title, rows = judged
-        print(f"\n{title}\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
+        print_tables(f"\n{title}\n" + table(["metric", "", ""] + [f"@{k}" for k in report.ks], rows))
     k = 5 if 5 in report.ks else max(report.ks)
     for group in ("by_strategy", "by_category"):
         parts = [f"{label} {fmt_estimate(v[('recall', k)], 2)}"
@@ -194,10 +195,10 @@ def _compare_retrievers(args, names: list[str]) -> int:
     for level in c.evals[base].levels:
         rows = [[f"{m}@{k}"] + [fmt_estimate(c.evals[r].levels[level]["overall"][(m, k)]) for r in c.retrievers]
                 for m in METRICS for k in c.ks]
-        print(f"\n{level}-level\n" + table(["metric"] + list(c.retrievers), rows))
+        print_tables(f"\n{level}-level\n" + table(["metric"] + list(c.retrievers), rows))
         rows = [[f"{m}@{k}"] + [_delta_cell(c.deltas[r][level][(m, k)]) for r in c.retrievers[1:]]
                 for m in METRICS for k in c.ks]
-        print("\n" + table([f"Δ vs {base}"] + list(c.retrievers[1:]), rows))
+        print_tables("\n" + table([f"Δ vs {base}"] + list(c.retrievers[1:]), rows))
     k = max(c.ks)
     for other in c.retrievers[1:]:
         flips, p = c.flips[other], c.deltas[other]["doc"][("hit_rate", k)].p

@@ -1,5 +1,5 @@
-"""What the verb handlers share when they run: the store, JSON and file output, a line on
-stderr, and driving a resumable pass with a progress bar and Ctrl-C."""
+"""What the verb handlers share when they run: the store, JSON and file output, tables fitted to the
+terminal, a line on stderr, and driving a resumable pass with a progress bar and Ctrl-C."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ from dataclasses import asdict, is_dataclass
 from typing import Callable
 
 from workbench.cli.exit_codes import OK, STOPPED
+from workbench.tables import fit_tables
+from workbench.terminal import output_width
+
+
+def print_tables(text: str) -> None:
+    """Print ``text``, each table wider than the terminal in groups of columns (``workbench.tables.fit_tables``);
+    whole into a pipe or a file."""
+    print(fit_tables(text, output_width()))
 
 
 def store_of(args):
