@@ -42,6 +42,7 @@ from workbench.store.manifests import NO_MANIFEST, get_manifest
 from workbench.store.queries import Run
 from workbench.tables import DASH
 from workbench.triage import tagged_samples
+from workbench.metrics.stats import RESAMPLES, SEED
 
 #: The quadrants a report shows cases of, in this order.
 CASE_QUADRANTS = ("dissipation", "leakage", "interface")
@@ -68,8 +69,8 @@ summary { cursor: pointer; } pre { background: #f8f8f8; padding: 0.6em; overflow
 class ReportOptions:
     """How much the page holds: resamples of the intervals, cases per quadrant, excluded tags."""
 
-    resamples: int = 2000
-    seed: int = 0
+    resamples: int = RESAMPLES
+    seed: int = SEED
     cases: int = 3
     exclude_tags: tuple[str, ...] = ()
 

@@ -9,6 +9,7 @@ import pandas as pd
 from workbench.analysis.source import Db, reading
 from workbench.analysis.typed import BOOL, FLOAT, INT, STR, typed_frame
 from workbench.compare.report import Comparison, TermDelta, compare_runs
+from workbench.metrics.stats import RESAMPLES, SEED
 
 #: The columns of :func:`compare`. ``kind`` is ``"term"`` for a ledger term, with ``n`` the
 #: pair's samples, or ``"claim"`` for a claim metric, with ``n`` the samples verified in
@@ -23,7 +24,7 @@ COMPARE_DTYPES: dict[str, object] = {
 
 def compare(db: Db, run_a: str, run_b: str, *, cells: Sequence[str] | None = None,
             terms: Sequence[str] | None = None, cell_map: dict[str, str] | None = None, score: str | None = None,
-            resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+            resamples: int = RESAMPLES, seed: int = SEED, alpha: float = 0.05) -> pd.DataFrame:
     """``workbench compare RUN_A RUN_B`` as a frame typed by :data:`COMPARE_DTYPES`.
 
     The arguments are those of :func:`workbench.compare.compare_runs`. The rows follow the

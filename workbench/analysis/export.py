@@ -19,6 +19,7 @@ from workbench.store.db import Store
 from workbench.store.lookup import NotFound
 from workbench.store.manifests import get_manifest
 from workbench.store.queries import Run
+from workbench.metrics.stats import RESAMPLES, SEED
 
 EXPORTS: tuple[str, ...] = ("events", "ledger", "samples", "claims")
 
@@ -29,8 +30,8 @@ class ExportOptions:
     ``quadrant`` to ``samples``, and ``claim_run`` to ``claims``."""
 
     score: str | None = None
-    resamples: int = 2000
-    seed: int = 0
+    resamples: int = RESAMPLES
+    seed: int = SEED
     exclude_tags: Sequence[str] = ()
     cell: str | None = None
     quadrant: str = "all"

@@ -15,6 +15,7 @@ from workbench.metrics.ledger import TERMS
 from workbench.runs.report import LedgerReport, run_ledger
 from workbench.store.db import Store
 from workbench.store.queries import Run, get_run
+from workbench.metrics.stats import RESAMPLES, SEED
 
 
 def _interval(name: str, dtype) -> dict[str, object]:
@@ -43,7 +44,7 @@ LEDGER_CONTROLS_DTYPES: dict[str, object] = {
 }
 
 
-def ledger(db: Db, run: str | None = None, *, score: str | None = None, resamples: int = 2000, seed: int = 0,
+def ledger(db: Db, run: str | None = None, *, score: str | None = None, resamples: int = RESAMPLES, seed: int = SEED,
            exclude_tags: Sequence[str] = (), controls: bool = False) -> pd.DataFrame:
     """The ledger of ``run`` (default: the most recent), one row per retrieval cell, typed by :data:`LEDGER_DTYPES`.
 

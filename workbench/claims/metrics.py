@@ -52,7 +52,7 @@ from typing import Sequence
 
 import numpy as np
 
-from workbench.metrics.stats import bootstrap_mean, check_bootstrap_args
+from workbench.metrics.stats import RESAMPLES, SEED, bootstrap_mean, check_bootstrap_args
 
 __all__ = ["METRICS", "FORMULAS", "SampleClaims", "CellMetric", "sample_metrics", "aggregate"]
 
@@ -200,8 +200,8 @@ class CellMetric:
 def aggregate(
     per_sample: Sequence[dict[str, float | None]],
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
     names: Sequence[str] = METRICS,
     keys: Sequence[int] | None = None,

@@ -9,6 +9,7 @@ from typing import Sequence
 from workbench.claims.metrics import METRICS, RAGCHECKER_NAMES, aggregate, ragchecker_overall
 from workbench.store.db import Store
 from workbench.store.queries import Run
+from workbench.metrics.stats import RESAMPLES, SEED
 
 # The columns a ledger view shows beside the dissipation terms. An answer's support ratio
 # (supported claims / claims) is its faithfulness, so it is not shown twice.
@@ -52,7 +53,7 @@ def verified_totals(store: Store, run: Run, config_key: str) -> tuple[int, int]:
 
 
 def claims_by_cell(store: Store, run: Run, claim_run: int | None = None, *, exclude: Sequence[int] = (),
-                   resamples: int = 2000, seed: int = 0) -> dict[str, dict]:
+                   resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, dict]:
     """Per cell: every claim metric (mean over the samples where it is defined, 95% CI) and ``jobs``.
 
     The support ratio is the claim-level support of each answer (supported claims / claims);

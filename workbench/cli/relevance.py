@@ -13,7 +13,7 @@ from functools import partial
 from workbench.cli.common import SharedParents, chosen_model, model_options
 from workbench.cli.shared import run_pass, store_of
 from workbench.tables import fmt_estimate
-from workbench.metrics.stats import RESAMPLES
+from workbench.metrics.stats import RESAMPLES, SEED
 
 JUDGE_EPILOG = """\
 each (question, chunk) pair of the retriever's top k is one forward pass of the local model choosing
@@ -72,7 +72,7 @@ def judged_line(store, dataset: str, retriever: str, k: int, *, resamples: int =
 
 
 def judged_rows(store, dataset: str, retriever: str, ks, *, resamples: int = RESAMPLES,
-                seed: int = 0) -> tuple[str, list[list[str]]] | None:
+                seed: int = SEED) -> tuple[str, list[list[str]]] | None:
     """What ``retrieval eval`` prints beside the gold-based figures: a title and rows of the eval's table shape
     (``["metric", "", ""] + ["@k" ...]``): judged precision, judged nDCG and the questions judged at each k.
     None when the retriever's results were never judged (nothing to print)."""
@@ -89,7 +89,7 @@ def judged_rows(store, dataset: str, retriever: str, ks, *, resamples: int = RES
     return title, rows
 
 
-def judged_json(store, dataset: str, retriever: str, ks, *, resamples: int = RESAMPLES, seed: int = 0) -> dict | None:
+def judged_json(store, dataset: str, retriever: str, ks, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict | None:
     """The judged figures for ``retrieval eval --json`` (under ``"judged"``): per k the estimates and counts;
     None when the retriever's results were never judged."""
     from workbench.retrieval.relevance import judged_metrics

@@ -38,7 +38,7 @@ from workbench.claims.report import LEDGER_METRICS, claim_values, latest_claim_r
 from workbench.compare.align import Difference, align_cells, axes_of, check_same_dataset, config_differences
 from workbench.metrics.ledger import TERMS, CellArrays, ledger_bootstrap
 from workbench.metrics.significance import bootstrap_p, holm, mcnemar_exact
-from workbench.metrics.stats import Estimate, check_bootstrap_args, mean_and_resampled, percentile_interval
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate, check_bootstrap_args, mean_and_resampled, percentile_interval
 from workbench.runs.report import RunArrays, cell_sort_key, load_run_arrays, undefined_terms
 from workbench.runs.sequential import sequential_status, summary_line
 from workbench.store.db import Store
@@ -106,7 +106,7 @@ class Comparison:
 
 def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = None,
                  terms: Sequence[str] | None = None, cell_map: dict[str, str] | None = None,
-                 score: str | None = None, resamples: int = 2000, seed: int = 0,
+                 score: str | None = None, resamples: int = RESAMPLES, seed: int = SEED,
                  alpha: float = 0.05) -> Comparison:
     """Compare run ``b`` against run ``a`` (both by name): see the module doc for what is computed.
 
@@ -158,7 +158,7 @@ def compare_runs(store: Store, a: str, b: str, *, cells: Sequence[str] | None = 
 
 
 def compare_cells(pairs: dict[tuple[str, str], tuple[CellArrays, CellArrays]], sample_ids: Sequence[str],
-                  terms: Sequence[str] = DEFAULT_TERMS, *, resamples: int = 2000, seed: int = 0,
+                  terms: Sequence[str] = DEFAULT_TERMS, *, resamples: int = RESAMPLES, seed: int = SEED,
                   alpha: float = 0.05, keys: np.ndarray | None = None) -> list[CellDelta]:
     """The term deltas (Holm-adjusted across the pairs) and flips of cell pairs already on the same samples.
 

@@ -46,7 +46,7 @@ from workbench.store.db import Store
 from workbench.store.labels import ClaimKey, Label, label_count, labels_of
 from workbench.store.queries import get_dataset, get_run
 from workbench.tables import fmt_estimate, fmt_number
-from workbench.metrics.stats import RESAMPLES
+from workbench.metrics.stats import RESAMPLES, SEED
 
 __all__ = ["JudgeAgreement", "AnnotatorAgreement", "MetricEstimate", "JudgeReport", "judge_report",
            "report_on", "report_json", "estimates_json", "cell_estimates", "labelled_estimates", "METRIC",
@@ -135,7 +135,7 @@ def _estimates(pop: Population, by_pos: dict[int, list[Label]]) -> list[MetricEs
     return out
 
 
-def report_on(store: Store, pop: Population, *, resamples: int = RESAMPLES, seed: int = 0) -> JudgeReport:
+def report_on(store: Store, pop: Population, *, resamples: int = RESAMPLES, seed: int = SEED) -> JudgeReport:
     """The judge report of one population against every label of its items."""
     labels = labels_of(store.conn, pop.kind, pop.owner_id)
     by_pos, stale, unmatched = _matched(pop, labels)
@@ -175,7 +175,7 @@ def report_on(store: Store, pop: Population, *, resamples: int = RESAMPLES, seed
 
 def judge_report(store: Store, kind: str, run: str | None = None, *, claim_run: int | None = None,
                  threshold: float = 0.5, retriever: str | None = None, resamples: int = RESAMPLES,
-                 seed: int = 0) -> JudgeReport:
+                 seed: int = SEED) -> JudgeReport:
     """The judge report of ``kind`` (``claims``, ``dedup``, ``answers`` or ``relevance``) in ``run`` (for relevance:
     the dataset, ``retriever``'s pairs only if given)."""
     return report_on(store, population(store, kind, run, claim_run=claim_run, threshold=threshold,

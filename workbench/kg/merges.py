@@ -20,6 +20,7 @@ from workbench.kg.metrics import cluster_scores, paired_difference
 from workbench.kg.runner import KG, get_dedup_run
 from workbench.kg.unionfind import choose_representative, merge_clusters
 from workbench.store.db import Store, utcnow
+from workbench.metrics.stats import RESAMPLES, SEED
 
 BANDS = {"all": (0.0, 1.01), "high": (0.9, 1.01), "mid": (0.7, 0.9), "low": (0.5, 0.7), "below": (0.0, 0.5)}
 METRIC_NAMES = ("pairwise_precision", "pairwise_recall", "pairwise_f1", "bcubed_precision", "bcubed_recall",
@@ -171,8 +172,8 @@ def export_kg(store: Store, run: str | None, mode: str, out_dir: str | Path, thr
             "merged_clusters": len(aliases), "merges": len(merges), "out": str(out)}
 
 
-def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, resamples: int = 2000,
-             seed: int = 0) -> dict[str, Any]:
+def evaluate(store: Store, run: str | None = None, *, threshold: float = 0.5, resamples: int = RESAMPLES,
+             seed: int = SEED) -> dict[str, Any]:
     """Pairwise and B-cubed P/R/F1 with CIs per mode against gold clusters, and graph+text − graph."""
     dedup = get_dedup_run(store, run)
     run_id, name, config = dedup.id, dedup.name, dedup.config

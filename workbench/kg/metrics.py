@@ -39,6 +39,8 @@ from typing import Sequence
 import numpy as np
 
 from workbench.metrics.stats import (
+    RESAMPLES,
+    SEED,
     Estimate,
     ResampledColumns,
     check_bootstrap_args,
@@ -209,8 +211,8 @@ def cluster_scores(
     pred: Sequence[object],
     gold: Sequence[object],
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
 ) -> ClusterScores:
     """All six scores: points exactly as :func:`pairwise` / :func:`bcubed`, entity-bootstrap CIs.
@@ -231,8 +233,8 @@ def paired_difference(
     gold: Sequence[object],
     metric: str,
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
 ) -> Estimate:
     """``metric(a) − metric(b)`` with a paired interval: both scored on the same resamples.

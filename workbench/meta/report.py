@@ -30,20 +30,13 @@ from typing import Any
 from workbench.meta.run import SIMILARITY
 from workbench.meta.sets import LABELS, MetaSet, get_meta_set, human_labels, meta_set_names, responses, stored_scores
 from workbench.metrics.correlation import correlation
-from workbench.metrics import stats
-from workbench.metrics.stats import Estimate
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate
 from workbench.retrieval.text import tokenize
 from workbench.store.db import Store
 from workbench.tables import fmt_estimate
 
 __all__ = ["MetaRow", "meta_report", "rows_json", "CLAIM_METRIC", "claim_scores", "length_scores",
-           "PREFERENCE_COLUMNS", "preference_rows", "preference_cells", "model_name", "RESAMPLES", "SEED"]
-
-#: The bootstrap of every meta figure shown: ``meta report``, the judge reports' preference table, the HTML
-#: report, the Meta and Labels screens: every interval's (:mod:`workbench.metrics.stats`). A figure is one
-#: statistic wherever it is read (the annotators' 74.64 once read [65.70, 81.79] on Labels, at 1000 resamples,
-#: and [66.50, 81.76] on Meta, at 2000).
-RESAMPLES, SEED = stats.RESAMPLES, stats.SEED
+           "PREFERENCE_COLUMNS", "preference_rows", "preference_cells", "model_name"]
 
 #: The claim metric each human label is correlated with (RAGChecker's mapping).
 CLAIM_METRIC = {"correctness": "precision", "completeness": "recall", "overall": "f1"}

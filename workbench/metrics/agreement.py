@@ -23,7 +23,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from workbench.metrics.resample import item_keys, iter_resample_weights
-from workbench.metrics.stats import RESAMPLES, Estimate, optional_float, percentile_interval
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate, optional_float, percentile_interval
 
 __all__ = ["Agreement", "agreement", "cohen_kappa"]
 
@@ -73,7 +73,7 @@ def cohen_kappa(human: Sequence[Hashable], judge: Sequence[Hashable]) -> float |
 
 
 def agreement(human: Sequence[Hashable], judge: Sequence[Hashable], *, keys: Sequence[int] | None = None,
-              categories: Sequence[Hashable] | None = None, resamples: int = RESAMPLES, seed: int = 0,
+              categories: Sequence[Hashable] | None = None, resamples: int = RESAMPLES, seed: int = SEED,
               alpha: float = 0.05) -> Agreement:
     """The judge's agreement with the human labels, κ with its percentile bootstrap interval.
 

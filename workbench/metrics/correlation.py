@@ -30,6 +30,7 @@ import numpy as np
 from workbench.metrics.resample import iter_resample_weights
 from workbench.metrics.stats import (
     RESAMPLES,
+    SEED,
     Estimate,
     check_bootstrap_args,
     paired_columns,
@@ -156,7 +157,7 @@ def correlation(
     *,
     keys: Sequence[int] | np.ndarray | None = None,
     resamples: int = RESAMPLES,
-    seed: int = 0,
+    seed: int = SEED,
     alpha: float = 0.05,
 ) -> Correlation:
     """Pearson's r and Spearman's ρ of paired values, each with its percentile bootstrap interval.

@@ -52,7 +52,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from workbench.metrics.stats import RESAMPLES, Estimate, bootstrap_means
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate, bootstrap_means
 
 METRICS: tuple[str, ...] = ("recall", "precision", "hit_rate", "mrr", "f1", "ndcg")
 ALL = METRICS
@@ -219,7 +219,7 @@ def aggregate(
     per_query: PerQuery,
     *,
     resamples: int = RESAMPLES,
-    seed: int = 0,
+    seed: int = SEED,
     groups: Mapping[str, str] | None = None,
 ) -> Aggregate:
     """Mean of every (metric, k) over queries with a 95 % percentile bootstrap interval.

@@ -80,6 +80,7 @@ import numpy as np
 from workbench.metrics.resample import item_keys
 from workbench.metrics.stats import (
     RESAMPLES,
+    SEED,
     Estimate,  # re-exported: the ledger's terms are Estimates
     ResampledColumns,
     check_bootstrap_args,
@@ -343,7 +344,7 @@ def compute_ledger(
     cells: Mapping[str, CellArrays],
     *,
     resamples: int = RESAMPLES,
-    seed: int = 0,
+    seed: int = SEED,
     alpha: float = 0.05,
     keys: np.ndarray | None = None,
 ) -> dict[str, dict[str, Estimate]]:
@@ -368,7 +369,7 @@ def paired_difference(
     term: str,
     *,
     resamples: int = RESAMPLES,
-    seed: int = 0,
+    seed: int = SEED,
     alpha: float = 0.05,
     keys: np.ndarray | None = None,
 ) -> Estimate:

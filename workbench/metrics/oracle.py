@@ -14,6 +14,8 @@ import numpy as np
 from workbench.metrics.ledger import CellArrays, cell_columns, point_values, terms_from_sums
 from workbench.metrics.resample import item_keys
 from workbench.metrics.stats import (
+    RESAMPLES,
+    SEED,
     ResampledColumns,
     check_bootstrap_args,
     common_length,
@@ -143,8 +145,8 @@ def oracle_terms(
     linear_scores: np.ndarray,
     real: Mapping[str, CellArrays] | None = None,
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
     keys: np.ndarray | None = None,
 ) -> dict:

@@ -304,7 +304,7 @@ def mean_and_resampled(
 
 
 def bootstrap_mean(
-    values: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+    values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED, alpha: float = 0.05,
     keys: np.ndarray | Sequence[int] | None = None,
 ) -> Estimate:
     """The mean of ``values`` (one per item) with a percentile bootstrap interval.
@@ -328,7 +328,7 @@ def bootstrap_mean(
 
 
 def bootstrap_means(
-    block: np.ndarray, *, resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+    block: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED, alpha: float = 0.05,
     keys: np.ndarray | Sequence[int] | None = None,
 ) -> list[Estimate]:
     """:func:`bootstrap_mean` of each column of an (items × m) block, all on the same resamples."""
@@ -350,8 +350,8 @@ def bootstrap_ratio(
     num: np.ndarray,
     den: np.ndarray,
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
 ) -> Estimate:
     """The pooled ratio Σnum / Σden over items, resampled by item (e.g. cited steps / steps).
@@ -394,8 +394,8 @@ def paired_mean_difference(
     a: np.ndarray,
     b: np.ndarray,
     *,
-    resamples: int = 2000,
-    seed: int = 0,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
     alpha: float = 0.05,
     keys: np.ndarray | Sequence[int] | None = None,
 ) -> Estimate:

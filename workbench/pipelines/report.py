@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.metrics.stats import bootstrap_mean, bootstrap_ratio, paired_mean_difference
+from workbench.metrics.stats import RESAMPLES, SEED, bootstrap_mean, bootstrap_ratio, paired_mean_difference
 from workbench.pipelines.runner import get_pipeline_run
 from workbench.store.db import Store
 
@@ -18,7 +18,7 @@ _COLUMNS = ("cover", "acc", "rounds", "steps", "n_model", "n_corrected", "n_comp
             "baseline_cover", "baseline_acc")
 
 
-def searchain_report(store: Store, name: str | None = None, *, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+def searchain_report(store: Store, name: str | None = None, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
     """Every SearChain figure of a run over its finished samples (95% bootstrap CIs, paired by sample)."""
     prun = get_pipeline_run(store, name)
     prun_id, name, config = prun.id, prun.name, prun.config

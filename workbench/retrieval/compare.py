@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from workbench.metrics.significance import mcnemar_exact
-from workbench.metrics.stats import Estimate, paired_mean_difference
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate, paired_mean_difference
 from workbench.retrieval.evaluate import RetrievalEval, evaluate_retrieval
 from workbench.store.db import Store
 
@@ -48,7 +48,7 @@ class RetrievalComparison:
 
 
 def compare_retrievers(store: Store, dataset: str | None, retrievers: Sequence[str], ks: Sequence[int] = (1, 3, 5, 10),
-                       *, resamples: int = 2000, seed: int = 0) -> RetrievalComparison:
+                       *, resamples: int = RESAMPLES, seed: int = SEED) -> RetrievalComparison:
     """Evaluate ``retrievers`` (at least two, stored for ``dataset``) and their paired differences to the first."""
     retrievers = tuple(dict.fromkeys(retrievers))
     if len(retrievers) < 2:

@@ -19,6 +19,7 @@ from workbench.models.structured import string_list_schema, strings_after
 from workbench.passes.inflight import in_flight
 from workbench.store.db import Store
 from workbench.store.queries import get_dataset, load_samples
+from workbench.metrics.stats import RESAMPLES, SEED
 
 TEMPLATES = {"zh": "如何做{name}？", "en": "How do I make {name}?"}
 
@@ -68,7 +69,7 @@ class RetrievalEval:
 
 
 def evaluate_retrieval(store: Store, dataset: str | None = None, retriever: str = "bm25",
-                       ks: Sequence[int] = (1, 3, 5, 10), *, resamples: int = 2000, seed: int = 0) -> RetrievalEval:
+                       ks: Sequence[int] = (1, 3, 5, 10), *, resamples: int = RESAMPLES, seed: int = SEED) -> RetrievalEval:
     """Recall, Precision, Hit, MRR, F1 and nDCG at each k, doc- and chunk-level, with bootstrap CIs."""
     ds = get_dataset(store, dataset)
     samples = [s for s in load_samples(store, ds.id) if s.meta.get("doc_id")]

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from workbench.metrics.ir import aggregate, evaluate, rank
-from workbench.metrics.stats import Estimate
+from workbench.metrics.stats import RESAMPLES, SEED, Estimate
 from workbench.models.base import ModelError
 from workbench.models.cached import default_llm
 from workbench.models.check import GENERATOR, check_model_options
@@ -339,7 +339,7 @@ class JudgedMetrics:
 
 
 def judged_metrics(store: Store, dataset: str | None, retriever: str, ks: Sequence[int] = (1, 3, 5, 10), *,
-                   resamples: int = 2000, seed: int = 0, config_key: str | None = None) -> JudgedMetrics | None:
+                   resamples: int = RESAMPLES, seed: int = SEED, config_key: str | None = None) -> JudgedMetrics | None:
     """Judged precision@k and nDCG@k of ``retriever`` in ``dataset``; None when its results were never judged.
 
     The judge is that of the retriever's newest relevance run (or ``config_key``); its verdicts are

@@ -34,7 +34,7 @@ import numpy as np
 
 from workbench.metrics.scoring import get_scorer
 from workbench.metrics.resample import poisson_weights
-from workbench.metrics.stats import RESAMPLES
+from workbench.metrics.stats import RESAMPLES, SEED
 from workbench.runs.cells import Cell, run_cells
 from workbench.runs.groups import SCORE, Group, GroupSums, Rows, contributions, copied_columns, run_groups
 from workbench.store.db import Store
@@ -54,7 +54,6 @@ from workbench.store.ledger_state import (
 from workbench.store.lookup import NotFound
 from workbench.store.queries import Run, sample_answers
 
-DEFAULT_RESAMPLES = RESAMPLES
 #: A long-lived reader (the TUI) saves its state after this many changed events; a one-shot
 #: reader (the CLI) after any.
 PERSIST_EVERY = 1000
@@ -93,8 +92,8 @@ class LedgerReader:
     ``persist=False`` saves nothing and opens no header (a preview, ``--verify``).
     """
 
-    def __init__(self, store: Store, run: Run, *, score: str | None = None, seed: int = 0,
-                 resamples: int = DEFAULT_RESAMPLES, persist_every: int = PERSIST_EVERY,
+    def __init__(self, store: Store, run: Run, *, score: str | None = None, seed: int = SEED,
+                 resamples: int = RESAMPLES, persist_every: int = PERSIST_EVERY,
                  persist: bool = True) -> None:
         self.store, self.run, self.seed = store, run, seed
         own = run.config.get("score", "acc")
@@ -384,7 +383,7 @@ class Verification:
         return not self.differences
 
 
-def verify(store: Store, run: Run, *, score: str | None = None, seed: int = 0,
+def verify(store: Store, run: Run, *, score: str | None = None, seed: int = SEED,
            tolerance: float = 1e-9) -> Verification:
     """Compare the persisted state caught up from the log with a from-scratch build, in one snapshot.
 

@@ -20,8 +20,8 @@ from workbench.metrics.ledger import (
 )
 from workbench.metrics.oracle import oracle_estimates
 from workbench.metrics.scoring import get_scorer
-from workbench.metrics.stats import check_bootstrap_args
-from workbench.runs.aggregate import DEFAULT_RESAMPLES, LedgerReader, Verification, verify
+from workbench.metrics.stats import RESAMPLES, SEED, check_bootstrap_args
+from workbench.runs.aggregate import LedgerReader, Verification, verify
 from workbench.runs.cells import Cell, run_cells
 from workbench.runs.sequential import SequentialStatus, sequential_status
 from workbench.store.db import Store
@@ -129,8 +129,8 @@ def _model_rank(models: list[str], cell: Cell) -> int:
     return models.index(cell.model) if cell.model in models else 0
 
 
-def ledger_reader(store: Store, run: Run, *, score: str | None = None, resamples: int = DEFAULT_RESAMPLES,
-                  seed: int = 0, persist_every: int = 1, persist: bool = True) -> LedgerReader:
+def ledger_reader(store: Store, run: Run, *, score: str | None = None, resamples: int = RESAMPLES,
+                  seed: int = SEED, persist_every: int = 1, persist: bool = True) -> LedgerReader:
     """A reader of the run's incremental ledger state keeping at least ``resamples`` replicates.
 
     ``persist_every=1`` (a one-shot reader: the CLI) saves the state after any change it
@@ -139,18 +139,18 @@ def ledger_reader(store: Store, run: Run, *, score: str | None = None, resamples
     """
     if not persist:
         return LedgerReader(store, run, score=score, seed=seed, resamples=resamples, persist=False)
-    return LedgerReader(store, run, score=score, seed=seed, resamples=max(resamples, DEFAULT_RESAMPLES),
+    return LedgerReader(store, run, score=score, seed=seed, resamples=max(resamples, RESAMPLES),
                         persist_every=persist_every)
 
 
-def saved_state_exists(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> bool:
+def saved_state_exists(store: Store, run: Run, *, score: str | None = None, seed: int = SEED) -> bool:
     """Whether the run has a saved ledger state (its ledger then reads in O(cells × resamples))."""
     head = state_header(store.conn, run.id, score or run.config.get("score", "acc"), seed)
     return head is not None and head.watermark is not None
 
 
-def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: int = 2000,
-               seed: int = 0, exclude_tags: Sequence[str] = (), reader: LedgerReader | None = None) -> LedgerReport:
+def run_ledger(store: Store, run: Run, *, score: str | None = None, resamples: int = RESAMPLES,
+               seed: int = SEED, exclude_tags: Sequence[str] = (), reader: LedgerReader | None = None) -> LedgerReport:
     """Compute the ledger of every retrieval cell and the oracle controls of every budget.
 
     Samples tagged with any of ``exclude_tags`` are left out of every term. The terms come
@@ -235,7 +235,7 @@ def _attach_claims(store: Store, run: Run, report: LedgerReport, excluded, resam
 
 
 def cell_difference(store: Store, run: Run, a: str, b: str, term: str, *, score: str | None = None,
-                    resamples: int = 2000, seed: int = 0, exclude_tags: Sequence[str] = (),
+                    resamples: int = RESAMPLES, seed: int = SEED, exclude_tags: Sequence[str] = (),
                     reader: LedgerReader | None = None) -> Estimate:
     """Paired-bootstrap difference term(a) − term(b) between two cells of one run (from the ledger state)."""
     reader = reader or ledger_reader(store, run, score=score, resamples=resamples, seed=seed)
@@ -256,7 +256,7 @@ def undefined_terms(run: Run) -> set[str]:
     return set(run.config.get("undefined_terms", ()))
 
 
-def verify_ledger(store: Store, run: Run, *, score: str | None = None, seed: int = 0) -> Verification:
+def verify_ledger(store: Store, run: Run, *, score: str | None = None, seed: int = SEED) -> Verification:
     """``ledger --verify``: the saved state as found, caught up from the log, against a from-scratch build.
 
     A run with no saved state (never read, or its builder was killed) gets one built first.

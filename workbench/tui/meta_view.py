@@ -10,9 +10,9 @@ from textual.content import Content
 
 from workbench.claims.report import claim_runs
 from workbench.meta.instances import Disagreement, disagreements, instance_detail
-from workbench.meta import report as meta_figures
 from workbench.meta.report import MetaRow, meta_report
 from workbench.meta.sets import LABELS, get_meta_set, human_labels, meta_set_names
+from workbench.metrics import stats
 from workbench.store.lookup import NotFound
 from workbench.store.queries import load_samples
 from workbench.tables import DASH
@@ -21,7 +21,7 @@ from workbench.tui.claims_view import LABEL_STYLE
 # A quick bootstrap paints first; the full one is the core's, the figure every other place shows: the Labels
 # screen's preferences read RESAMPLES and SEED from here, so the two screens show one statistic.
 QUICK_RESAMPLES = 200
-RESAMPLES, SEED = meta_figures.RESAMPLES, meta_figures.SEED
+RESAMPLES, SEED = stats.RESAMPLES, stats.SEED
 WIDE = 100      # from this width the two responses sit side by side; below it, one above the other
 PADDING = 2     # a DataTable column's cell padding, both sides
 SCROLLBAR = 2   # a DataTable's vertical scrollbar
