@@ -41,6 +41,9 @@ from replay import replay_llm
 # would change what every test reads of the CLI's output. A test that means a width sets it.
 os.environ.pop("COLUMNS", None)
 
+# Fixtures kept beside the helpers that build their data: the demo-like database (tests/tuistates.py).
+pytest_plugins = ["tuistates"]
+
 REPO = Path(__file__).resolve().parents[1]
 #: The database `just demo` writes (absent until it ran).
 DEMO_DB = REPO / ".workbench" / "demo.db"
@@ -157,9 +160,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _SPENT:
         return
     total = sum(_SPENT.values())
-    terminalreporter.section(f"tests over their time budget ({TIME_BUDGET:g} s unless marked budget)")
-    terminalreporter.write_line(f"{len(over)} of {len(_SPENT)} tests, {sum(s for s, _ in over):.0f} s of the "
-                                f"suite's {total:.0f} s summed:")
+    terminalreporter.section(f"the suite's time: {total:.0f} s summed over {len(_SPENT)} tests")
+    if over:
+        terminalreporter.write_line(f"{len(over)} tests over their budget ({TIME_BUDGET:g} s unless marked "
+                                    f"budget), {sum(s for s, _ in over):.0f} s:")
     for spent, nodeid in over[:25]:
         budget = _BUDGETS.get(nodeid, TIME_BUDGET)
         terminalreporter.write_line(f"  {spent:6.1f} s (budget {budget:g} s)  {nodeid}")

@@ -23,10 +23,9 @@ import re
 from rich.cells import cell_len
 from textual.widgets import DataTable
 
-from tuikit import SMALL, screen_text
+from tuikit import SMALL, WIDE, screen_text
 from tuiwalk import mode_of_key, press, settle
 
-WIDE = (200, 50)
 
 
 def plain(cell) -> str:

@@ -28,9 +28,8 @@ def answered_db(swept_db):
 
 
 def ledger(db, columns: int | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
+    # No COLUMNS in the environment (tests/conftest.py drops it): None prints as into a pipe.
+    env = os.environ if columns is None else {**os.environ, "COLUMNS": str(columns)}
     done = subprocess.run([sys.executable, "-m", "workbench.cli", "--db", str(db), "ledger", "answered"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

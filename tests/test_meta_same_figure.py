@@ -22,7 +22,6 @@ import pytest
 from conftest import copy_db
 from tui_shared_a import SharedApp
 from tuikit import SIZE, until_loaded, wait_for
-from tuistates import build_demo_like, shared_template
 from workbench.cli import main
 from workbench.metrics.stats import Estimate
 from workbench.tables import fmt_estimate
@@ -33,12 +32,6 @@ SET = "prefs"         # the demo's meta set (tests/tuistates.py), shown beside �
 RUN = "recorded"      # the demo's run with verified claims and the shipped labels: κ with an interval
 FIGURE = r"(?:—|-?\d+\.\d+(?: \[-?\d+\.\d+, ?-?\d+\.\d+\])?)"
 PARSED = re.compile(r"(-?\d+\.\d+)(?: \[(-?\d+\.\d+), ?(-?\d+\.\d+)\])?")
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    """The demo-like database (tests/tuistates.py), built once per test session (the key contract's too)."""
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 
 import workbench.tui
 from tui_shared_a import running
-from tuikit import SMALL, wait_for
+from tuikit import SMALL, screen_lines, wait_for
 from workbench.tui.dialogs import ChoiceDialog, ConfirmDialog, ErrorDialog, PromptDialog, TextDialog
 from workbench.tui.help import HelpScreen
 from workbench.tui.screens.retrieval import MissScreen
@@ -66,11 +66,6 @@ def modal_screens() -> set[type]:
     return found
 
 
-def rows(app) -> list[str]:
-    """The rows of the screen on top, as a user reads them."""
-    return [strip.text for strip in app.screen._compositor.render_strips()]
-
-
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One app on an empty database (the dialogs are opened over its first screen; none reads or writes data)."""
@@ -94,7 +89,7 @@ def test_every_dialogs_key_hint_reads_whole_on_one_row_at_80_columns(shared):
                 await wait_for(pilot, lambda: isinstance(app.screen, dialog) and app.screen.is_mounted,
                                what=f"{dialog.__name__} open")
                 await pilot.pause()
-                shown = rows(app)
+                shown = screen_lines(app)
                 if not any(hint in row for row in shown):
                     split.append(f"{dialog.__name__} ({name}): {hint!r} not on one row of\n" + "\n".join(shown))
                 app.pop_screen()
@@ -114,6 +109,6 @@ def test_the_datasets_import_prompt_asks_on_one_row_at_80_columns(shared):
         await wait_for(pilot, lambda: isinstance(app.screen, PromptDialog), what="the import prompt")
         await pilot.pause()
         question = app.screen.question
-        assert any(question in row for row in rows(app)), "\n".join(rows(app))
+        assert any(question in row for row in screen_lines(app)), "\n".join(screen_lines(app))
 
     shared.walk(look, SMALL)

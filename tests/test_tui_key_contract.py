@@ -37,23 +37,15 @@ from contractapp import Contracts
 from contractcursor import KEYS, Checker
 from contractempty import VIEWS, SeenWalk
 from contractroom import room_findings
-from tuikit import SMALL
-from tuistates import (GatedBackend, build_demo_like, build_like_just_demo, few_resamples, no_model_runs,
-                       shared_template)
+from tuikit import SMALL, WIDE
+from tuistates import GatedBackend, build_like_just_demo, few_resamples, no_model_runs, shared_template
 from tuiwalk import KeyWalk, background_workers, draw_only_when_looked_at, mode_of_key, settle
 
-WIDE = (200, 50)
 SIZES = [SMALL, WIDE]
 # In short (`just test`): the empty database at 80×24, every key; the demo at 200×50 and the run in progress
 # (Runs) at 80×24, the workbench's keys. WORKBENCH_WALK=full: every state at both sizes, every key, and with
 # the run in progress every screen it changes (about three times as long).
 FULL = os.environ.get("WORKBENCH_WALK") == "full"
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    """The demo-like database, built once per test session."""
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
 
 
 @pytest.fixture(scope="session")
@@ -125,6 +117,7 @@ def test_every_key_of_every_screen_acts_or_says_why_on_an_empty_database(contrac
     # seen: a key that only moves the focus onto a pane showing nothing says nothing either.
     driver.run(lambda pilot: walks.state("empty", SIZES if FULL else [SMALL], every=True, seen=True))
     assert not walks.findings, walks.verdict()
+    assert walks.pressed > 100, walks.pressed      # every screen's keys (201 at 80×24): not a walk of nothing
 
 
 def test_every_key_acts_or_says_why_where_a_screen_is_empty_or_filtered_among_data(contracts):
@@ -134,14 +127,20 @@ def test_every_key_acts_or_says_why_where_a_screen_is_empty_or_filtered_among_da
     driver = contracts.at("partial")
     walks = Walks(driver.pilot, walk_opened_once=True)
 
+    pressed: dict[str, int] = {}
+
     async def views(pilot):
         for view in VIEWS:
             await view.enter(pilot)
+            before = walks.pressed
             await walks.state(f"partial, {view.name}", [SMALL], every=FULL, modes=[view.mode], seen=True,
                               not_followed=view.unwalked(pilot.app))
+            pressed[view.name] = walks.pressed - before
 
     driver.run(views)
     assert not walks.findings, walks.verdict()
+    # Every view walked (tab and shift+tab at least, and its screen's keys): none passes by pressing nothing.
+    assert all(n >= 5 for n in pressed.values()), pressed
 
 
 def test_no_column_is_cut_while_the_screen_has_room(contracts):
@@ -187,3 +186,4 @@ def test_every_key_of_every_screen_acts_or_says_why_on_the_demo_and_a_run_in_pro
 
     driver.run(running)
     assert not walks.findings, walks.verdict()
+    assert walks.pressed > 100, walks.pressed      # every screen's keys (216 in short): not a walk of nothing

@@ -15,19 +15,17 @@ from rich.text import Text
 from conftest import copy_db
 from contractroom import whole_in_view
 from tui_shared_a import running
-from tuikit import SMALL, heading, until_loaded, wait_for
-from tuistates import build_demo_like, few_resamples, shared_template
+from tuikit import SMALL, WIDE, heading, until_loaded, wait_for
+from tuistates import few_resamples
 
-WIDE = (200, 50)
 # The claim run as `workbench claims run` records its default configuration: the longest names the panel shows.
 # (The demo-like run's claims were made with rule + lexical, which need no model; the panel only reads the names.)
 DEFAULT_CLAIMS = ("hybrid", ("lexical", "embedding", "llm_judge"))
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    template = shared_template(tmp_path_factory, "demo.db", build_demo_like)
-    db = copy_db(template, tmp_path_factory.mktemp("ledger-demo") / "demo.db")
+def demo(tmp_path_factory, demo_template):
+    db = copy_db(demo_template, tmp_path_factory.mktemp("ledger-demo") / "demo.db")
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("UPDATE claim_runs SET config = json_set(config, '$.decomposer', ?, '$.verifiers', json(?))",

@@ -163,7 +163,7 @@ async def test_with_no_meta_set_the_screen_says_what_to_do(tmp_path):
 
 def test_the_labels_screen_shows_peoples_preferences_beside_kappa(looking):
     # The core's figures at its own resamples and seed: the Meta screen's and the CLI's (tests/test_meta_same_figure.py).
-    want = _core(looking.app.db_path, lambda s: preference_rows(s))
+    want = _core(looking.app.db_path, preference_rows)
 
     async def walk(pilot):
         app = pilot.app

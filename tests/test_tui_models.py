@@ -13,33 +13,44 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input
 
-from conftest import new_template
+from conftest import SAMPLE_METAQA
 from llama_server import Canned
 from seqkit import Reader
-from tuikit import SIZE, SMALL, until_loaded, wait_for
+from tuistates import shared_template
+from tuikit import SIZE, SMALL, WIDE, until_loaded, wait_for
+from workbench.data.importer import import_dataset
 from workbench.runs.executor import execute
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
+from workbench.store import open_store
 from workbench.store.queries import get_run
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.detail import SampleDetailScreen
 from workbench.tui.screens.run_form import RunForm
 
 MODELS = ("good", "mid", "weak")
-WIDE = (200, 50)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    """sample_data/metaqa and run ``m3``: 3 models × K 1,5 × B 32,128, 6 questions, answered in full."""
-    with new_template(tmp_path_factory, "tui-models.db") as store:
+def _build_m3(path: Path) -> Path:
+    store = open_store(path)
+    try:
+        import_dataset(store, SAMPLE_METAQA, "metaqa")
         served = {m: GenerationConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model=m).as_dict()
                   for m in MODELS}
         plan_sweep(store, SweepConfig(ks=(1, 5), budgets=(32, 128), formats=("linear",), limit=6), name="m3",
                    generations=served)
         report = execute(store, get_run(store, "m3"), backend={m: Reader(model_id=f"reader-{m}") for m in MODELS})
         assert report.errors == 0 and report.done == 3 * 4 * 6
-        return store.path
+    finally:
+        store.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """sample_data/metaqa and run ``m3``: 3 models × K 1,5 × B 32,128, 6 questions, answered in full; built once
+    per test session (tests/test_tui_models_contracts.py walks it too)."""
+    return shared_template(tmp_path_factory, "tui-models.db", _build_m3)
 
 
 @pytest.fixture

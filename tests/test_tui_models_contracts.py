@@ -16,9 +16,9 @@ from contractapp import Driver
 from contractcursor import Checker
 from contractroom import room_findings
 from test_tui_key_contract import FULL
-from test_tui_models import WIDE
-from test_tui_models import template as template  # noqa: F401 - the module fixture, shared
-from tuikit import SMALL
+
+from test_tui_models import template as template  # noqa: F401 - the fixture (its database built once a session)
+from tuikit import SMALL, WIDE
 from tuistates import few_resamples, no_model_runs
 from tuiwalk import KeyWalk, draw_only_when_looked_at, settle
 from workbench.tui.app import WorkbenchApp

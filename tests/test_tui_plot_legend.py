@@ -15,10 +15,9 @@ from rich.cells import cell_len
 from conftest import copy_db
 from test_plot_legend import frame
 from tui_shared_a import running
-from tuikit import SIZE, SMALL, until_loaded, wait_for
-from tuistates import build_demo_like, few_resamples, shared_template
+from tuikit import SIZE, SMALL, WIDE, until_loaded, wait_for
+from tuistates import few_resamples
 
-WIDE = (200, 50)
 MAIN = ("S_set", "S_vis", "S_llm", "D_rate")
 ORACLE = ("Acc_struct", "Acc_linear", "L_struct")
 RETRIEVAL = ("Recall@k", "MRR@k")
@@ -30,13 +29,12 @@ PLOTS = {"Ledger's K sweep": ((), "ledger", "#main-plot", MAIN),
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+def shared(tmp_path_factory, demo_template):
     """One app on a copy of the demo-like database (built once per session, shared with the contract tests); its
     intervals from few resamples: the legend's place is the subject, not the intervals."""
-    template = shared_template(tmp_path_factory, "demo.db", build_demo_like)
     with pytest.MonkeyPatch.context() as monkeypatch:
         few_resamples(monkeypatch)
-        yield from running(copy_db(template, tmp_path_factory.mktemp("plot-legend") / "wb.db"))
+        yield from running(copy_db(demo_template, tmp_path_factory.mktemp("plot-legend") / "wb.db"))
 
 
 def shown(panel) -> str:

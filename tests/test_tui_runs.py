@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from dataclasses import replace
 
 import pytest
 from textual.widgets import Input, Select
 
 from conftest import copy_db
 from tui_shared_c import camera, snap
-from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, row_at, screen_text, settled_after, snap_app,
-                    type_text, until_loaded, wait_for)
+from tuikit import (PATIENCE, SIZE, SMALL, EchoBackend, answered_run, open_runs, row_at, screen_text, settled_after,
+                    snap_app, type_text, until_loaded, wait_for)
 from tuistates import GatedBackend, no_model_runs
 from workbench.data.importer import import_dataset
 from workbench.runs.sweep import SweepConfig, plan_sweep
@@ -281,9 +282,10 @@ async def test_after_p_the_jobs_still_ending_keep_the_line_saying_the_run_is_pau
             assert _status(app) == "pausing live after the job in progress … (3/6 jobs done)"
             screen = app.screen
             tick = screen._last_progress["live"]
-            screen._show_progress("live", tick)
-            assert _status(app) == "pausing live after the job in progress … (3/6 jobs done)"
-            assert row_at(screen.query_one("#runs"), 0)["done"] == "3"      # the row still follows the ticks
+            # A cached job ends after p: its tick keeps the line, and moves the line's count and the row.
+            screen._show_progress("live", replace(tick, done=tick.done + 1, cache_hits=tick.cache_hits + 1))
+            assert _status(app) == "pausing live after the job in progress … (4/6 jobs done)"
+            assert row_at(screen.query_one("#runs"), 0)["done"] == "4"
             gate.release()
             await wait_for(pilot, lambda: "live paused" in _status(app), what="the run paused")
     finally:

@@ -14,8 +14,7 @@ from textual.widgets import Select
 
 from conftest import copy_db
 from test_leases import _plant, _started, sleeper  # noqa: F401  (sleeper: the fixture of a live process)
-from tuikit import SMALL, open_runs, until_loaded, wait_for
-from tuistates import build_demo_like, shared_template
+from tuikit import SMALL, open_runs, screen_lines, until_loaded, wait_for
 from workbench.runs.generation import GenerationConfig
 from workbench.runs.sweep import SweepConfig, plan_sweep
 from workbench.store import open_store
@@ -23,20 +22,9 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.run_form import RunForm
 
 
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    """The demo-like database (tests/tuistates.py), built once per test session (the key contract's too)."""
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
-
-
 @pytest.fixture
 def demo_db(tmp_path, demo_template):
     return copy_db(demo_template, tmp_path / "demo.db")
-
-
-def _lines(app) -> list[str]:
-    """The screen as drawn, line by line."""
-    return ["".join(segment.text for segment in strip) for strip in app.screen._compositor.render_strips()]
 
 
 async def test_the_pid_of_another_process_writing_a_run_is_whole_at_80_columns(demo_db, sleeper):  # noqa: F811
@@ -47,7 +35,7 @@ async def test_the_pid_of_another_process_writing_a_run_is_whole_at_80_columns(d
     async with app.run_test(size=SMALL) as pilot:
         table = await open_runs(pilot, rows=5)
         await until_loaded(pilot, "runs")
-        row = next(line for line in _lines(app) if line.startswith(" demo "))
+        row = next(line for line in screen_lines(app) if line.startswith(" demo "))
         assert f" pid {sleeper.pid} " in row, row        # it read "running: pid 1" (of 10590)
         assert table.max_scroll_x == 0, "a column of the runs table is off the screen"
         assert str(table.get_cell("demo", "state")) == f"pid {sleeper.pid}"
@@ -66,7 +54,7 @@ async def test_the_state_of_a_run_of_long_named_models_is_on_the_screen_at_80_co
         table = await open_runs(pilot, rows=6)
         await until_loaded(pilot, "runs")
         assert table.max_scroll_x > 0, "the models are wider than the screen (the case)"
-        row = next(line for line in _lines(app) if line.startswith(" pair "))
+        row = next(line for line in screen_lines(app) if line.startswith(" pair "))
         assert " paused " in row, row
 
 
@@ -83,5 +71,5 @@ async def test_every_choice_of_the_new_run_form_reads_whole_at_80_columns(demo_d
                 select.value = value
                 body.scroll_to_widget(select, animate=False)
                 await pilot.pause()
-                line = _lines(app)[select.region.y]
+                line = screen_lines(app)[select.region.y]
                 assert str(label) in line, f"{select.id}: {label!r} is not whole at 80 columns: {line!r}"

@@ -19,7 +19,7 @@ from textual.widgets import Checkbox, Input, Select
 from conftest import copy_db
 from tui_shared_c import Restoring
 from tuikit import SIZE, until_loaded, wait_for
-from tuistates import LIVE, GatedBackend, build_demo_like, few_resamples, no_model_runs, restore, shared_template
+from tuistates import LIVE, GatedBackend, few_resamples, no_model_runs, restore
 from tuiwalk import draw_only_when_looked_at
 from workbench.tui.screens.run_form import RunForm
 
@@ -34,12 +34,6 @@ STATES = {
     "no run at all": ("metaqa", None, None, "metaqa"),
     "no run at all, narrowed to the run's dataset": ("metaqa", "metaqa", None, "metaqa"),
 }
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    """The demo-like database (tests/tuistates.py), built once per test session (the key contract's too)."""
-    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.samples import QUADRANT_KEYS
 
 from conftest import copy_db
+from contractempty import NO_MATCH
 from tui_shared_a import running
 from tuikit import SIZE, SMALL, footer_line, heading, settled_after, snap_app, type_text, until_loaded, wait_for
 
@@ -243,9 +244,10 @@ def test_j_on_the_last_sample_and_k_on_the_first_say_so(looking):
 
 
 # -- what an empty page offers (issue 54, case 6) ----------------------------------------------
-NO_MATCH = "no sample matches this"
-# The empty pages a user meets: a search with no match on quadrant all and on an empty quadrant, and an empty
-# quadrant unfiltered (a sweep run without a model has no scores: nothing is dissipated).
+
+# The empty pages a user meets (NO_MATCH: the key contract's search that matches nothing): a search with no match
+# on quadrant all and on an empty quadrant, and an empty quadrant unfiltered (a sweep run without a model has no
+# scores: nothing is dissipated).
 EMPTY_PAGES = [("all", NO_MATCH), ("dissipation", NO_MATCH), ("dissipation", "")]
 OFFER = re.compile(r"(\S+) shows (all samples|quadrant all)")
 
@@ -269,33 +271,35 @@ def test_every_key_an_empty_samples_page_offers_does_what_it_says(looking):
         app = pilot.app
         said: list[str] = []
         app.notify = lambda message, *args, **kwargs: said.append(" ".join(str(message).split()))
-        await open_samples(pilot)
-        whole = app.screen.total
-        for quadrant, search in EMPTY_PAGES:
-            await show(pilot, quadrant, search)
-            assert app.screen.total == 0, (quadrant, search)
-            offers = OFFER.findall(empty_hint(app))
-            assert offers or "/ changes the search" in empty_hint(app), empty_hint(app)
-            for key, what in offers:
-                await pilot.press(key)
-                await until_loaded(pilot, "samples")
-                if what == "all samples":
-                    assert (app.screen.quadrant, app.screen.search, app.screen.total) == ("all", "", whole), \
-                        f"on {quadrant} searched {search!r}, {key} was said to show all samples"
-                else:
-                    assert app.screen.quadrant == "all" and app.screen.search == search
+        try:
+            await open_samples(pilot)
+            whole = app.screen.total
+            for quadrant, search in EMPTY_PAGES:
                 await show(pilot, quadrant, search)
+                assert app.screen.total == 0, (quadrant, search)
+                offers = OFFER.findall(empty_hint(app))
+                assert offers or "/ changes the search" in empty_hint(app), empty_hint(app)
+                for key, what in offers:
+                    await pilot.press(key)
+                    await until_loaded(pilot, "samples")
+                    if what == "all samples":
+                        assert (app.screen.quadrant, app.screen.search, app.screen.total) == ("all", "", whole), \
+                            f"on {quadrant} searched {search!r}, {key} was said to show all samples"
+                    else:
+                        assert app.screen.quadrant == "all" and app.screen.search == search
+                    await show(pilot, quadrant, search)
 
-            # A page key on the empty page says why there is no page, not that "all 0 samples" are on one.
-            said.clear()
-            await pilot.press("pagedown")
-            assert said and "0 samples" not in said[-1] and "empty" in said[-1], said
+                # A page key on the empty page says why there is no page, not that "all 0 samples" are on one.
+                said.clear()
+                await pilot.press("pagedown")
+                assert said and "0 samples" not in said[-1] and "empty" in said[-1], said
 
-            # The quadrant's own key says the search stays, and how to change it.
-            said.clear()
-            await pilot.press(str(QUADRANT_KEYS.index(quadrant) + 1))
-            assert said and said[-1].startswith(f"Already showing quadrant {quadrant}"), said
-            assert ("/ changes the search" in said[-1]) == bool(search), said
-        del app.notify      # the shared app's own notify again, for the next test
+                # The quadrant's own key says the search stays, and how to change it.
+                said.clear()
+                await pilot.press(str(QUADRANT_KEYS.index(quadrant) + 1))
+                assert said and said[-1].startswith(f"Already showing quadrant {quadrant}"), said
+                assert ("/ changes the search" in said[-1]) == bool(search), said
+        finally:
+            del app.notify      # the shared app's own notify again, for the next test, pass or fail
 
     looking.walk(walk, SIZE)

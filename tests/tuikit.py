@@ -9,6 +9,7 @@ from llama_server import Canned
 
 SIZE = (120, 40)
 SMALL = (80, 24)
+WIDE = (200, 50)
 # How long a wait may last before the test fails. Only a safety net (each wait ends as soon as its
 # condition holds): generous, as a loaded 2-core machine runs workers and the real model slowly.
 PATIENCE = 120.0
@@ -86,6 +87,11 @@ def heading(app) -> str:
 def screen_text(app) -> str:
     """Everything the current screen shows, as plain text (for asserting what a user reads)."""
     return "\n".join(str(w.render()) for w in app.screen.query("Static, Label"))
+
+
+def screen_lines(app) -> list[str]:
+    """The screen on top as drawn, row by row (the characters a user reads, dialogs and borders included)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
 def snap_app(db):

@@ -20,6 +20,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
+import pytest
 from filelock import FileLock
 
 from conftest import REPO, SAMPLE_META, SAMPLE_METAQA, copy_db, write_tiny_kg
@@ -191,3 +192,10 @@ def few_resamples(monkeypatch, quick: int = 20, full: int = 20) -> None:
         monkeypatch.setattr(module, "RESAMPLES", full)
     for module in (label_loads, searchain):
         monkeypatch.setattr(module, "RESAMPLES", full)
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> Path:
+    """The demo-like database (:func:`build_demo_like`), built once per test session; every test module has this
+    fixture (tests/conftest.py loads this module as a plugin)."""
+    return shared_template(tmp_path_factory, "demo.db", build_demo_like)
