@@ -9,12 +9,13 @@ pass that waited 10 minutes for another process's model, then did 1 job in 2 s, 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 
 from workbench.models import slot as model_slot
-from workbench.terminal import write_control
+from workbench.terminal import raw_stream, write_control
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,22 @@ class ProgressBar:
             write_control(self.stream, "\r")
 
 
+def say(stream, text: str) -> None:
+    """Write ``text`` from a signal handler: to the stream's descriptor, past its buffer.
+
+    The handler runs between two bytecodes of the main thread, which may be inside a write to the
+    same stream (the progress bar's line): a second write through its buffer raises "reentrant
+    call", in the middle of the run, and a run that then waited for its jobs in flight hung with
+    nothing said. A stream with no descriptor (captured output) is written as usual.
+    """
+    try:
+        fd = raw_stream(stream).fileno()
+    except (AttributeError, ValueError, OSError):
+        stream.write(text)
+        return
+    os.write(fd, text.encode("utf-8", "backslashreplace"))
+
+
 class StopOnSigint:
     """A context manager: the first Ctrl-C sets ``.stop`` (finish the job in progress), the second aborts."""
 
@@ -126,7 +143,7 @@ class StopOnSigint:
         if self.stop.is_set():
             raise KeyboardInterrupt
         self.stop.set()
-        print("\nstopping after the job in progress (Ctrl-C again to abort now)…", file=self.stream)
+        say(self.stream, "\nstopping after the job in progress (Ctrl-C again to abort now)…\n")
 
     def __enter__(self) -> "StopOnSigint":
         import signal
